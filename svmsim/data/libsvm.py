@@ -1,0 +1,190 @@
+"""Reading LIBSVM (svmlight) files and mapping their labels to {-1, +1}.
+
+Parsing is done by :func:`sklearn.datasets.load_svmlight_file`; this module adds transparent decompression
+(``.xz``, ``.bz2``, ``.gz``), readable :class:`~svmsim.errors.DataError` messages, and the label conventions
+of the LIBSVM data sets svmsim knows about.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import os
+from pathlib import Path
+from typing import IO, Iterable
+
+import numpy as np
+import scipy.sparse as sp
+
+from svmsim.errors import DataError
+
+#: Compression suffixes recognised by :func:`open_maybe_compressed`, with their openers.
+COMPRESSION_SUFFIXES = {".xz": lzma.open, ".bz2": bz2.open, ".gz": gzip.open}
+
+#: Raw label that becomes +1 for LIBSVM sets whose labels are not already {-1, +1}.
+#: mushrooms: 1 -> +1 (3916 points, edible); phishing: 1 -> +1 (6157 points); svmguide1: 1 -> +1;
+#: skin_nonskin: 1 -> +1 (50859 points); breast-cancer (original 2/4 coding): 4 (malignant) -> +1.
+KNOWN_POSITIVE_LABELS: dict[str, float] = {
+    "mushrooms": 1.0,
+    "phishing": 1.0,
+    "svmguide1": 1.0,
+    "skin_nonskin": 1.0,
+    "breast-cancer": 4.0,
+}
+
+
+def strip_compression(name: str) -> str:
+    """Return ``name`` without a trailing ``.xz``/``.bz2``/``.gz`` suffix."""
+    for suffix in COMPRESSION_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def dataset_key(name: str | os.PathLike) -> str:
+    """Canonical data-set name of a file or name: ``/x/a9a.t.xz`` -> ``a9a``, ``phishing.txt`` -> ``phishing``."""
+    base = strip_compression(Path(name).name)
+    for suffix in (".txt", ".t"):
+        if base.endswith(suffix) and len(base) > len(suffix):
+            base = base[: -len(suffix)]
+    return base
+
+
+def open_maybe_compressed(path: str | os.PathLike) -> IO[bytes]:
+    """Open ``path`` for binary reading, decompressing according to its suffix."""
+    p = Path(path)
+    opener = COMPRESSION_SUFFIXES.get(p.suffix, open)
+    return opener(p, "rb")
+
+
+def load_libsvm(
+    path: str | os.PathLike, n_features: int | None = None, dtype=np.float64
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Load a LIBSVM file (plain, ``.xz``, ``.bz2`` or ``.gz``) as ``(X, y_raw)``.
+
+    ``X`` is a CSR matrix with ``n_features`` columns (inferred from the largest feature index when None);
+    ``y_raw`` holds the labels as written in the file (float64). Raises :class:`DataError` when the file is
+    missing, cannot be decompressed, or is not valid LIBSVM text.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"LIBSVM file '{p}' does not exist")
+    if not p.is_file():
+        raise DataError(f"LIBSVM path '{p}' is not a file")
+    if n_features is not None and (int(n_features) != n_features or n_features < 1):
+        raise DataError(f"n_features = {n_features!r} for '{p}' is invalid: it must be a positive integer")
+    from sklearn.datasets import load_svmlight_file
+
+    try:
+        with open_maybe_compressed(p) as fh:
+            X, y = load_svmlight_file(
+                fh, n_features=None if n_features is None else int(n_features), dtype=dtype, zero_based="auto"
+            )
+    except ValueError as exc:
+        raise DataError(_malformed_message(p, exc)) from None
+    except (OSError, EOFError, lzma.LZMAError) as exc:
+        raise DataError(
+            f"cannot read LIBSVM file '{p}': {exc} (is the file truncated or wrongly compressed?)"
+        ) from None
+    if X.shape[0] == 0:
+        raise DataError(f"LIBSVM file '{p}' contains no data rows")
+    return sp.csr_matrix(X), np.asarray(y, dtype=np.float64)
+
+
+def _malformed_message(path: Path, exc: ValueError) -> str:
+    """One-sentence description of why ``path`` is not valid LIBSVM text, naming the first bad line if found."""
+    reason = str(exc).rstrip(".")
+    try:
+        with open_maybe_compressed(path) as fh:
+            found = _first_bad_line(fh)
+    except (OSError, EOFError, lzma.LZMAError):
+        found = None
+    if found is None:
+        return f"LIBSVM file '{path}' is malformed: {reason}"
+    lineno, text, problem = found
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"LIBSVM file '{path}' is malformed at line {lineno} ({text!r}): {problem} [loader: {reason}]"
+
+
+def _first_bad_line(lines: Iterable[bytes]) -> tuple[int, str, str] | None:
+    """Locate the first line that breaks the LIBSVM syntax ``label idx:val idx:val ...``.
+
+    Only used to explain an error raised by the real loader; returns ``(line number, line, problem)``.
+    """
+    for lineno, raw in enumerate(lines, start=1):
+        text = raw.decode("utf-8", errors="replace").split("#", 1)[0].strip()
+        if not text:
+            continue
+        tokens = text.split()
+        try:
+            float(tokens[0])
+        except ValueError:
+            return lineno, text, f"the label {tokens[0]!r} is not a number"
+        last = -1
+        for tok in tokens[1:]:
+            idx_text, sep, val_text = tok.partition(":")
+            if not sep:
+                return lineno, text, f"the token {tok!r} is not of the form index:value"
+            if idx_text == "qid":
+                continue
+            try:
+                idx = int(idx_text)
+            except ValueError:
+                return lineno, text, f"the feature index in {tok!r} is not an integer"
+            try:
+                float(val_text)
+            except ValueError:
+                return lineno, text, f"the feature value in {tok!r} is not a number"
+            if idx < 0:
+                return lineno, text, f"the feature index in {tok!r} is negative"
+            if idx <= last:
+                return lineno, text, "feature indices are not strictly increasing"
+            last = idx
+    return None
+
+
+def to_pm1(y_raw, positive_label=None, name: str | None = None) -> np.ndarray:
+    """Map binary raw labels to a float64 array in {-1, +1}.
+
+    The raw value ``positive_label`` becomes +1 and the other value -1. When ``positive_label`` is None:
+    labels that are already {-1, +1} are kept, and a known data set ``name`` (see
+    :data:`KNOWN_POSITIVE_LABELS`, e.g. ``mushrooms``: 1 -> +1) uses its built-in positive label.
+    Raises :class:`DataError` when the labels are not binary or the positive class cannot be determined.
+    """
+    y = np.asarray(y_raw, dtype=np.float64).ravel()
+    what = f"data set '{name}'" if name else "the data"
+    values = np.unique(y)
+    shown = ", ".join(_fmt(v) for v in values[:10]) + (", ..." if values.size > 10 else "")
+    if values.size != 2:
+        raise DataError(
+            f"labels of {what} are not binary: found values {shown} ({values.size} distinct); "
+            "svmsim trains binary classifiers; map the labels to two classes before loading"
+        )
+    if positive_label is None:
+        if values[0] == -1.0 and values[1] == 1.0:
+            return y.copy()
+        key = dataset_key(name) if name else None
+        if key in KNOWN_POSITIVE_LABELS:
+            positive_label = KNOWN_POSITIVE_LABELS[key]
+        else:
+            raise DataError(
+                f"labels of {what} are {shown}, not -1/+1, and svmsim knows no positive class for it: "
+                f"set positive_label (the scenario key data.positive_label) to one of {shown}"
+            )
+    try:
+        pos = float(positive_label)
+    except (TypeError, ValueError):
+        raise DataError(
+            f"positive_label = {positive_label!r} is not a number; the labels of {what} are {shown}"
+        ) from None
+    if pos not in values:
+        raise DataError(f"positive_label = {_fmt(pos)} does not occur in {what}: its labels are {shown}")
+    return np.where(y == pos, 1.0, -1.0)
+
+
+def _fmt(v: float) -> str:
+    """Format a label value compactly (1.0 -> '1')."""
+    v = float(v)
+    return str(int(v)) if v.is_integer() else repr(v)

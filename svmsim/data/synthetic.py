@@ -1,0 +1,164 @@
+"""Synthetic binary classification data around a random hyperplane (after Appendix D of the Saddle-SVC paper).
+
+All generators are vectorised and deterministic given ``seed`` (``numpy.random.default_rng``). Every point lies
+in the unit ball, and both classes are always non-empty.
+
+Geometry shared by the dense generators: a random unit normal ``u`` and an offset ``b`` drawn uniformly from
+[-0.3, 0.3] define the plane ``H = {x : u.x = b}``, which cuts the unit ball. With ``D = 1 - |b|`` each point
+gets a side (+1/-1, each with probability 1/2), a distance to ``H`` drawn uniformly from ``[beta*D, D]`` (the
+smallest distance is set to exactly ``beta*D`` and the largest to exactly ``D``, so min/max distance = beta),
+and a uniformly random position inside the slice of the unit ball parallel to ``H`` at that distance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from svmsim.errors import ScenarioError
+
+#: Largest |offset| of the random hyperplane from the origin.
+MAX_OFFSET = 0.3
+
+
+def _check_size(n, d, min_n=2):
+    if int(n) != n or n < min_n:
+        raise ScenarioError(f"synthetic data: n = {n!r} is invalid: it must be an integer >= {min_n}")
+    if int(d) != d or d < 1:
+        raise ScenarioError(f"synthetic data: d = {d!r} is invalid: it must be an integer >= 1")
+    return int(n), int(d)
+
+
+def _check_unit(name, value, lo_open=False):
+    lo_ok = value > 0 if lo_open else value >= 0
+    if not (lo_ok and value <= 1):
+        rng = "(0, 1]" if lo_open else "[0, 1]"
+        raise ScenarioError(f"synthetic data: {name} = {value!r} is out of range: it must lie in {rng}")
+    return float(value)
+
+
+def _balanced_signs(n, rng):
+    """Random ±1 vector with P(+1) = 1/2 and at least one of each sign (n >= 2)."""
+    n_pos = int(np.clip(rng.binomial(n, 0.5), 1, n - 1))
+    signs = np.concatenate([np.ones(n_pos), -np.ones(n - n_pos)])
+    return rng.permutation(signs)
+
+
+def _random_unit(d, rng):
+    u = rng.standard_normal(d)
+    return u / np.linalg.norm(u)
+
+
+def _plane_sample(n, d, beta, rng):
+    """Points in the unit ball on both sides of a random plane, distances in [beta*D, D]; see module doc."""
+    u = _random_unit(d, rng)
+    b = float(rng.uniform(-MAX_OFFSET, MAX_OFFSET))
+    D = 1.0 - abs(b)
+    side = _balanced_signs(n, rng)
+    dist = rng.uniform(beta * D, D, size=n)
+    order = rng.permutation(n)
+    dist[order[0]] = beta * D  # pin the extremes so that min/max distance is exactly beta
+    dist[order[1]] = D
+    t = b + side * dist  # coordinate along u; |t| <= 1 because D = 1 - |b|
+    X = t[:, None] * u[None, :]
+    if d > 1:
+        G = rng.standard_normal((n, d))
+        G -= (G @ u)[:, None] * u[None, :]
+        G /= np.linalg.norm(G, axis=1, keepdims=True)
+        radius = np.sqrt(np.clip(1.0 - t**2, 0.0, None)) * rng.random(n) ** (1.0 / (d - 1))
+        X += radius[:, None] * G
+    info = {"normal": u, "offset": b, "D": D, "min_distance": beta * D, "max_distance": D}
+    return X, side, dist, info
+
+
+def _randomise_band(y, dist, band, rng):
+    """Give points with ``dist < band`` a random ±1 label; keep both classes non-empty."""
+    in_band = dist < band
+    y = y.copy()
+    y[in_band] = rng.choice(np.array([-1.0, 1.0]), size=int(in_band.sum()))
+    if np.all(y == y[0]):  # only possible for tiny n: flip the point nearest to the plane
+        y[int(np.argmin(dist))] = -y[0]
+    return y, int(in_band.sum())
+
+
+def make_separable(n: int, d: int, beta: float = 0.1, seed: int = 0, return_info: bool = False):
+    """Linearly separable data: ``(X, y)`` with ``X`` dense float64 ``(n, d)`` and ``y`` in {-1, +1}.
+
+    The label is the side of the random plane ``H``; distances to ``H`` lie in ``[beta*D, D]`` with
+    min/max exactly ``beta``, so the classes are separated by a slab of width ``2*beta*D`` around ``H``.
+    With ``return_info=True`` a third value, a dict with ``normal``, ``offset``, ``D``, ``min_distance`` and
+    ``max_distance``, is returned.
+    """
+    n, d = _check_size(n, d)
+    beta = _check_unit("beta", beta, lo_open=True)
+    rng = np.random.default_rng(seed)
+    X, side, _, info = _plane_sample(n, d, beta, rng)
+    return (X, side, info) if return_info else (X, side)
+
+
+def make_nonseparable(
+    n: int, d: int, beta: float = 0.0, flip_band: float = 0.1, seed: int = 0, return_info: bool = False
+):
+    """Non-separable data: as :func:`make_separable`, but points closer than ``flip_band`` to ``H`` get a random label.
+
+    The distances are drawn from ``[beta*D, D]`` as in the separable case. The default ``beta = 0`` lets the
+    distances start at the plane, so about ``flip_band / D`` of the points fall into the band and get a label
+    of +1 or -1 with probability 1/2 each (``beta*D >= flip_band`` would leave the band empty and the data
+    separable). ``info["n_in_band"]`` counts the randomised points.
+    """
+    n, d = _check_size(n, d)
+    beta = _check_unit("beta", beta)
+    flip_band = _check_unit("flip_band", flip_band)
+    rng = np.random.default_rng(seed)
+    X, side, dist, info = _plane_sample(n, d, beta, rng)
+    y, n_band = _randomise_band(side, dist, flip_band, rng)
+    info.update(flip_band=flip_band, n_in_band=n_band)
+    return (X, y, info) if return_info else (X, y)
+
+
+def make_sparse_nonseparable(
+    n: int, d: int, density: float, flip_band: float = 0.1, seed: int = 0, return_info: bool = False
+):
+    """Sparse non-separable data: ``(X, y)`` with ``X`` a CSR matrix whose rows have ``round(density*d)`` non-zeros.
+
+    Each row gets a uniformly random support of ``k = max(1, round(density*d))`` coordinates and values
+    uniform in the unit ball of that support. A random unit normal ``u`` and an offset ``b`` at a random
+    quantile (30%-70%) of the projections ``X @ u`` define the plane; the label is the side. Since sparse
+    points sit close to any dense plane, the random-label band is relative here: points whose distance to
+    the plane is below ``flip_band * D`` (``D`` = largest distance) get a random label.
+    """
+    n, d = _check_size(n, d)
+    density = _check_unit("density", density, lo_open=True)
+    flip_band = _check_unit("flip_band", flip_band)
+    rng = np.random.default_rng(seed)
+    k = int(min(d, max(1, round(density * d))))
+    indices = np.empty((n, k), dtype=np.int32)
+    chunk = max(1, (1 << 22) // d)
+    for start in range(0, n, chunk):  # loop over blocks of rows only, to bound memory
+        stop = min(n, start + chunk)
+        keys = rng.random((stop - start, d))
+        indices[start:stop] = np.sort(np.argpartition(keys, k - 1, axis=1)[:, :k], axis=1)
+    G = rng.standard_normal((n, k))
+    G /= np.linalg.norm(G, axis=1, keepdims=True)
+    G *= (rng.random(n) ** (1.0 / k))[:, None]
+    X = sp.csr_matrix((G.ravel(), indices.ravel(), np.arange(n + 1) * k), shape=(n, d))
+    u = _random_unit(d, rng)
+    proj = X @ u
+    b = float(np.quantile(proj, rng.uniform(0.3, 0.7)))
+    signed = proj - b
+    side = np.where(signed > 0, 1.0, -1.0)
+    if np.all(side == side[0]):
+        side[int(np.argmin(np.abs(signed)))] = -side[0]
+    dist = np.abs(signed)
+    D = float(dist.max())
+    y, n_band = _randomise_band(side, dist, flip_band * D, rng)
+    info = {"normal": u, "offset": b, "D": D, "nnz_per_row": k, "flip_band": flip_band, "n_in_band": n_band}
+    return (X, y, info) if return_info else (X, y)
+
+
+#: Generator kinds addressable by name (``load_dataset("synthetic", kind=...)``).
+SYNTHETIC_KINDS = {
+    "separable": make_separable,
+    "nonseparable": make_nonseparable,
+    "sparse_nonseparable": make_sparse_nonseparable,
+}

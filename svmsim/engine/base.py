@@ -1,0 +1,67 @@
+"""The engine interface: where node programs run. Engines move messages; they know no algorithm."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from ..comm.message import Inbox, Outbox
+from ..program import Group, RoleSpec
+
+__all__ = ["Engine", "split_roles"]
+
+
+def split_roles(roles: list[RoleSpec], hosts_per_role: dict[str, int]) -> list[Group]:
+    """Split every role's nodes into contiguous groups, one per host, named after the role.
+
+    A role played by one node gets one host named after the role ("server"); a role split over several hosts
+    gets hosts named by the range of role-local indices they carry ("client-0..9"); one node per host gives
+    "client-3".
+    """
+    groups: list[Group] = []
+    for spec in roles:
+        n_hosts = max(1, min(int(hosts_per_role.get(spec.role, 1)), len(spec.node_ids)))
+        for chunk in np.array_split(np.arange(len(spec.node_ids)), n_hosts):
+            ids = spec.node_ids[chunk]
+            if len(spec.node_ids) == 1:
+                host = spec.role
+            elif len(chunk) == 1:
+                host = f"{spec.role}-{chunk[0]}"
+            else:
+                host = f"{spec.role}-{chunk[0]}..{chunk[-1]}"
+            groups.append(Group(len(groups), spec.role, spec.program, ids, spec.data_for(ids), host))
+    return groups
+
+
+class Engine(ABC):
+    """Hosts groups of nodes and steps them.
+
+    `step` receives the inboxes of the groups that must run this round and returns their outboxes; routing and
+    metering are the scheduler's job, so every engine produces the same ledger.
+    """
+
+    name = "engine"
+
+    def plan(self, roles: list[RoleSpec]) -> list[Group]:
+        """How this engine splits roles into groups (default: one group per role)."""
+        return split_roles(roles, {})
+
+    @abstractmethod
+    def deploy(self, groups: list[Group], seed: int) -> None: ...
+
+    @abstractmethod
+    def step(self, round_: int, inboxes: dict[int, Inbox]) -> dict[int, Outbox]: ...
+
+    @abstractmethod
+    def observe(self, gids: list[int] | None = None) -> dict[int, Any]: ...
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

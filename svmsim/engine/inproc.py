@@ -1,0 +1,34 @@
+"""The in-process engine: every group lives in this process; deterministic and cheap."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..comm.message import Inbox, Outbox
+from ..program import Group
+from .base import Engine
+
+__all__ = ["InProcessEngine"]
+
+
+class InProcessEngine(Engine):
+    name = "inproc"
+
+    def __init__(self):
+        self.groups: list[Group] = []
+        self.states: list[Any] = []
+
+    def deploy(self, groups: list[Group], seed: int) -> None:
+        self.groups = groups
+        self.states = [g.program.init(g.node_ids, g.node_data, seed) for g in groups]
+
+    def step(self, round_: int, inboxes: dict[int, Inbox]) -> dict[int, Outbox]:
+        out = {}
+        states = self.states
+        groups = self.groups
+        for gid, inbox in inboxes.items():
+            states[gid], out[gid] = groups[gid].program.step(states[gid], inbox, round_)
+        return out
+
+    def observe(self, gids: list[int] | None = None) -> dict[int, Any]:
+        gids = range(len(self.groups)) if gids is None else gids
+        return {g: self.groups[g].program.observe(self.states[g]) for g in gids}

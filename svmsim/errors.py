@@ -1,0 +1,29 @@
+"""Error types that svmsim raises for bad input.
+
+Every error that reaches a user names what is wrong and what is allowed. The CLI prints the message of an
+`SvmsimError` as one paragraph and exits non-zero, without a traceback.
+"""
+
+
+class SvmsimError(Exception):
+    """Base class of every user-facing svmsim error."""
+
+
+class ScenarioError(SvmsimError):
+    """A scenario file or dictionary is invalid (unknown key, wrong type, value out of range)."""
+
+
+class DataError(SvmsimError):
+    """A data set is missing, malformed, or not usable for the requested task (e.g. labels not binary)."""
+
+
+class TopologyError(SvmsimError):
+    """A topology cannot be built or is unusable (e.g. disconnected, unknown kind, bad parameter)."""
+
+
+class InfeasibleParameterError(SvmsimError):
+    """A parameter is outside the range where the problem is defined (e.g. nu below 1/min(n1, n2))."""
+
+
+class ProtocolError(SvmsimError):
+    """A node program broke the messaging rules (e.g. sent along an edge that is not in the topology)."""

@@ -1,0 +1,1 @@
+"""Shared numeric kernels (numba): a vectorisable exp, the fast Walsh-Hadamard transform."""

@@ -1,0 +1,161 @@
+"""Synchronous rounds.
+
+In round r every group that has mail (or asked to be woken, or is an initiator in round 0) is stepped once;
+what it sends in round r is metered in round r and delivered in round r+1. The scheduler owns routing and the
+meter, so every engine yields the same ledger.
+
+Programs report progress through `Outbox.signals`:
+  ``{"iteration": t}``  iteration t is complete once this round's messages are delivered;
+  ``{"wake": True}``    step this group next round even with an empty inbox;
+  ``{"done": True}``    the algorithm has finished (e.g. a fixed iteration count was reached).
+At an iteration boundary that the observer wants to look at, the scheduler first runs a *settle* round that
+steps only groups with mail (so receivers apply the messages that close the iteration), then calls the observer;
+woken groups run in the round after.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Callable
+
+import numpy as np
+
+from ..comm.message import Inbox, MessageBatch, merge_batches
+from ..comm.meter import Meter
+from ..engine.base import Engine
+from ..program import Group
+
+__all__ = ["SyncScheduler", "StopReason"]
+
+
+class StopReason:
+    ITERATIONS = "iteration budget"
+    ROUNDS = "round budget"
+    COMMUNICATION = "communication budget"
+    OBSERVER = "stopping rule"
+    DONE = "algorithm finished"
+    QUIESCENT = "no messages in flight"
+
+
+class SyncScheduler:
+    """Drives synchronous rounds over an engine's groups.
+
+    Parameters
+    ----------
+    engine, groups, meter: the deployed engine, its groups, and the meter every message crosses.
+    n_nodes: number of logical nodes (for routing).
+    observe_every: call `on_iteration` every this many completed iterations (and at the last one).
+    faults: optional fault model with ``apply(round_, batch) -> (delivered, dropped)``; dropped messages are
+        metered as dropped and not delivered.
+    """
+
+    def __init__(self, engine: Engine, groups: list[Group], meter: Meter, n_nodes: int, faults=None):
+        self.engine = engine
+        self.groups = groups
+        self.meter = meter
+        self.faults = faults
+        self.node_group = np.full(n_nodes, -1, dtype=np.int64)
+        for g in groups:
+            self.node_group[g.node_ids] = g.gid
+        self.round = 0
+        self.iteration = 0
+
+    def _route(self, batch: MessageBatch, mail: dict) -> None:
+        gids = self.node_group[batch.dst]
+        g0 = gids[0]
+        if gids.shape[0] == 1 or (gids == g0).all():
+            mail[int(g0)][batch.tag].append(batch)
+            return
+        for g in np.unique(gids):
+            mail[int(g)][batch.tag].append(batch.select(gids == g))
+
+    def _deliver(self, outboxes: dict, round_: int, mail: dict, wake: set) -> tuple[int | None, bool]:
+        """Meter and route one round's outboxes; return (completed iteration or None, done flag)."""
+        completed = None
+        done = False
+        for gid in sorted(outboxes):
+            out = outboxes[gid]
+            for batch in out.batches:
+                if self.faults is not None:
+                    batch, dropped = self.faults.apply(round_, batch)
+                    if dropped is not None and dropped.n_messages:
+                        self.meter.record_dropped(round_, dropped)
+                    if batch.n_messages == 0:
+                        continue
+                self.meter.record(round_, batch)
+                self._route(batch, mail)
+            sig = out.signals
+            if sig:
+                if "iteration" in sig:
+                    completed = int(sig["iteration"])
+                if sig.get("wake"):
+                    wake.add(gid)
+                if sig.get("done"):
+                    done = True
+        return completed, done
+
+    @staticmethod
+    def _inboxes(mail: dict) -> dict[int, Inbox]:
+        out = {}
+        for gid in sorted(mail):
+            inbox = Inbox()
+            for tag, batches in mail[gid].items():
+                inbox[tag] = merge_batches(batches)
+            out[gid] = inbox
+        return out
+
+    def run(self, *, max_iterations: int | None = None, max_rounds: int | None = None,
+            max_scalars: int | None = None, observe_every: int = 0,
+            on_iteration: Callable[[int, int], bool] | None = None,
+            on_round: Callable[[int], None] | None = None) -> str:
+        """Run until a budget is met, the observer says stop, or no message is in flight.
+
+        `on_iteration(iteration, round)` is called at observed iteration boundaries after the settle round and
+        returns True to stop. Returns the reason the run stopped.
+        """
+        mail: dict = defaultdict(lambda: defaultdict(list))
+        wake: set[int] = {g.gid for g in self.groups if g.program.initiator}
+        empty = Inbox()
+        while True:
+            inboxes = self._inboxes(mail)
+            for gid in wake:
+                inboxes.setdefault(gid, empty)
+            if not inboxes:
+                return StopReason.QUIESCENT
+            if max_rounds is not None and self.round >= max_rounds:
+                return StopReason.ROUNDS
+            mail = defaultdict(lambda: defaultdict(list))
+            wake = set()
+            outboxes = self.engine.step(self.round, inboxes)
+            completed, done = self._deliver(outboxes, self.round, mail, wake)
+            self.round += 1
+            if on_round is not None:
+                on_round(self.round)
+            if max_scalars is not None and self.meter.scalars >= max_scalars:
+                return StopReason.COMMUNICATION
+            if completed is None:
+                if done:
+                    return StopReason.DONE
+                continue
+            self.iteration = completed
+            self.meter.mark_iteration(completed, self.round - 1)
+            last = (max_iterations is not None and completed >= max_iterations) or done
+            due = on_iteration is not None and (last or (observe_every and completed % observe_every == 0))
+            if due:
+                mail, wake = self._settle(mail, wake)
+                if on_iteration(completed, self.round):
+                    return StopReason.OBSERVER
+            if done:
+                return StopReason.DONE
+            if max_iterations is not None and completed >= max_iterations:
+                return StopReason.ITERATIONS
+
+    def _settle(self, mail: dict, wake: set[int]):
+        """Step only the groups with mail, so that the iteration's closing messages are applied."""
+        if not mail:
+            return mail, wake
+        inboxes = self._inboxes(mail)
+        new_mail: dict = defaultdict(lambda: defaultdict(list))
+        outboxes = self.engine.step(self.round, inboxes)
+        self._deliver(outboxes, self.round, new_mail, wake)
+        self.round += 1
+        return new_mail, wake

@@ -1,0 +1,732 @@
+"""Communication topologies: building, validating and analysing networkx graphs.
+
+In svmsim every node id is an integer ``0..N-1`` (engines index arrays by it). Graphs built here follow that
+rule; a graph supplied by the user is relabelled by :func:`from_networkx`, which keeps the original node name in
+the node attribute ``"label"``.
+
+Main entry points:
+
+* :func:`build_topology` -- build a graph of a registered kind (see :data:`TOPOLOGIES`);
+* :func:`from_networkx`, :func:`check_connected`, :func:`ensure_usable` -- accept and validate user graphs;
+* :func:`metropolis_hastings_weights`, :func:`uniform_weights`, :func:`lazy_random_walk` -- mixing matrices;
+* :func:`spectral_gap`, :func:`mixing_time`, :func:`topology_summary` -- analysis;
+* :func:`neighbours`, :func:`edge_array` -- array views used by the engines.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import networkx as nx
+import numpy as np
+import scipy.linalg
+import scipy.sparse
+import scipy.sparse.csgraph
+
+from svmsim.errors import TopologyError
+
+__all__ = [
+    "ParamSpec",
+    "TopologySpec",
+    "TOPOLOGIES",
+    "MAX_RESAMPLE_TRIES",
+    "build_topology",
+    "resolve_params",
+    "from_networkx",
+    "check_connected",
+    "ensure_usable",
+    "metropolis_hastings_weights",
+    "uniform_weights",
+    "lazy_random_walk",
+    "spectral_gap",
+    "mixing_time",
+    "topology_summary",
+    "neighbours",
+    "edge_array",
+]
+
+#: How many seeds (``seed, seed+1, ...``) random builders try before giving up on a connected graph.
+MAX_RESAMPLE_TRIES = 100
+
+#: Above this many nodes :func:`topology_summary` does not compute the diameter.
+DIAMETER_MAX_NODES = 2000
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Registry
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter of a topology kind.
+
+    ``type`` is the accepted Python type (``int``, ``float``, ``bool`` or ``str``; ``float`` also accepts ints,
+    ``str`` also accepts path-like objects). ``default`` is used when the parameter is omitted; ``None`` means
+    "derived from n_nodes" (explained in ``description``). ``allowed`` is a human-readable range. A ``required``
+    parameter has no default and must be given.
+    """
+
+    type: type
+    default: Any
+    description: str
+    allowed: str = ""
+    required: bool = False
+
+    def describe(self, name: str) -> str:
+        """Render as ``name: type = default`` (or ``name: type (required)``) for listings."""
+        if self.required:
+            return f"{name}: {self.type.__name__} (required)"
+        default = "auto" if self.default is None else repr(self.default)
+        return f"{name}: {self.type.__name__} = {default}"
+
+
+@dataclass(frozen=True)
+class TopologySpec:
+    """A registered topology kind: its builder, a one-line description and its parameters.
+
+    The builder is called as ``builder(n_nodes, seed, **params)`` with every parameter resolved (defaults filled
+    in, types checked) and returns a graph on nodes ``0..N-1``.
+    """
+
+    name: str
+    builder: Callable[..., nx.Graph]
+    description: str
+    params: Mapping[str, ParamSpec] = field(default_factory=dict)
+    min_nodes: int = 2
+
+    def signature(self) -> str:
+        """Render as ``kind(p1: type = default, ...)`` for listings and error messages."""
+        inner = ", ".join(p.describe(name) for name, p in self.params.items())
+        return f"{self.name}({inner})"
+
+    def defaults(self) -> dict[str, Any]:
+        """The default value of every parameter."""
+        return {name: p.default for name, p in self.params.items()}
+
+
+def _allowed_params_text(spec: TopologySpec) -> str:
+    if not spec.params:
+        return f"topology '{spec.name}' takes no parameters"
+    return "allowed parameters: " + ", ".join(p.describe(n) for n, p in spec.params.items())
+
+
+def _coerce(kind: str, name: str, value: Any, p: ParamSpec) -> Any:
+    """Check the type of one parameter value; return it in canonical Python type."""
+    if value is None and p.default is None:
+        return None
+    bad = TopologyError(
+        f"parameter '{name}' of topology '{kind}' must be of type {p.type.__name__}, "
+        f"got {value!r} ({type(value).__name__})" + (f"; allowed: {p.allowed}" if p.allowed else "")
+    )
+    if p.type is bool:
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        raise bad
+    if isinstance(value, (bool, np.bool_)):
+        raise bad
+    if p.type is int:
+        if isinstance(value, (int, np.integer)):
+            return int(value)
+        raise bad
+    if p.type is float:
+        if isinstance(value, (int, float, np.integer, np.floating)):
+            v = float(value)
+            if math.isnan(v):
+                raise bad
+            return v
+        raise bad
+    if p.type is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
+        raise bad
+    raise TypeError(f"unsupported parameter type {p.type!r}")  # pragma: no cover - registry bug
+
+
+def _get_spec(kind: Any) -> TopologySpec:
+    if not isinstance(kind, str) or kind not in TOPOLOGIES:
+        raise TopologyError(
+            f"unknown topology kind {kind!r}; allowed kinds: {', '.join(sorted(TOPOLOGIES))}"
+        )
+    return TOPOLOGIES[kind]
+
+
+def resolve_params(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Check parameter names and types for ``kind`` and fill in defaults (no range checks, nothing built).
+
+    Raises TopologyError for an unknown kind, an unknown or missing required parameter, or a value of the wrong
+    type.
+    """
+    spec = _get_spec(kind)
+    for name in params:
+        if name not in spec.params:
+            raise TopologyError(
+                f"unknown parameter {name!r} for topology '{kind}'; {_allowed_params_text(spec)}"
+            )
+    missing = [name for name, p in spec.params.items() if p.required and params.get(name) is None]
+    if missing:
+        raise TopologyError(
+            f"topology '{kind}' needs parameter(s) {', '.join(map(repr, missing))}; {_allowed_params_text(spec)}"
+        )
+    resolved = spec.defaults()
+    for name, value in params.items():
+        resolved[name] = _coerce(kind, name, value, spec.params[name])
+    return resolved
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise TopologyError(f"topology seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def _check_n_nodes(kind: str, n_nodes: Any, min_nodes: int) -> int:
+    if isinstance(n_nodes, (bool, np.bool_)) or not isinstance(n_nodes, (int, np.integer)):
+        raise TopologyError(
+            f"n_nodes for topology '{kind}' must be an integer >= {min_nodes}, got {n_nodes!r}"
+        )
+    if n_nodes < min_nodes:
+        raise TopologyError(
+            f"n_nodes for topology '{kind}' must be >= {min_nodes}, got {int(n_nodes)}"
+        )
+    return int(n_nodes)
+
+
+def build_topology(kind: str, n_nodes: int | None, *, seed: int = 0, **params: Any) -> nx.Graph:
+    """Build a connected topology of a registered ``kind`` on nodes ``0..n_nodes-1``.
+
+    Deterministic given ``seed``. Random kinds that must be resampled to get a connected graph try ``seed``,
+    ``seed+1``, ... (the seed that succeeded is stored in ``G.graph["seed_used"]``). For ``edge_list``,
+    ``n_nodes`` may be ``None`` or ``0`` to take the number of nodes from the file.
+
+    The returned graph carries ``G.graph["kind"]``, ``G.graph["params"]`` (resolved) and ``G.graph["seed"]``.
+    Raises TopologyError for an unknown kind or parameter, or a value out of range.
+    """
+    spec = _get_spec(kind)
+    resolved = resolve_params(kind, params)
+    seed = _check_seed(seed)
+    if kind == "edge_list" and (n_nodes is None or (not isinstance(n_nodes, bool) and n_nodes == 0)):
+        n = None
+    else:
+        n = _check_n_nodes(kind, n_nodes, spec.min_nodes)
+    G = spec.builder(n, seed, **resolved)
+    G.graph.setdefault("seed_used", seed)
+    G.graph.update(kind=kind, params=resolved, seed=seed)
+    ensure_usable(G, what=f"topology '{kind}'")
+    return G
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Builders
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _range_error(kind: str, name: str, value: Any, allowed: str) -> TopologyError:
+    return TopologyError(f"parameter '{name}'={value!r} of topology '{kind}' is out of range; allowed: {allowed}")
+
+
+def _canonical_graph(n: int, edges: Any = ()) -> nx.Graph:
+    """A graph with nodes ``0..n-1`` inserted in order, plus ``edges`` (self-loops dropped)."""
+    G = nx.Graph()
+    G.add_nodes_from(range(n))
+    G.add_edges_from((int(u), int(v)) for u, v in edges if u != v)
+    return G
+
+
+def _resample_connected(
+    kind: str, seed: int, make: Callable[[int], nx.Graph], hint: str
+) -> nx.Graph:
+    """Call ``make(s)`` for ``s = seed, seed+1, ...`` until the graph is connected."""
+    for attempt in range(MAX_RESAMPLE_TRIES):
+        G = make(seed + attempt)
+        if G.number_of_nodes() > 0 and nx.is_connected(G):
+            G.graph["seed_used"] = seed + attempt
+            return G
+    raise TopologyError(
+        f"topology '{kind}' was disconnected for all {MAX_RESAMPLE_TRIES} seeds tried "
+        f"({seed}..{seed + MAX_RESAMPLE_TRIES - 1}); {hint}"
+    )
+
+
+def _build_star(n: int, seed: int) -> nx.Graph:
+    return _canonical_graph(n, ((0, i) for i in range(1, n)))
+
+
+def _build_ring(n: int, seed: int) -> nx.Graph:
+    return _canonical_graph(n, ((i, (i + 1) % n) for i in range(n)))
+
+
+def _build_complete(n: int, seed: int) -> nx.Graph:
+    return _canonical_graph(n, ((i, j) for i in range(n) for j in range(i + 1, n)))
+
+
+def _build_line(n: int, seed: int) -> nx.Graph:
+    return _canonical_graph(n, ((i, i + 1) for i in range(n - 1)))
+
+
+def _square_factors(n: int) -> tuple[int, int]:
+    """``(rows, cols)`` with ``rows * cols == n``, ``rows <= cols`` and ``rows`` as large as possible."""
+    rows = math.isqrt(n)
+    while n % rows:
+        rows -= 1
+    return rows, n // rows
+
+
+def _build_grid(n: int, seed: int, rows: int | None, cols: int | None, periodic: bool) -> nx.Graph:
+    for name, value in (("rows", rows), ("cols", cols)):
+        if value is not None and not 1 <= value <= n:
+            raise _range_error("grid", name, value, f"1 <= {name} <= n_nodes ({n})")
+    if rows is None and cols is None:
+        rows, cols = _square_factors(n)
+    elif rows is None or cols is None:
+        given_name, given = ("rows", rows) if rows is not None else ("cols", cols)
+        if n % given:
+            raise TopologyError(
+                f"grid: {given_name}={given} does not divide n_nodes={n}; "
+                f"allowed: a divisor of {n}, or give both rows and cols with rows*cols == n_nodes"
+            )
+        rows, cols = (given, n // given) if rows is not None else (n // given, given)
+    if rows * cols != n:
+        raise TopologyError(
+            f"grid: rows*cols = {rows}*{cols} = {rows * cols} does not equal n_nodes={n}; "
+            "allowed: rows*cols == n_nodes"
+        )
+    edges = []
+    for r in range(rows):
+        for c in range(cols):
+            u = r * cols + c
+            if c + 1 < cols:
+                edges.append((u, u + 1))
+            elif periodic and cols > 2:
+                edges.append((u, r * cols))
+            if r + 1 < rows:
+                edges.append((u, u + cols))
+            elif periodic and rows > 2:
+                edges.append((u, c))
+    G = _canonical_graph(n, edges)
+    G.graph["grid_shape"] = (rows, cols)
+    return G
+
+
+def _build_random_k_out(n: int, seed: int, k: int) -> nx.Graph:
+    if not 1 <= k <= n - 1:
+        raise _range_error("random_k_out", "k", k, f"1 <= k <= n_nodes-1 ({n - 1})")
+
+    def make(s: int) -> nx.Graph:
+        rng = np.random.default_rng(s)
+        edges = []
+        for i in range(n):
+            picks = rng.choice(n - 1, size=k, replace=False)
+            picks[picks >= i] += 1  # skip node i itself
+            edges.extend((i, int(j)) for j in picks)
+        return _canonical_graph(n, edges)
+
+    return _resample_connected("random_k_out", seed, make, "use a larger k (k >= 2 is connected w.h.p.)")
+
+
+def _build_erdos_renyi(n: int, seed: int, p: float | None) -> nx.Graph:
+    if p is None:
+        p = min(1.0, 2.0 * math.log(n) / n)
+    if not 0.0 <= p <= 1.0:
+        raise _range_error("erdos_renyi", "p", p, "0 <= p <= 1")
+    hint = f"use a larger p (p={p:g}; ln(N)/N = {math.log(n) / n:.3g} is the connectivity threshold)"
+    if p == 0.0:
+        raise TopologyError(f"topology 'erdos_renyi' with p=0 has no edges and is disconnected; {hint}")
+    G = _resample_connected(
+        "erdos_renyi", seed, lambda s: _canonical_graph(n, nx.fast_gnp_random_graph(n, p, seed=s).edges()), hint
+    )
+    G.graph["p"] = p
+    return G
+
+
+def _build_small_world(n: int, seed: int, k: int, p: float) -> nx.Graph:
+    if not 2 <= k <= n - 1 or k % 2:
+        raise _range_error("small_world", "k", k, f"even k with 2 <= k <= n_nodes-1 ({n - 1})")
+    if not 0.0 <= p <= 1.0:
+        raise _range_error("small_world", "p", p, "0 <= p <= 1")
+    try:
+        H = nx.connected_watts_strogatz_graph(n, k, p, tries=MAX_RESAMPLE_TRIES, seed=seed)
+    except nx.NetworkXError as exc:
+        raise TopologyError(
+            f"topology 'small_world' (k={k}, p={p:g}) stayed disconnected after {MAX_RESAMPLE_TRIES} tries; "
+            f"use a larger k or a smaller p ({exc})"
+        ) from exc
+    return _canonical_graph(n, H.edges())
+
+
+def _build_expander(n: int, seed: int, degree: int) -> nx.Graph:
+    if not 2 <= degree <= n - 1:
+        raise _range_error("expander", "degree", degree, f"2 <= degree <= n_nodes-1 ({n - 1})")
+    if (n * degree) % 2:
+        raise TopologyError(
+            f"topology 'expander': n_nodes*degree = {n}*{degree} is odd, so no {degree}-regular graph exists; "
+            "allowed: n_nodes*degree even"
+        )
+    return _resample_connected(
+        "expander",
+        seed,
+        lambda s: _canonical_graph(n, nx.random_regular_graph(degree, n, seed=s).edges()),
+        "use a larger degree",
+    )
+
+
+def _read_edge_list(path: str) -> nx.Graph:
+    """Validate the edge-list file line by line, then read it with networkx."""
+    if not os.path.isfile(path):
+        raise TopologyError(f"edge list file '{path}' does not exist or is not a file")
+    tokens_seen: list[str] = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                content = raw.split("#", 1)[0].split()
+                if not content:
+                    continue
+                if len(content) != 2:
+                    raise TopologyError(
+                        f"edge list file '{path}', line {lineno}: expected one edge 'u v' (two node names), "
+                        f"got {raw.strip()!r}"
+                    )
+                tokens_seen.extend(content)
+    except UnicodeDecodeError as exc:
+        raise TopologyError(f"edge list file '{path}' is not UTF-8 text ({exc})") from exc
+    except OSError as exc:
+        raise TopologyError(f"cannot read edge list file '{path}': {exc}") from exc
+    if not tokens_seen:
+        raise TopologyError(f"edge list file '{path}' contains no edges")
+
+    def is_int(tok: str) -> bool:
+        try:
+            int(tok)
+        except ValueError:
+            return False
+        return True
+
+    nodetype = int if all(is_int(t) for t in tokens_seen) else None
+    return nx.read_edgelist(path, comments="#", nodetype=nodetype, data=False, create_using=nx.Graph)
+
+
+def _build_edge_list(n: int | None, seed: int, path: str | None) -> nx.Graph:
+    if path is None or not str(path).strip():
+        raise TopologyError("topology 'edge_list' needs parameter 'path' (a text file with one edge 'u v' per line)")
+    G = from_networkx(_read_edge_list(path), validate=False)
+    if n is not None and G.number_of_nodes() != n:
+        raise TopologyError(
+            f"edge list file '{path}' has {G.number_of_nodes()} nodes but n_nodes={n}; "
+            "set n_nodes to match, or to 0/None to take it from the file"
+        )
+    G.graph["path"] = path
+    return G
+
+
+TOPOLOGIES: dict[str, TopologySpec] = {
+    spec.name: spec
+    for spec in (
+        TopologySpec("star", _build_star, "Star: node 0 is the hub (server), nodes 1..N-1 are leaves (clients)."),
+        TopologySpec("ring", _build_ring, "Cycle 0-1-...-(N-1)-0.", min_nodes=3),
+        TopologySpec("complete", _build_complete, "Complete graph: every pair of nodes is connected."),
+        TopologySpec("line", _build_line, "Path 0-1-...-(N-1)."),
+        TopologySpec("path", _build_line, "Alias of 'line': path 0-1-...-(N-1)."),
+        TopologySpec(
+            "grid",
+            _build_grid,
+            "2-D grid (row-major ids r*cols+c), optionally periodic (torus).",
+            {
+                "rows": ParamSpec(int, None, "number of rows; default: most square factorisation of N",
+                                  "divisor of n_nodes"),
+                "cols": ParamSpec(int, None, "number of columns; default: n_nodes // rows", "divisor of n_nodes"),
+                "periodic": ParamSpec(bool, False, "wrap around both dimensions (torus)", "true or false"),
+            },
+        ),
+        TopologySpec(
+            "random_k_out",
+            _build_random_k_out,
+            "Each node picks k distinct random out-neighbours; undirected union (gossip-style overlay).",
+            {"k": ParamSpec(int, 2, "out-neighbours picked by each node", "1 <= k <= n_nodes-1")},
+        ),
+        TopologySpec(
+            "erdos_renyi",
+            _build_erdos_renyi,
+            "Erdos-Renyi G(N, p), resampled (seed, seed+1, ...) until connected.",
+            {"p": ParamSpec(float, None, "edge probability; default: min(1, 2 ln(N)/N)", "0 <= p <= 1")},
+        ),
+        TopologySpec(
+            "small_world",
+            _build_small_world,
+            "Connected Watts-Strogatz small world: ring lattice with k neighbours, rewired with prob. p.",
+            {
+                "k": ParamSpec(int, 4, "each node joins its k nearest ring neighbours", "even, 2 <= k <= n_nodes-1"),
+                "p": ParamSpec(float, 0.1, "rewiring probability", "0 <= p <= 1"),
+            },
+        ),
+        TopologySpec(
+            "expander",
+            _build_expander,
+            "Random degree-regular graph (an expander w.h.p.), resampled until connected.",
+            {"degree": ParamSpec(int, 4, "degree of every node", "2 <= degree <= n_nodes-1, n_nodes*degree even")},
+        ),
+        TopologySpec(
+            "edge_list",
+            _build_edge_list,
+            "Read from a text file with one edge 'u v' per line ('#' comments); nodes relabelled in sorted order.",
+            {"path": ParamSpec(str, None, "path of the edge list file", "an existing text file", required=True)},
+        ),
+    )
+}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# User graphs and validation
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _is_canonical(G: nx.Graph) -> bool:
+    n = G.number_of_nodes()
+    return all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in G) and set(
+        int(v) for v in G
+    ) == set(range(n))
+
+
+def _require_canonical(G: Any) -> None:
+    if not isinstance(G, nx.Graph):
+        raise TopologyError(f"expected a networkx graph, got {type(G).__name__}")
+    if not _is_canonical(G):
+        raise TopologyError(
+            "graph nodes must be the integers 0..N-1; convert user graphs with svmsim.topology.from_networkx"
+        )
+
+
+def from_networkx(G: nx.Graph, *, validate: bool = True) -> nx.Graph:
+    """Return a copy of ``G`` as an svmsim topology: undirected, simple, nodes ``0..N-1``.
+
+    Nodes are numbered in sorted order if their names are mutually comparable, else in insertion order; the
+    original name is stored in node attribute ``"label"`` (a graph whose nodes are already ``0..N-1`` keeps its
+    numbering and any existing ``"label"``). Node, edge and graph attributes are copied. A directed graph is made
+    undirected: an edge in either direction becomes one undirected edge. Parallel edges of a multigraph are merged.
+    Self-loops are dropped. With ``validate=True`` the result must pass :func:`ensure_usable`.
+    """
+    if not isinstance(G, nx.Graph):
+        raise TopologyError(f"expected a networkx graph, got {type(G).__name__}")
+    canonical = _is_canonical(G)
+    if canonical:
+        order = sorted(G.nodes, key=int)
+    else:
+        try:
+            order = sorted(G.nodes)
+        except TypeError:
+            order = list(G.nodes)
+    index = {v: i for i, v in enumerate(order)}
+    H = nx.Graph()
+    H.graph.update(G.graph)
+    for v in order:
+        data = dict(G.nodes[v])
+        if canonical:
+            data.setdefault("label", int(v))
+        else:
+            data["label"] = v
+        H.add_node(index[v], **data)
+    for u, v, data in G.edges(data=True):
+        if u != v:
+            H.add_edge(index[u], index[v], **data)
+    if validate:
+        ensure_usable(H, what="user topology")
+    return H
+
+
+def check_connected(G: nx.Graph, what: str = "topology") -> None:
+    """Raise TopologyError if ``G`` is empty or disconnected, naming the component count and smallest sizes."""
+    if not isinstance(G, nx.Graph):
+        raise TopologyError(f"{what}: expected a networkx graph, got {type(G).__name__}")
+    if G.number_of_nodes() == 0:
+        raise TopologyError(f"{what} has no nodes")
+    comps = list(nx.weakly_connected_components(G) if G.is_directed() else nx.connected_components(G))
+    if len(comps) > 1:
+        sizes = sorted(len(c) for c in comps)
+        shown = ", ".join(map(str, sizes[:5])) + (", ..." if len(sizes) > 5 else "")
+        raise TopologyError(
+            f"{what} is disconnected: {len(comps)} connected components (smallest sizes: {shown}; "
+            f"largest: {sizes[-1]} of {G.number_of_nodes()} nodes); every node must be reachable"
+        )
+
+
+def ensure_usable(G: nx.Graph, what: str = "topology") -> nx.Graph:
+    """Check that ``G`` can be simulated: nodes ``0..N-1``, N >= 2, no isolated node, connected. Returns ``G``."""
+    if not isinstance(G, nx.Graph):
+        raise TopologyError(f"{what}: expected a networkx graph, got {type(G).__name__}")
+    if G.is_directed():
+        raise TopologyError(f"{what} is directed; convert it with svmsim.topology.from_networkx")
+    n = G.number_of_nodes()
+    if n < 2:
+        raise TopologyError(f"{what} has {n} node(s); at least 2 are needed")
+    if not _is_canonical(G):
+        raise TopologyError(
+            f"{what}: nodes must be the integers 0..N-1; convert user graphs with svmsim.topology.from_networkx"
+        )
+    isolated = sorted(v for v in G if all(u == v for u in G.adj[v]))
+    if isolated:
+        shown = ", ".join(map(str, isolated[:10])) + (", ..." if len(isolated) > 10 else "")
+        raise TopologyError(f"{what} has {len(isolated)} isolated node(s) (no neighbours): {shown}")
+    check_connected(G, what)
+    return G
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Engine helpers
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def edge_array(G: nx.Graph) -> np.ndarray:
+    """Edges as an ``(E, 2)`` int64 array with ``u < v`` per row, rows sorted lexicographically (no self-loops)."""
+    _require_canonical(G)
+    pairs = [(int(u), int(v)) for u, v in G.edges() if u != v]
+    if not pairs:
+        return np.empty((0, 2), dtype=np.int64)
+    E = np.sort(np.asarray(pairs, dtype=np.int64), axis=1)
+    E = np.unique(E, axis=0)  # sorted lexicographically; also merges directed duplicates
+    return E
+
+
+def neighbours(G: nx.Graph) -> list[np.ndarray]:
+    """``out[i]`` is the sorted int64 array of the neighbours of node ``i`` (self excluded)."""
+    _require_canonical(G)
+    n = G.number_of_nodes()
+    adj = G.to_undirected(as_view=True) if G.is_directed() else G
+    return [np.array(sorted(int(u) for u in adj.adj[i] if u != i), dtype=np.int64) for i in range(n)]
+
+
+def _degrees(G: nx.Graph) -> tuple[int, np.ndarray, np.ndarray]:
+    E = edge_array(G)
+    n = G.number_of_nodes()
+    return n, E, np.bincount(E.ravel(), minlength=n).astype(np.int64)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Mixing matrices
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def metropolis_hastings_weights(G: nx.Graph) -> np.ndarray:
+    """Metropolis-Hastings mixing matrix: ``W_ij = 1/(1+max(deg_i, deg_j))`` on edges, ``W_ii = 1 - sum_j W_ij``.
+
+    Symmetric, doubly stochastic and nonnegative for any graph.
+    """
+    n, E, deg = _degrees(G)
+    W = np.zeros((n, n))
+    if len(E):
+        u, v = E[:, 0], E[:, 1]
+        w = 1.0 / (1.0 + np.maximum(deg[u], deg[v]))
+        W[u, v] = w
+        W[v, u] = w
+    W[np.diag_indices(n)] = 1.0 - W.sum(axis=1)
+    return W
+
+
+def uniform_weights(G: nx.Graph) -> np.ndarray:
+    """Each node averages itself and its neighbours equally: ``W_ij = 1/(deg_i+1)`` for ``j`` in ``N(i) ∪ {i}``.
+
+    Row stochastic; symmetric (hence doubly stochastic) only for regular graphs.
+    """
+    n, E, deg = _degrees(G)
+    W = np.zeros((n, n))
+    inv = 1.0 / (deg + 1.0)
+    if len(E):
+        u, v = E[:, 0], E[:, 1]
+        W[u, v] = inv[u]
+        W[v, u] = inv[v]
+    W[np.diag_indices(n)] = inv
+    return W
+
+
+def lazy_random_walk(G: nx.Graph, laziness: float = 0.5) -> np.ndarray:
+    """Lazy random walk ``W = laziness*I + (1-laziness)*D^{-1}A`` (row stochastic; isolated nodes stay put)."""
+    if not 0.0 <= laziness <= 1.0:
+        raise TopologyError(f"laziness={laziness!r} is out of range; allowed: 0 <= laziness <= 1")
+    n, E, deg = _degrees(G)
+    W = np.zeros((n, n))
+    if len(E):
+        u, v = E[:, 0], E[:, 1]
+        safe = np.maximum(deg, 1)
+        W[u, v] = (1.0 - laziness) / safe[u]
+        W[v, u] = (1.0 - laziness) / safe[v]
+    W[np.diag_indices(n)] = np.where(deg > 0, laziness, 1.0)
+    return W
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Analysis
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _as_square(W: Any) -> np.ndarray:
+    W = np.asarray(W, dtype=float)
+    if W.ndim != 2 or W.shape[0] != W.shape[1] or W.shape[0] == 0:
+        raise TopologyError(f"expected a non-empty square matrix, got shape {W.shape}")
+    return W
+
+
+def spectral_gap(W: np.ndarray) -> float:
+    """``1 - |lambda_2|``, where ``|lambda_2|`` is the second largest eigenvalue modulus of ``W``.
+
+    For a stochastic matrix the largest modulus is 1, so the gap is in ``[0, 1]``; it is 0 for a disconnected or
+    periodic (e.g. bipartite with zero diagonal) chain. Uses ``scipy.linalg.eigvalsh`` when ``W`` is symmetric
+    and general eigenvalues otherwise. A 1x1 matrix has gap 1.
+    """
+    W = _as_square(W)
+    if W.shape[0] == 1:
+        return 1.0
+    if np.allclose(W, W.T, rtol=0.0, atol=1e-12):
+        eig = scipy.linalg.eigvalsh(W)
+    else:
+        eig = scipy.linalg.eigvals(W)
+    moduli = np.sort(np.abs(eig))[::-1]
+    return float(min(1.0, max(0.0, 1.0 - moduli[1])))
+
+
+def mixing_time(W: np.ndarray, eps: float = 1e-2) -> float:
+    """Estimated number of gossip iterations to shrink disagreement by a factor ``eps``: ``log(1/eps) / gap``.
+
+    Since ``|lambda_2|^t = (1-gap)^t <= exp(-gap*t)``, after this many iterations the non-consensus part of a
+    symmetric ``W`` has contracted by at least ``eps``; it slightly overestimates the exact
+    ``log(1/eps) / log(1/|lambda_2|)``. Returns ``inf`` when the gap is 0.
+    """
+    if not 0.0 < eps < 1.0:
+        raise TopologyError(f"eps={eps!r} is out of range; allowed: 0 < eps < 1")
+    gap = spectral_gap(W)
+    if gap <= 0.0:
+        return math.inf
+    return math.log(1.0 / eps) / gap
+
+
+def topology_summary(G: nx.Graph) -> dict[str, Any]:
+    """Key facts about a topology.
+
+    Keys: ``n_nodes``, ``n_edges``, ``min_degree``, ``mean_degree``, ``max_degree``, ``diameter`` (``None`` if
+    N > 2000 or disconnected), ``spectral_gap`` (of the Metropolis-Hastings matrix), ``connected``,
+    ``n_components``.
+    """
+    n, E, deg = _degrees(G)
+    if n == 0:
+        return dict(n_nodes=0, n_edges=0, min_degree=0, mean_degree=0.0, max_degree=0, diameter=None,
+                    spectral_gap=0.0, connected=False, n_components=0)
+    A = scipy.sparse.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n)).tocsr()
+    n_comp, _ = scipy.sparse.csgraph.connected_components(A, directed=False)
+    connected = n_comp == 1
+    diameter = None
+    if connected and n <= DIAMETER_MAX_NODES:
+        dist = scipy.sparse.csgraph.shortest_path(A, method="D", directed=False, unweighted=True)
+        diameter = int(dist.max())
+    return dict(
+        n_nodes=n,
+        n_edges=int(len(E)),
+        min_degree=int(deg.min()),
+        mean_degree=float(deg.mean()),
+        max_degree=int(deg.max()),
+        diameter=diameter,
+        spectral_gap=spectral_gap(metropolis_hastings_weights(G)),
+        connected=bool(connected),
+        n_components=int(n_comp),
+    )
