@@ -267,9 +267,10 @@ def _map_test_labels(y_raw, positive: float, train_values, name: str, test_name:
 
 
 def _with_columns(X: sp.csr_matrix, d: int) -> sp.csr_matrix:
-    if X.shape[1] == d:
-        return X
-    return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
+    """X with d columns and 32-bit indices (what scikit-learn's LIBSVM wrappers accept)."""
+    X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=(X.shape[0], d))
+    X.has_sorted_indices = True
+    return X
 
 
 def _load_file_dataset(name, data_dir, test, positive_label, n_features) -> Dataset:

@@ -1,0 +1,1102 @@
+"""Scenario files: one TOML file (or dict) describes a whole svmsim experiment.
+
+A scenario names the data, how training points are partitioned over nodes, the topology, the engine, the
+algorithm and its parameters, the stopping rule, the seed and the outputs::
+
+    name = "quickstart"
+    seed = 0
+
+    [data]
+    name = "iris"
+
+    [algorithm]
+    name = "saddle-dsvc"
+    eps = 1e-3
+
+    [stop]
+    max_iterations = 100000
+
+Entry points:
+
+* :func:`load_scenario` -- read a TOML file or a dict, apply dotted-key overrides, validate;
+* :func:`validate_file` -- the same for ``svmsim validate``;
+* :func:`parse_override` / :func:`parse_overrides` -- ``"engine.name=ray"`` strings from the command line;
+* :func:`dump_toml` -- write a resolved scenario (``Scenario.to_dict()``) back as TOML.
+
+Every problem is reported as one :class:`~svmsim.errors.ScenarioError` whose message names the file, the key,
+the bad value and what is allowed, e.g. ``quick.toml: [stop] gap = 2.0 is out of range; allowed: a number in
+(0, 1)``. Values are checked strictly: a string is never silently turned into a number, nor a number into a
+boolean.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import enum
+import inspect
+import math
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import annotated_types
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
+
+from svmsim.algorithms.registry import ALGORITHMS, AlgorithmInfo, get_algorithm
+from svmsim.data import BUILTIN_DATASETS, PARTITION_SCHEMES, SYNTHETIC_KINDS
+from svmsim.engine import ENGINES
+from svmsim.errors import ScenarioError, TopologyError
+from svmsim.topology import TOPOLOGIES, ParamSpec, resolve_params
+
+__all__ = [
+    "Scenario",
+    "DataSection",
+    "PartitionSection",
+    "TopologySection",
+    "EngineSection",
+    "AlgorithmSection",
+    "StopSection",
+    "OutputSection",
+    "SECTIONS",
+    "SYNTHETIC_KEYS",
+    "RAY_ENGINES",
+    "load_scenario",
+    "validate_file",
+    "parse_override",
+    "parse_overrides",
+    "apply_overrides",
+    "dump_toml",
+]
+
+#: The tables of a scenario file, in the order they are written.
+SECTIONS = ("data", "partition", "topology", "engine", "algorithm", "stop", "output")
+
+#: Keys of ``[data]`` that only apply to ``name = "synthetic"`` (forwarded to the generator).
+SYNTHETIC_KEYS = ("kind", "n", "d", "beta", "flip_band", "density")
+
+#: Engines that run on Ray (``engine.address`` joins an existing Ray cluster).
+RAY_ENGINES = ("ray", "ray-cgraph")
+
+#: The kind of synthetic data generated when ``[data] kind`` is not given.
+DEFAULT_SYNTHETIC_KIND = "separable"
+
+_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
+_NAME_ALLOWED = "letters, digits, '_', '.' and '-' (at least one character, no spaces)"
+
+# Arguments of a partition scheme / synthetic generator that are not scenario keys.
+_SCHEME_ARGS = ("y", "n_parts", "rng", "n")
+_GENERATOR_ARGS = ("seed", "return_info")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Error helpers used inside the models
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _fail(message: str, loc: tuple | None = None) -> PydanticCustomError:
+    """A validation error carrying a complete message; ``loc`` (absolute key path) overrides pydantic's."""
+    ctx: dict[str, Any] = {"message": message}
+    if loc is not None:
+        ctx["loc"] = tuple(loc)
+    return PydanticCustomError("svmsim", "{message}", ctx)
+
+
+def _issue(loc: tuple, message: str) -> dict[str, Any]:
+    """One entry of a list of problems found in a section (see :func:`_several`)."""
+    return {"type": "svmsim", "loc": tuple(loc), "input": None, "ctx": {"message": message}}
+
+
+def _several(errors: list[dict[str, Any]], params_model: type[BaseModel] | None = None,
+             algorithm: str | None = None) -> PydanticCustomError:
+    """A validation error bundling several problems (absolute locations), expanded again by the formatter."""
+    text = "; ".join(_format_error(e, params_model, algorithm) for e in errors)
+    ctx = {"message": text, "errors": errors, "params_model": params_model, "algorithm": algorithm}
+    return PydanticCustomError("svmsim_nested", "{message}", ctx)
+
+
+def _choice(key: str, value: Any, what: str, allowed: Iterable[str], loc: tuple | None = None):
+    shown = ", ".join(allowed) or "(none registered)"
+    return _fail(f"{key} = {value!r} is not {what}; allowed: {shown}", loc)
+
+
+def _show(value: Any) -> str:
+    """A value as it would be written in TOML (strings in double quotes), for error messages."""
+    try:
+        return _toml_value(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _as_plain_str(value: Any) -> Any:
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_number(value: Any) -> bool:
+    return _is_int(value) or isinstance(value, (float, np.floating))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sections
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class _Section(BaseModel):
+    """Base of all scenario models: unknown keys are errors, and types are checked strictly."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def _allowed(text: str) -> dict[str, str]:
+    return {"allowed": text}
+
+
+class DataSection(_Section):
+    """``[data]``: the data set, its test set and, for synthetic data, the generator's parameters."""
+
+    name: str = Field(min_length=1, json_schema_extra=_allowed(
+        f"a data set in the data directory, a file path, {', '.join(map(repr, BUILTIN_DATASETS))} or 'synthetic'"))
+    data_dir: str | None = Field(None, min_length=1, json_schema_extra=_allowed("a directory path"))
+    test: str = Field("auto", json_schema_extra=_allowed("'auto', 'none', or a test set name or path"))
+    holdout: float | None = Field(None, gt=0, lt=1)
+    positive_label: int | float | None = None
+    n_features: int | None = Field(None, ge=1)
+    # synthetic data only
+    kind: str | None = None
+    n: int | None = Field(None, ge=2)
+    d: int | None = Field(None, ge=1)
+    beta: float | None = Field(None, ge=0, le=1)
+    flip_band: float | None = Field(None, ge=0, le=1)
+    density: float | None = Field(None, gt=0, le=1)
+
+    @field_validator("name", "data_dir", "test", mode="before")
+    @classmethod
+    def _paths_as_str(cls, value: Any) -> Any:
+        return _as_plain_str(value)
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str | None) -> str | None:
+        if value is not None and value not in SYNTHETIC_KINDS:
+            raise _choice("kind", value, "a synthetic data kind", SYNTHETIC_KINDS)
+        return value
+
+    @model_validator(mode="after")
+    def _cross_check(self) -> "DataSection":
+        errors: list[dict[str, Any]] = []
+        given = [k for k in SYNTHETIC_KEYS if getattr(self, k) is not None]
+        if self.name != "synthetic":
+            for key in given:
+                errors.append(_issue(("data", key), (
+                    f"{key} = {_show(getattr(self, key))} only applies to synthetic data (name = \"synthetic\"), "
+                    f"not to data set {self.name!r}; allowed keys for a non-synthetic set: "
+                    "name, data_dir, test, holdout, positive_label, n_features")))
+        else:
+            if self.kind is None:
+                self.kind = DEFAULT_SYNTHETIC_KIND
+            accepted = _synthetic_params(self.kind)
+            for key in given:
+                if key != "kind" and key not in accepted:
+                    errors.append(_issue(("data", key), (
+                        f"{key} does not apply to synthetic kind {self.kind!r}; allowed keys for this kind: "
+                        f"kind, {', '.join(accepted)}")))
+            for key, default in accepted.items():
+                if getattr(self, key) is None:
+                    if default is inspect.Parameter.empty:
+                        errors.append(_issue(("data", key), (
+                            f"synthetic kind {self.kind!r} needs key '{key}'; "
+                            f"allowed: {_describe_field(type(self).model_fields[key])}")))
+                    else:
+                        setattr(self, key, default)
+            if self.kind == "separable" and self.beta is not None and self.beta <= 0:
+                errors.append(_issue(("data", "beta"), (
+                    f"beta = {_show(self.beta)} is out of range for synthetic kind 'separable'; "
+                    "allowed: a number in (0, 1]")))
+        test_given = self.test.strip().lower() not in ("", "auto", "none")
+        if self.holdout is not None and test_given:
+            errors.append(_issue(("data", "holdout"), (
+                f"holdout = {_show(self.holdout)} and test = {_show(self.test)} are both given; "
+                "allowed: either a test set or a holdout fraction, not both")))
+        if errors:
+            raise _several(errors)
+        return self
+
+    @property
+    def is_synthetic(self) -> bool:
+        return self.name == "synthetic"
+
+    def synthetic_params(self) -> dict[str, Any]:
+        """The generator's keyword arguments (``kind`` included); empty for a non-synthetic set."""
+        if not self.is_synthetic:
+            return {}
+        return {k: getattr(self, k) for k in SYNTHETIC_KEYS if getattr(self, k) is not None}
+
+
+def _synthetic_params(kind: str) -> dict[str, Any]:
+    """Scenario keys accepted by the generator of ``kind`` (besides ``kind``), mapped to their defaults."""
+    sig = inspect.signature(SYNTHETIC_KINDS[kind])
+    return {name: p.default for name, p in sig.parameters.items() if name not in _GENERATOR_ARGS}
+
+
+def _scheme_params(scheme: str) -> dict[str, Any]:
+    """Keys accepted by a partition scheme, mapped to their defaults."""
+    sig = inspect.signature(PARTITION_SCHEMES[scheme])
+    return {name: p.default for name, p in sig.parameters.items() if name not in _SCHEME_ARGS}
+
+
+class PartitionSection(_Section):
+    """``[partition]``: how the training points are split over the nodes."""
+
+    scheme: str = "iid"
+    skew: float | None = Field(None, ge=0, le=1)
+    alpha: float | None = Field(None, gt=0)
+
+    @field_validator("scheme")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if value not in PARTITION_SCHEMES:
+            raise _choice("scheme", value, "a partition scheme", PARTITION_SCHEMES)
+        return value
+
+    @model_validator(mode="after")
+    def _scheme_keys(self) -> "PartitionSection":
+        accepted = _scheme_params(self.scheme)
+        errors = []
+        for key in ("skew", "alpha"):
+            value = getattr(self, key)
+            if key in accepted:
+                if value is None and accepted[key] is not inspect.Parameter.empty:
+                    setattr(self, key, float(accepted[key]))
+            elif value is not None:
+                users = [s for s in PARTITION_SCHEMES if key in _scheme_params(s)]
+                errors.append(_issue(("partition", key), (
+                    f"{key} = {_show(value)} does not apply to scheme {self.scheme!r}; "
+                    f"allowed: {key} only with scheme {' or '.join(map(repr, users))}"
+                    + (f"; scheme {self.scheme!r} takes {', '.join(accepted)}" if accepted
+                       else f"; scheme {self.scheme!r} takes no parameters"))))
+        if errors:
+            raise _several(errors)
+        return self
+
+    def params(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`svmsim.data.partition` for this scheme (besides ``scheme``)."""
+        return {k: getattr(self, k) for k in _scheme_params(self.scheme)}
+
+
+def _topology_type_ok(value: Any, spec: ParamSpec) -> bool:
+    if spec.type is bool:
+        return isinstance(value, (bool, np.bool_))
+    if spec.type is int:
+        return _is_int(value)
+    if spec.type is float:
+        return _is_number(value) and not math.isnan(float(value))
+    if spec.type is str:
+        return isinstance(value, (str, os.PathLike))
+    return isinstance(value, spec.type)  # pragma: no cover - future parameter types
+
+
+_TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+class TopologySection(_Section):
+    """``[topology]``: ``kind`` plus that kind's parameters (held in ``params``, defaults filled in).
+
+    In the file the parameters sit next to ``kind``: ``[topology] kind = "grid"  rows = 4``.
+    """
+
+    kind: str = "star"
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        data = dict(value)
+        kind = data.pop("kind", "star")
+        if not isinstance(kind, str):
+            raise _fail(f"kind = {_show(kind)} has the wrong type: expected a string", ("topology", "kind"))
+        if kind not in TOPOLOGIES:
+            raise _choice("kind", kind, "a topology kind", sorted(TOPOLOGIES), ("topology", "kind"))
+        spec = TOPOLOGIES[kind]
+        nested = data.get("params")
+        if isinstance(nested, Mapping) and "params" not in spec.params:
+            data.pop("params")
+            data = {**dict(nested), **data}
+        errors = []
+        allowed = ", ".join(p.describe(n) for n, p in spec.params.items()) or "none (it takes no parameters)"
+        for key, val in data.items():
+            if key not in spec.params:
+                errors.append(_issue(("topology", key), (
+                    f"unknown key '{key}' for topology kind '{kind}'; allowed keys: kind, and the parameters "
+                    f"of '{kind}': {allowed}")))
+            elif not _topology_type_ok(val, spec.params[key]):
+                p = spec.params[key]
+                errors.append(_issue(("topology", key), (
+                    f"{key} = {_show(val)} has the wrong type: expected {_TYPE_WORDS.get(p.type, p.type.__name__)}"
+                    + (f" ({p.allowed})" if p.allowed else ""))))
+        for key, p in spec.params.items():
+            if p.required and data.get(key) is None:
+                errors.append(_issue(("topology", key), (
+                    f"topology kind '{kind}' needs key '{key}'; allowed: {p.allowed or p.description}")))
+        if errors:
+            raise _several(errors)
+        try:
+            resolved = resolve_params(kind, data)
+        except TopologyError as exc:  # pragma: no cover - the checks above mirror resolve_params
+            raise _fail(str(exc), ("topology",)) from None
+        return {"kind": kind, "params": {k: _as_plain_str(v) for k, v in resolved.items()}}
+
+    def __getitem__(self, key: str) -> Any:
+        return self.params[key]
+
+
+class EngineSection(_Section):
+    """``[engine]``: where the node programs run."""
+
+    name: str = "inproc"
+    actors: int = Field(2, ge=1)
+    address: str = ""
+    dashboard: bool = False
+    metrics: bool = True
+
+    @field_validator("name")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if value not in ENGINES:
+            raise _choice("name", value, "an engine", ENGINES)
+        return value
+
+    @model_validator(mode="after")
+    def _ray_only(self) -> "EngineSection":
+        if self.address and self.name not in RAY_ENGINES:
+            raise _fail(
+                f"address = {_show(self.address)} needs a Ray engine but name = {self.name!r}; "
+                f"allowed: set name to one of {', '.join(RAY_ENGINES)}, or remove address",
+                ("engine", "address"),
+            )
+        if self.address and self.dashboard:
+            raise _fail(
+                "dashboard = true starts a local Ray instance's dashboard, but address = "
+                f"{_show(self.address)} joins an existing cluster; allowed: dashboard = false with address",
+                ("engine", "dashboard"),
+            )
+        return self
+
+    @property
+    def is_ray(self) -> bool:
+        return self.name in RAY_ENGINES
+
+
+def _lookup_algorithm(name: str) -> AlgorithmInfo | None:
+    try:
+        return get_algorithm(name)
+    except ScenarioError:
+        return None
+
+
+class AlgorithmSection(_Section):
+    """``[algorithm]``: ``name`` of a registered algorithm; ``params`` is an instance of its ``Params`` model.
+
+    In the file the parameters sit next to ``name``: ``[algorithm] name = "saddle-dsvc"  eps = 1e-3``.
+    """
+
+    name: str
+    params: Any  # an instance of the algorithm's Params model (validated in _resolve)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        data = dict(value)
+        if "name" not in data:
+            raise _fail(f"required key 'name' is missing; allowed: {', '.join(sorted(ALGORITHMS)) or '(none)'}",
+                        ("algorithm", "name"))
+        name = data.pop("name")
+        if not isinstance(name, str):
+            raise _fail(f"name = {_show(name)} has the wrong type: expected a string", ("algorithm", "name"))
+        info = _lookup_algorithm(name)
+        if info is None:
+            raise _choice("name", name, "a known algorithm", sorted(ALGORITHMS), ("algorithm", "name"))
+        Params = info.Params
+        nested = data.get("params")
+        if isinstance(nested, Params) and len(data) == 1:
+            return {"name": name, "params": nested}
+        if isinstance(nested, Mapping) and "params" not in Params.model_fields:
+            data.pop("params")
+            data = {**dict(nested), **data}
+        params, errors = _validate_params(Params, data)
+        if errors:
+            raise _several([dict(e, loc=("algorithm",) + tuple(e["loc"])) for e in errors], Params, name)
+        return {"name": name, "params": params}
+
+    @property
+    def info(self) -> AlgorithmInfo:
+        """The registry entry of this algorithm."""
+        return get_algorithm(self.name)
+
+
+# Strict-mode type errors that mean "a value of another scalar type would have been coerced".
+_COERCION_ERRORS = {"int_type", "float_type", "bool_type", "string_type", "int_from_float"}
+
+
+def _field_names(model: type[BaseModel]) -> set[str]:
+    names = set()
+    for name, field in model.model_fields.items():
+        names.add(name)
+        if field.alias:
+            names.add(field.alias)
+    return names
+
+
+def _validate_params(Params: type[BaseModel], data: dict[str, Any]) -> tuple[BaseModel | None, list[dict]]:
+    """Validate an algorithm's parameters; return ``(instance, [])`` or ``(None, errors)``.
+
+    Unknown keys are errors whatever the model's own ``extra`` setting. Scalars are checked strictly (``"20"`` is
+    not an integer, ``1`` is not a boolean), while other conversions the model accepts in its own mode (a TOML
+    list for a tuple, a string for a path or an enum) stay allowed.
+    """
+    known = _field_names(Params)
+    errors: list[dict] = [
+        {"type": "extra_forbidden", "loc": (k,), "input": v, "ctx": {}} for k, v in data.items() if k not in known
+    ]
+    body = {k: v for k, v in data.items() if k in known}
+    try:
+        obj = Params.model_validate(body, strict=True)
+        return (None, errors) if errors else (obj, [])
+    except ValidationError as exc:
+        coercions = [
+            e for e in exc.errors(include_url=False)
+            if e["type"] in _COERCION_ERRORS and isinstance(e.get("input"), (str, bool, int, float))
+        ]
+    errors += coercions
+    try:
+        obj = Params.model_validate(body)
+    except ValidationError as exc:
+        seen = {_key_path(e["loc"]) for e in coercions}
+        errors += [e for e in exc.errors(include_url=False) if _key_path(e["loc"]) not in seen]
+        return None, errors
+    return (None, errors) if errors else (obj, [])
+
+
+class StopSection(_Section):
+    """``[stop]``: the run stops as soon as any of the given limits is reached (at least one is needed)."""
+
+    max_iterations: int | None = Field(None, ge=1)
+    max_rounds: int | None = Field(None, ge=1)
+    max_scalars: int | None = Field(None, ge=1)
+    max_seconds: float | None = Field(None, gt=0)
+    gap: float | None = Field(None, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _some_rule(self) -> "StopSection":
+        if all(getattr(self, k) is None for k in type(self).model_fields):
+            raise _fail(
+                "no stopping rule is set, so the run would never stop; allowed: set at least one of "
+                + ", ".join(type(self).model_fields),
+                ("stop",),
+            )
+        return self
+
+    def limits(self) -> dict[str, Any]:
+        """The limits that are set."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class OutputSection(_Section):
+    """``[output]``: where results go and what is produced."""
+
+    dir: str = Field("runs", min_length=1, json_schema_extra=_allowed("a directory path"))
+    run_dir: str | None = Field(None, min_length=1, json_schema_extra=_allowed("a directory path"))
+    eval_every: int = Field(1000, ge=1)
+    plots: bool = True
+    progress: bool = True
+    overwrite: bool = False
+
+    @field_validator("dir", "run_dir", mode="before")
+    @classmethod
+    def _paths_as_str(cls, value: Any) -> Any:
+        return _as_plain_str(value)
+
+
+def _optional_section() -> Any:
+    """An optional table: when it is left out, its defaults are validated like a given table."""
+    return Field(default_factory=dict, validate_default=True)
+
+
+class Scenario(_Section):
+    """A validated scenario: the whole experiment.
+
+    ``scenario.algorithm.params.<key>`` reads an algorithm parameter, ``scenario.topology.params`` holds the
+    resolved topology parameters, and :meth:`to_dict` returns the fully resolved plain dict (defaults filled
+    in), suitable for :func:`dump_toml` or ``json.dumps``.
+    """
+
+    name: str
+    description: str = ""
+    seed: int = Field(0, ge=0)
+    data: DataSection
+    partition: PartitionSection = _optional_section()
+    topology: TopologySection = _optional_section()
+    engine: EngineSection = _optional_section()
+    algorithm: AlgorithmSection
+    stop: StopSection = _optional_section()
+    output: OutputSection = _optional_section()
+
+    _source: str | None = PrivateAttr(default=None)
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        if not _NAME_RE.fullmatch(value):
+            raise _fail(f"name = {_show(value)} is not a valid scenario name; allowed: {_NAME_ALLOWED}")
+        return value
+
+    @model_validator(mode="after")
+    def _cross_check(self) -> "Scenario":
+        supported = self.algorithm.info.topologies
+        if self.topology.kind not in supported:
+            raise _fail(
+                f"kind = {self.topology.kind!r} is not supported by algorithm {self.algorithm.name!r}; "
+                f"allowed: {', '.join(supported)}",
+                ("topology", "kind"),
+            )
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        """Scenarios are equal when all their settings are (where they were loaded from does not matter)."""
+        if not isinstance(other, Scenario):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    # -- derived views ---------------------------------------------------------------------------------------
+
+    @property
+    def source(self) -> str | None:
+        """The file this scenario was loaded from (None for a dict)."""
+        return self._source
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fully resolved scenario as a plain dict of sections (no ``None`` values; see module docs).
+
+        Loading the result again gives an equal scenario: ``load_scenario(s.to_dict()) == s``.
+        """
+        out: dict[str, Any] = {"name": self.name, "description": self.description, "seed": self.seed}
+        for section in SECTIONS:
+            model = getattr(self, section)
+            if section == "topology":
+                body = {"kind": model.kind, **model.params}
+            elif section == "algorithm":
+                body = {"name": model.name, **_plain(model.params)}
+            else:
+                body = model.model_dump()
+            out[section] = _plain(body)
+        return out
+
+    def to_toml(self) -> str:
+        """:meth:`to_dict` written as TOML."""
+        return dump_toml(self.to_dict())
+
+    def dataset_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`svmsim.data.load_dataset` for this scenario (seeded by ``seed``)."""
+        d = self.data
+        kwargs: dict[str, Any] = {"name": d.name, "data_dir": d.data_dir, "test": d.test,
+                                  "positive_label": d.positive_label, "n_features": d.n_features}
+        if d.holdout is not None:
+            kwargs.update(holdout=d.holdout, holdout_seed=self.seed)
+        if d.is_synthetic:
+            kwargs.update(d.synthetic_params(), seed=self.seed)
+        return kwargs
+
+    def run_directory(self, timestamp: str | None = None) -> Path:
+        """``output.run_dir`` if set, else ``<output.dir>/<name>-<seed>-<timestamp>`` (timestamp defaults to now)."""
+        if self.output.run_dir:
+            return Path(self.output.run_dir)
+        if timestamp is None:
+            timestamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        return Path(self.output.dir) / f"{self.name}-{self.seed}-{timestamp}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Plain values
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    """Turn a model, dict or value into plain TOML/JSON-friendly Python data; ``None`` entries are dropped."""
+    if isinstance(value, BaseModel):
+        return _plain(value.model_dump())
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value) if isinstance(value, (set, frozenset)) else value
+        return [_plain(v) for v in items]
+    if isinstance(value, enum.Enum):
+        return _plain(value.value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, np.ndarray):
+        return _plain(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Error formatting
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _key_path(loc: Iterable[Any]) -> str:
+    """``("algorithm", "steps", 0)`` -> ``"algorithm.steps[0]"``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+_UNION_TAGS = {"int", "float", "str", "bool", "bytes", "list", "dict", "tuple", "set", "frozenset", "none",
+               "decimal", "date", "datetime", "path", "enum"}
+_UNION_TAG_RE = re.compile(r"^(function-|constrained-|lax-or-strict|json-or-python|tagged-union|nullable|"
+                           r"literal\[|list\[|dict\[|tuple\[|set\[|frozenset\[|union\[)")
+
+
+def _clean_loc(loc: Iterable[Any]) -> tuple:
+    """Drop union-member tags that pydantic adds to locations (e.g. ``('data', 'positive_label', 'int')``)."""
+    loc = tuple(loc)
+    if len(loc) <= 2:
+        return loc
+    head, rest = loc[:2], loc[2:]
+    return head + tuple(
+        p for p in rest if not (isinstance(p, str) and (p in _UNION_TAGS or _UNION_TAG_RE.match(p)))
+    )
+
+
+def _split_loc(loc: tuple) -> tuple[str, tuple]:
+    """``("stop", "gap")`` -> ``("[stop] ", ("gap",))``; top-level keys get no section prefix."""
+    if loc and loc[0] in SECTIONS:
+        return f"[{loc[0]}] ", loc[1:]
+    return "", loc
+
+
+def _num(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _field_for(loc: tuple, params_model: type[BaseModel] | None) -> FieldInfo | None:
+    """The pydantic field a location points at, if any."""
+    if not loc:
+        return None
+    if len(loc) == 1:
+        return Scenario.model_fields.get(loc[0])
+    section, key = loc[0], loc[1]
+    if section == "algorithm" and key != "name":
+        if params_model is None or not isinstance(key, str):
+            return None
+        fields = params_model.model_fields
+        return fields.get(key) or next((f for f in fields.values() if f.alias == key), None)
+    field = Scenario.model_fields.get(section)
+    model = field.annotation if field is not None else None
+    if isinstance(model, type) and issubclass(model, BaseModel) and isinstance(key, str):
+        return model.model_fields.get(key)
+    return None
+
+
+def _base_type(annotation: Any) -> Any:
+    """``int | None`` -> ``int``; anything else unchanged."""
+    args = [a for a in getattr(annotation, "__args__", ()) if a is not type(None)]
+    if args and len(args) == 1 and getattr(annotation, "__origin__", None) is not list:
+        return args[0]
+    return annotation
+
+
+def _describe_field(field: FieldInfo | None, ctx: Mapping[str, Any] | None = None) -> str:
+    """What a field allows, e.g. ``a number in (0, 1)`` or ``an integer >= 1``."""
+    extra = field.json_schema_extra if field is not None else None
+    if isinstance(extra, Mapping) and "allowed" in extra:
+        return str(extra["allowed"])
+    lo = hi = None
+    if field is not None:
+        for m in field.metadata:
+            for attr, side in (("gt", "lo("), ("ge", "lo["), ("lt", "hi)"), ("le", "hi]")):
+                v = getattr(m, attr, None)
+                if v is not None and isinstance(m, (annotated_types.BaseMetadata, annotated_types.Interval)):
+                    if side.startswith("lo"):
+                        lo = (side[2], v)
+                    else:
+                        hi = (side[2], v)
+    if lo is None and hi is None and ctx:
+        for attr, side in (("gt", "("), ("ge", "[")):
+            if attr in ctx:
+                lo = (side, ctx[attr])
+        for attr, side in (("lt", ")"), ("le", "]")):
+            if attr in ctx:
+                hi = (side, ctx[attr])
+    base = _base_type(field.annotation) if field is not None else None
+    noun = "an integer" if base is int else "a number"
+    if lo and hi:
+        return f"{noun} in {lo[0]}{_num(lo[1])}, {_num(hi[1])}{hi[0]}"
+    if lo:
+        return f"{noun} {'>' if lo[0] == '(' else '>='} {_num(lo[1])}"
+    if hi:
+        return f"{noun} {'<' if hi[0] == ')' else '<='} {_num(hi[1])}"
+    if base in _TYPE_WORDS:
+        return _TYPE_WORDS[base]
+    return "see the documentation of this key"
+
+
+_EXPECTED = {
+    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+    "float_type": "a number", "float_parsing": "a number",
+    "bool_type": "true or false", "bool_parsing": "true or false",
+    "string_type": "a string",
+    "list_type": "a list", "tuple_type": "a list", "set_type": "a list", "frozen_set_type": "a list",
+    "dict_type": "a table", "model_type": "a table", "model_attributes_type": "a table",
+}
+_RANGE = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number",
+          "string_too_short", "string_too_long", "multiple_of"}
+
+
+def _allowed_keys(section: str, params_model: type[BaseModel] | None, algorithm: str | None) -> str:
+    if section == "algorithm":
+        names = sorted(params_model.model_fields) if params_model is not None else []
+        return f"allowed keys for {algorithm}: {', '.join(names) if names else '(none besides name)'}"
+    model = Scenario.model_fields[section].annotation
+    return f"allowed keys: {', '.join(model.model_fields)}"
+
+
+def _format_error(e: Mapping[str, Any], params_model: type[BaseModel] | None = None,
+                  algorithm: str | None = None) -> str:
+    """One error as ``[section] key = value <what is wrong>; allowed: ...``."""
+    ctx = e.get("ctx") or {}
+    etype = e["type"]
+    loc = _clean_loc(ctx.get("loc", e.get("loc", ())))
+    prefix, rest = _split_loc(loc)
+    key = _key_path(rest)
+    value = e.get("input")
+    if etype == "svmsim":
+        return prefix + str(ctx["message"])
+    if etype == "extra_forbidden":
+        if not rest:  # pragma: no cover - an extra key always has a location
+            return prefix + "unknown key"
+        if len(loc) == 1:
+            kind = "section" if isinstance(value, Mapping) else "key"
+            return (f"unknown top-level {kind} '{loc[0]}'; allowed: {', '.join(_TOP_KEYS)}, "
+                    f"and the sections {', '.join(f'[{s}]' for s in SECTIONS)}")
+        return f"{prefix}unknown key '{key}'; {_allowed_keys(loc[0], params_model, algorithm)}"
+    if etype == "missing":
+        if len(loc) == 1 and loc[0] in SECTIONS:
+            return f"required section [{loc[0]}] is missing"
+        field = _field_for(loc, params_model)
+        return f"{prefix}required key '{key}' is missing; allowed: {_describe_field(field)}"
+    what = f"{key} = {_show(value)} " if key else f"{_show(value)} " if not prefix else ""
+    if etype in _EXPECTED:
+        if etype in ("dict_type", "model_type", "model_attributes_type") and len(loc) == 1 and loc[0] in SECTIONS:
+            return f"{loc[0]} = {_show(value)} has the wrong type: expected a table [{loc[0]}]"
+        return f"{prefix}{what}has the wrong type: expected {ctx.get('_expected', _EXPECTED[etype])}"
+    if etype in ("too_short", "too_long"):
+        bound = f"at least {ctx.get('min_length')}" if etype == "too_short" else f"at most {ctx.get('max_length')}"
+        return f"{prefix}{what}has {ctx.get('actual_length', 'a wrong number of')} items; allowed: {bound} items"
+    if etype in _RANGE:
+        allowed = _describe_field(_field_for(loc, params_model), ctx)
+        if etype == "string_too_short":
+            return f"{prefix}{what}is too short; allowed: {allowed}"
+        if etype == "string_too_long":
+            return f"{prefix}{what}is too long; allowed: {allowed}"
+        if etype == "finite_number":
+            return f"{prefix}{what}is not a finite number; allowed: {allowed}"
+        return f"{prefix}{what}is out of range; allowed: {allowed}"
+    if etype in ("literal_error", "enum"):
+        return f"{prefix}{what}is not allowed; allowed: {ctx.get('expected', '?')}"
+    if etype == "string_pattern_mismatch":
+        return f"{prefix}{what}does not match; allowed: strings matching {ctx.get('pattern', '?')}"
+    msg = str(e.get("msg", etype))
+    for lead in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(lead):
+            msg = msg[len(lead):]
+    return f"{prefix}{what}is invalid: {msg}" if what else f"{prefix}{msg}"
+
+
+_TOP_KEYS = ("name", "description", "seed")
+
+
+def _flatten_errors(errors: Iterable[Mapping[str, Any]], params_model=None, algorithm=None):
+    """Expand bundled errors; yield ``(error, params_model, algorithm)``."""
+    for e in errors:
+        if e["type"] == "svmsim_nested":
+            ctx = e["ctx"]
+            yield from _flatten_errors(ctx["errors"], ctx.get("params_model"), ctx.get("algorithm"))
+        else:
+            yield e, params_model, algorithm
+
+
+def _merge_unions(items: list[tuple[dict, Any, Any]]) -> list[tuple[dict, Any, Any]]:
+    """Merge wrong-type errors that pydantic reports once per member of a union (same location)."""
+    out: list[tuple[dict, Any, Any]] = []
+    by_loc: dict[tuple, dict] = {}
+    for e, pm, alg in items:
+        loc = _clean_loc((e.get("ctx") or {}).get("loc", e.get("loc", ())))
+        if e["type"] in _EXPECTED and e["type"] not in ("dict_type", "model_type", "model_attributes_type"):
+            first = by_loc.get(loc)
+            if first is not None:
+                words = first["ctx"]["_expected"]
+                new = _EXPECTED[e["type"]]
+                if new not in words.split(" or "):
+                    first["ctx"]["_expected"] = f"{words} or {new}"
+                continue
+            e = dict(e, ctx=dict(e.get("ctx") or {}, _expected=_EXPECTED[e["type"]]))
+            by_loc[loc] = e
+        out.append((e, pm, alg))
+    return out
+
+
+def _error_from_validation(exc: ValidationError, where: str, overrides: Mapping[str, Any]) -> ScenarioError:
+    items = _merge_unions(list(_flatten_errors(exc.errors(include_url=False))))
+    lines = []
+    for e, pm, alg in items:
+        text = _format_error(e, pm, alg)
+        loc = _clean_loc((e.get("ctx") or {}).get("loc", e.get("loc", ())))
+        dotted = _key_path(loc)
+        if dotted in overrides:
+            text += f" (set by the override {dotted}={_show(overrides[dotted])})"
+        elif dotted and any(k.startswith(dotted + ".") for k in overrides):
+            text += " (set by an override " + ", ".join(k for k in overrides if k.startswith(dotted + ".")) + ")"
+        if text not in lines:
+            lines.append(text)
+    if len(lines) == 1:
+        return ScenarioError(f"{where}: {lines[0]}")
+    return ScenarioError(f"{where} has {len(lines)} errors:\n" + "\n".join(f"  {line}" for line in lines))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Loading
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _normalise(value: Any) -> Any:
+    """Numpy scalars to Python scalars, paths to strings, tuples to lists (for dict sources and overrides)."""
+    if isinstance(value, Mapping):
+        return {k: _normalise(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalise(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value
+
+
+_TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
+
+
+def _read_toml(path: Path, where: str) -> dict[str, Any]:
+    if not path.exists():
+        full = "" if path.is_absolute() else f" (looked for {path.absolute()})"
+        raise ScenarioError(f"scenario file '{where}' does not exist{full}")
+    if not path.is_file():
+        raise ScenarioError(f"scenario file '{where}' is not a file")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{where} is not valid TOML: it is not UTF-8 text ({exc.reason} at byte {exc.start})") \
+            from None
+    except OSError as exc:
+        raise ScenarioError(f"cannot read scenario file '{where}': {exc.strerror or exc}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = _TOML_POSITION.search(msg)
+        if m:
+            msg = f"line {m.group(1)}, column {m.group(2)}: {msg[:m.start()]}"
+        else:
+            msg = msg.replace(" (at end of document)", "")
+            if msg != str(exc):
+                msg = f"at the end of the file: {msg}"
+        raise ScenarioError(f"{where} is not valid TOML: {msg}") from None
+
+
+def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any] | None, where: str = "scenario") \
+        -> dict[str, Any]:
+    """Set dotted keys (``{"engine.name": "ray", "seed": 3}``) in a copy of the raw scenario dict."""
+    out = copy.deepcopy(raw)
+    for dotted, value in (overrides or {}).items():
+        if not isinstance(dotted, str) or not dotted or any(not p for p in dotted.split(".")):
+            raise ScenarioError(f"{where}: override key {dotted!r} is invalid; allowed: dotted keys such as "
+                                "'engine.name' or 'algorithm.eps'")
+        parts = dotted.split(".")
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                prefix = ".".join(parts[: i + 1])
+                raise ScenarioError(f"{where}: override {dotted} cannot be applied: {prefix} = {_show(child)} is "
+                                    "not a table")
+            node = child
+        node[parts[-1]] = _normalise(value)
+    return out
+
+
+def load_scenario(source: str | os.PathLike | Mapping[str, Any],
+                  overrides: Mapping[str, Any] | None = None) -> Scenario:
+    """Load and validate a scenario from a TOML file path or a dict.
+
+    ``overrides`` maps dotted keys to values (``{"engine.name": "ray", "algorithm.eps": 1e-4}``); they are
+    applied before validation. Raises :class:`ScenarioError` describing every problem found.
+    """
+    overrides = dict(overrides or {})
+    if isinstance(source, Mapping):
+        where, path = "scenario", None
+        raw = _normalise(source)
+    elif isinstance(source, (str, os.PathLike)):
+        where, path = os.fspath(source), Path(source)
+        raw = _read_toml(path, where)
+    else:
+        raise ScenarioError(f"a scenario must be a TOML file path or a dict, got {type(source).__name__}")
+    raw = apply_overrides(raw, overrides, where)
+    try:
+        scenario = Scenario.model_validate(raw)
+    except ValidationError as exc:
+        raise _error_from_validation(exc, where, overrides) from None
+    if path is not None:
+        scenario._source = str(path)
+    return scenario
+
+
+def validate_file(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None) -> Scenario:
+    """Validate a scenario file (for ``svmsim validate``); returns the scenario or raises ScenarioError."""
+    if isinstance(path, Mapping):
+        raise ScenarioError("validate_file expects the path of a scenario file; use load_scenario for a dict")
+    return load_scenario(path, overrides)
+
+
+_OVERRIDE_KEY = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parse ``"key.path=value"`` into ``(key, value)``; the value is read as a TOML value.
+
+    ``eps=1e-4`` gives a float, ``clients=20`` an int, ``plots=false`` a bool, ``name="a b"`` a string,
+    ``steps=[1, 2]`` a list; anything that is not a TOML value (a bare word such as ``ray``) is a string.
+    """
+    if not isinstance(text, str) or "=" not in text:
+        raise ScenarioError(f"override {text!r} is invalid; allowed: key=value, e.g. engine.name=ray or "
+                            "algorithm.eps=1e-4")
+    key, value = (s.strip() for s in text.split("=", 1))
+    if not _OVERRIDE_KEY.fullmatch(key):
+        raise ScenarioError(f"override {text!r} has an invalid key {key!r}; allowed: dotted keys of letters, "
+                            "digits, '_' and '-', e.g. algorithm.eps")
+    try:
+        parsed = tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        return key, value
+    if isinstance(parsed, (_dt.date, _dt.time, _dt.datetime, dict)):
+        return key, value
+    return key, parsed
+
+
+def parse_overrides(texts: Iterable[str]) -> dict[str, Any]:
+    """Parse several ``key=value`` strings (later ones win)."""
+    return dict(parse_override(t) for t in texts)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# TOML writer
+# ----------------------------------------------------------------------------------------------------------------
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_key(key: Any) -> str:
+    key = str(key)
+    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
+
+
+def _toml_string(s: str) -> str:
+    out = ['"']
+    for ch in s:
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if _is_int(value):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, os.PathLike):
+        return _toml_string(os.fspath(value))
+    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value if v is not None) + "]"
+    if isinstance(value, Mapping):
+        items = [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None]
+        return "{" + ", ".join(items) + "}" if items else "{}"
+    raise TypeError(f"cannot write {type(value).__name__} value {value!r} as TOML")
+
+
+def _write_table(lines: list[str], table: Mapping[str, Any], path: tuple[str, ...]) -> None:
+    scalars = [(k, v) for k, v in table.items() if v is not None and not isinstance(v, Mapping)]
+    tables = [(k, v) for k, v in table.items() if isinstance(v, Mapping)]
+    if path:
+        if lines:
+            lines.append("")
+        lines.append("[" + ".".join(_toml_key(p) for p in path) + "]")
+    for k, v in scalars:
+        lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
+    for k, v in tables:
+        _write_table(lines, v, path + (str(k),))
+
+
+def dump_toml(d: Mapping[str, Any]) -> str:
+    """Write a dict as TOML: scalars and lists first, then one ``[table]`` (or ``[a.b]``) per nested dict.
+
+    ``None`` values are left out (TOML has no null). ``tomllib.loads(dump_toml(d)) == d`` for dicts of
+    strings, numbers, booleans, dates, lists and nested dicts without ``None``.
+    """
+    if not isinstance(d, Mapping):
+        raise TypeError(f"dump_toml expects a dict, got {type(d).__name__}")
+    lines: list[str] = []
+    _write_table(lines, d, ())
+    return "\n".join(lines) + "\n"
