@@ -321,9 +321,12 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
         const = saddle_constants(rot.d_pad, order.size, self.eps, self.beta, q)
         return classes, ypm, order, S, rot, scale, cap, const, pos.size
 
-    def fit(self, X, y, callback=None):
-        """Fit on X (dense or sparse, n x d) and binary labels y. `callback(info: dict) -> bool` is called at
-        every check with the certificate; returning True stops the run."""
+    def fit(self, X, y, callback=None, eval_set=None):
+        """Fit on X (dense or sparse, n x d) and binary labels y.
+
+        callback: ``callback(info: dict) -> bool`` is called at every check with the certificate; True stops.
+        eval_set: optional (X_test, y_test) whose accuracy is added to every check record.
+        """
         if self.stop not in ("gap", "paper", "iterations"):
             raise ValueError(f"stop = {self.stop!r}; allowed: 'gap', 'paper', 'iterations'")
         if self.projection not in ("newton", "rule3", "sort"):
@@ -333,6 +336,9 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
         n = order.size
         d = rot.d_pad
         evaluator = SaddleEvaluator(X, ypm, cap, rot)
+        if eval_set is not None:
+            evaluator.X_test = eval_set[0]
+            evaluator.y_test = np.where(np.asarray(eval_set[1]) == classes[1], 1.0, -1.0)
         seg_lo = np.array([0, n1], dtype=np.int64)
         seg_hi = np.array([n1, n], dtype=np.int64)
         counts = np.array([n1, n - n1], dtype=np.float64)
@@ -433,3 +439,409 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
 
     def predict(self, X):
         return np.where(self.decision_function(X) >= 0, self.classes_[1], self.classes_[0])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Saddle-DSVC (Algorithms 3-4): one server, k clients
+# ---------------------------------------------------------------------------------------------------------------
+#
+# Messages (every scalar counted; a broadcast counts once per recipient; the index i* is one scalar):
+#   setup   (Algorithm 3, once)  client -> server "stats" [n1_c, n2_c, max|x|_c, max|HDx|_c]   4k
+#                                server -> client "setup" [n1, n2, s, q]                         4k
+#   round 1 server -> client "coord" [i*]                 k     client -> server "delta" [d+_c, d-_c]   2k
+#   round 2 server -> client "delta_sum" [S.d+, S.d-]    2k     client -> server "z" [Z+_c, Z-_c]       2k
+#   round 3 server -> client "z_sum" [S.Z+, S.Z-]        2k
+#   round 4 (nu only, repeated P times): client -> server "cap" [s+_c, s-_c, O+_c, O-_c]   4k each time;
+#           server -> client "cap_sum" [S.s+, S.s-, S.O+, S.O-] 4k, except after the last report (sums zero)
+
+CAP_TOLERANCE = 1e-13   # Rule 3 "until the excess is zero", with floating-point slack (notes section 7.10)
+MAX_CAP_PASSES = 10_000
+
+
+def dsvc_scalars_per_iteration(k: int, nu_mode: bool, cap_reports: int = 1) -> int:
+    """Scalars one Saddle-DSVC iteration sends: 9k (hard margin), plus 4k(2P - 1) with P Rule 3 reports."""
+    return 9 * k + (4 * k * (2 * cap_reports - 1) if nu_mode else 0)
+
+
+def dsvc_setup_scalars(k: int) -> int:
+    return 8 * k
+
+
+def dsvc_bound(k: int, d: int, eps: float) -> dict:
+    """Theorem 8 upper bound k(d + sqrt(d/eps)) and the Omega(k min(d, 1/eps)) lower bound (Theorem 9), in
+    scalars without their constants and logarithms."""
+    return {"upper": k * (d + math.sqrt(d / eps)), "lower": k * min(d, 1.0 / eps)}
+
+
+@dataclass
+class _ServerState:
+    clients: np.ndarray
+    coords: CoordinateStream
+    d_pad: int
+    iteration: int = 0
+    cap_reports: int = 0
+    passes_this_iteration: int = 0
+    phase: str = "setup"
+
+
+class SaddleServer(NodeProgram):
+    """The server of Algorithm 4: draws i*, sums the clients' scalars and broadcasts the sums."""
+
+    role = "server"
+
+    def __init__(self, d: int, n: int, eps: float, beta: float, q, nu_mode: bool):
+        self.d_pad = next_power_of_two(d)
+        self.n = n
+        self.eps = eps
+        self.beta = beta
+        self.q = q
+        self.nu_mode = nu_mode
+
+    def init(self, node_ids, node_data, seed):
+        clients = np.asarray(node_data[0]["clients"], dtype=np.int64)
+        return _ServerState(clients, CoordinateStream(self.d_pad, seed), self.d_pad)
+
+    def _send_coord(self, st: _ServerState, out: Outbox) -> None:
+        i = st.coords.take(1)
+        out.send(MessageBatch.broadcast("coord", 0, st.clients, i))
+        st.phase = "delta"
+
+    def _end_iteration(self, st: _ServerState, out: Outbox) -> None:
+        st.iteration += 1
+        st.phase = "next"
+        out.signals = {"iteration": st.iteration, "wake": True}
+
+    def step(self, st: _ServerState, inbox, round_):
+        out = Outbox()
+        if "stats" in inbox:                                  # Algorithm 3: global n1, n2, scale and q
+            rows = np.asarray(inbox["stats"].payload)
+            n1, n2 = rows[:, 0].sum(), rows[:, 1].sum()
+            scale = rows[:, 2].max()
+            q = _q_value(self.q, self.d_pad, int(n1 + n2), rows[:, 3].max() / scale)
+            out.send(MessageBatch.broadcast("setup", 0, st.clients, np.array([n1, n2, scale, q])))
+            self._send_coord(st, out)
+        elif "delta" in inbox:                                # Algorithm 4 line 10
+            sums = np.asarray(inbox["delta"].payload).sum(axis=0)
+            out.send(MessageBatch.broadcast("delta_sum", 0, st.clients, sums))
+        elif "z" in inbox:                                    # line 19
+            sums = np.asarray(inbox["z"].payload).sum(axis=0)
+            out.send(MessageBatch.broadcast("z_sum", 0, st.clients, sums))
+            st.passes_this_iteration = 0
+            if not self.nu_mode:
+                self._end_iteration(st, out)
+        elif "cap" in inbox:                                  # lines 31-36
+            sums = np.asarray(inbox["cap"].payload).sum(axis=0)
+            st.cap_reports += 1
+            st.passes_this_iteration += 1
+            if (sums[0] <= CAP_TOLERANCE and sums[1] <= CAP_TOLERANCE) or \
+                    st.passes_this_iteration >= MAX_CAP_PASSES:
+                self._end_iteration(st, out)
+            else:
+                out.send(MessageBatch.broadcast("cap_sum", 0, st.clients, sums))
+        elif st.phase == "next":                              # woken: start the next iteration
+            self._send_coord(st, out)
+        return st, out
+
+    def observe(self, st):
+        return {"iteration": st.iteration, "cap_reports": st.cap_reports}
+
+
+class _ClientState:
+    """Struct of arrays for a group of clients: their points in segments [c0 +1, c0 -1, c1 +1, ...]."""
+
+    def __init__(self, node_ids, S, seg_lo, seg_hi, seg_class, index, stats):
+        self.node_ids = np.asarray(node_ids, dtype=np.int64)
+        self.S = S
+        self.seg_lo, self.seg_hi, self.seg_class = seg_lo, seg_hi, seg_class
+        self.index = index
+        self.stats = stats
+        self.const: SaddleConstants | None = None
+        self.cap = math.inf
+        self.logcap = math.inf
+        m = S.shape[1]
+        self.w = np.zeros(S.shape[0])
+        self.wnorm2 = 0.0
+        self.u = np.zeros(m)
+        self.Lr = np.zeros(m)
+        self.pr = np.zeros(m)
+        self.p_prev = np.zeros(m)
+        self.mult = np.ones(2)
+        self.mult_capped = np.zeros(2)   # multiplier at the last Rule 3 capping (0: nothing capped yet)
+        self.off = np.zeros(2)
+        self.shift = np.zeros(2)
+        self.i_star = -1
+        self.started = False
+
+
+class SaddleClient(NodeProgram):
+    """A client of Algorithm 4 (and its preprocessing, Algorithm 3), run over a group of clients at once."""
+
+    role = "client"
+    initiator = True   # sends its statistics in round 0 (Algorithm 3)
+
+    def __init__(self, d: int, eps: float, beta: float, cap: float):
+        self.d = d
+        self.eps = eps
+        self.beta = beta
+        self.cap = cap
+
+    def init(self, node_ids, node_data, seed):
+        rot = Rotation.from_seed(self.d, seed)                 # shared seed: every client has the same H D
+        blocks, lo, hi, cls, index, stats = [], [], [], [], [], []
+        start = 0
+        for data in node_data:
+            X, y, idx = data["X"], np.asarray(data["y"]), np.asarray(data["index"])
+            pos, neg = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
+            order = np.concatenate([pos, neg])
+            Y = rot.rotate_rows(X, order) if order.size else np.zeros((0, rot.d_pad))
+            norms = _row_norms(X) if order.size else np.zeros(1)
+            stats.append([pos.size, neg.size, float(norms.max()) if norms.size else 0.0,
+                          float(np.abs(Y).max()) if Y.size else 0.0])
+            Y *= y[order, None]
+            blocks.append(Y)
+            index.append(idx[order])
+            for c, count in ((0, pos.size), (1, neg.size)):
+                lo.append(start)
+                hi.append(start + count)
+                cls.append(c)
+                start += count
+        S = np.ascontiguousarray(np.vstack(blocks).T) if blocks else np.zeros((rot.d_pad, 0))
+        return _ClientState(node_ids, S, np.array(lo, np.int64), np.array(hi, np.int64), np.array(cls, np.int64),
+                            np.concatenate(index) if index else np.zeros(0, np.int64), np.array(stats, float))
+
+    # -- the phases -------------------------------------------------------------------------------------------
+    def _setup(self, st: _ClientState, row: np.ndarray) -> None:
+        n1, n2, scale, q = float(row[0]), float(row[1]), float(row[2]), float(row[3])
+        st.S /= scale
+        n = int(n1 + n2)
+        st.const = saddle_constants(st.S.shape[0], n, self.eps, self.beta, q)
+        st.cap = self.cap
+        st.logcap = math.log(self.cap) if self.cap < math.inf else math.inf
+        counts = np.array([n1, n2])
+        for s in range(st.seg_lo.shape[0]):                   # eta = 1/n1, xi = 1/n2 (global counts)
+            sl = slice(st.seg_lo[s], st.seg_hi[s])
+            st.Lr[sl] = -math.log(counts[st.seg_class[s]])
+        st.pr[:] = np.exp(st.Lr)
+        st.p_prev[:] = st.pr
+        k_, g_ = st.const.kappa, st.const.gamma
+        st.shift[:] = k_ * (-np.log(counts)) / (g_ + k_) + np.log(counts)
+
+    def _delta(self, st: _ClientState, i: int) -> np.ndarray:
+        st.i_star = i
+        seg = np.empty(st.seg_lo.shape[0])
+        K.clients_delta(st.S[i], st.pr, st.p_prev, st.seg_lo, st.seg_hi, st.seg_class, st.mult, st.cap,
+                        st.const.theta, seg)
+        rows = seg.reshape(-1, 2)
+        rows[:, 1] *= -1.0                                    # delta- = <X-_i*, xi_bar> = -(signed sum)
+        return rows
+
+    def _mirror(self, st: _ClientState, sums: np.ndarray) -> np.ndarray:
+        c = st.const
+        i = st.i_star
+        wi = st.w[i]
+        wnew = (wi + c.sigma * (sums[0] - sums[1])) / (c.sigma + 1.0)   # line 12
+        dw = wnew - wi
+        st.w[i] = wnew
+        st.wnorm2 += wnew * wnew - wi * wi
+        wnorm_hat = math.sqrt(max(st.wnorm2, 0.0)) + (c.d - 1) * abs(dw)
+        np.maximum(st.shift, wnorm_hat / (c.gamma + c.kappa) - K._EXP_HEADROOM, out=st.shift)
+        z = np.empty(st.seg_lo.shape[0])
+        K.clients_mirror(st.S[i], st.u, st.Lr, st.pr, st.p_prev, st.seg_lo, st.seg_hi, st.seg_class, dw, c.d,
+                         c.kappa, c.gamma, st.off, st.logcap, st.mult, st.cap, st.shift, z)
+        return z.reshape(-1, 2)                                # lines 13-15
+
+    def _normalise(self, st: _ClientState, sums: np.ndarray) -> None:
+        for c in range(2):                                     # lines 20-21, lazily
+            st.mult[c] = 1.0 / sums[c]
+            st.mult_capped[c] = 0.0
+            st.off[c] = st.shift[c] + math.log(sums[c])
+            st.shift[c] = st.off[c]
+
+    def _cap_report(self, st: _ClientState) -> np.ndarray:
+        excess = np.empty(st.seg_lo.shape[0])
+        below = np.empty(st.seg_lo.shape[0])
+        K.clients_cap_sums(st.pr, st.seg_lo, st.seg_hi, st.seg_class, st.mult, st.mult_capped, st.cap, excess,
+                           below)
+        e, b = excess.reshape(-1, 2), below.reshape(-1, 2)
+        return np.column_stack([e[:, 0], e[:, 1], b[:, 0], b[:, 1]])   # [s+, s-, O+, O-] (line 29)
+
+    def _apply_cap(self, st: _ClientState, sums: np.ndarray) -> None:
+        for c in range(2):                                     # lines 33-34: scale the entries below nu
+            if sums[c] > 0.0 and sums[2 + c] > 0.0:
+                f = 1.0 + sums[c] / sums[2 + c]
+                st.mult_capped[c] = st.mult[c]                 # entries above the cap now are capped
+                st.mult[c] *= f
+                st.off[c] -= math.log(f)
+
+    def step(self, st: _ClientState, inbox, round_):
+        out = Outbox()
+        ids = st.node_ids
+        if not st.started:
+            st.started = True
+            out.send(MessageBatch.gather("stats", ids, 0, st.stats))
+            return st, out
+        if "setup" in inbox:
+            self._setup(st, np.asarray(inbox["setup"].payload[0]))
+        if "z_sum" in inbox:
+            self._normalise(st, np.asarray(inbox["z_sum"].payload[0]))
+            if st.cap < math.inf:
+                out.send(MessageBatch.gather("cap", ids, 0, self._cap_report(st)))
+        if "cap_sum" in inbox:
+            self._apply_cap(st, np.asarray(inbox["cap_sum"].payload[0]))
+            out.send(MessageBatch.gather("cap", ids, 0, self._cap_report(st)))
+        if "coord" in inbox:
+            out.send(MessageBatch.gather("delta", ids, 0, self._delta(st, int(inbox["coord"].payload[0, 0]))))
+        if "delta_sum" in inbox:
+            out.send(MessageBatch.gather("z", ids, 0, self._mirror(st, np.asarray(inbox["delta_sum"].payload[0]))))
+        return st, out
+
+    def observe(self, st: _ClientState):
+        p = np.empty(st.pr.shape[0])
+        for s in range(st.seg_lo.shape[0]):
+            sl = slice(st.seg_lo[s], st.seg_hi[s])
+            p[sl] = np.minimum(st.cap, st.mult[st.seg_class[s]] * st.pr[sl])
+        return {"w": st.w.copy(), "index": st.index, "p": p}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scenario parameters and registration
+# ---------------------------------------------------------------------------------------------------------------
+
+class SaddleParams(BaseModel):
+    """``[algorithm]`` keys of saddle-svc. Leave nu and alpha unset for the hard margin."""
+
+    model_config = ConfigDict(extra="forbid")
+    nu: float | None = Field(None, gt=0, le=1, description="weight cap of the nu-SVM (this paper's nu)")
+    alpha: float | None = Field(None, gt=0, le=1, description="nu = 1/(alpha*min(n1,n2)); the paper uses 0.85")
+    eps: float = Field(1e-3, gt=0, lt=1, description="accuracy epsilon (sets gamma = eps*beta/(2 ln n))")
+    beta: float = Field(1.0, gt=0, description="the paper's beta (tune over 10^-k)")
+    q: Literal["data", "log"] | float = Field("data", description="q = sqrt(d)max|X| ('data'), sqrt(ln n) or a number")
+    projection: Literal["newton", "rule3", "sort"] = Field("newton", description="nu-projection rule")
+
+    @model_validator(mode="after")
+    def _one_of_nu_alpha(self):
+        if self.nu is not None and self.alpha is not None:
+            raise ValueError("set either nu or alpha, not both")
+        return self
+
+
+class SaddleDSVCParams(SaddleParams):
+    """``[algorithm]`` keys of saddle-dsvc: those of saddle-svc plus the number of clients k."""
+
+    clients: int = Field(20, ge=1, description="number of clients k")
+    projection: Literal["rule3"] = Field("rule3", description="distributed nu-projection: Rule 3 rounds")
+
+
+def _cap_for(params: SaddleParams, y: np.ndarray) -> float:
+    return resolve_cap(int((y > 0).sum()), int((y < 0).sum()), params.nu, params.alpha)
+
+
+def _evaluator(problem, cap: float) -> SaddleEvaluator:
+    ds = problem.dataset
+    return SaddleEvaluator(ds.X, ds.y, cap, Rotation.from_seed(ds.d, problem.seed), ds.X_test, ds.y_test)
+
+
+def _svm_model(evaluator: SaddleEvaluator, w: np.ndarray, p: np.ndarray) -> dict:
+    v, b, gap = evaluator.model(w)
+    if evaluator.cap < 1.0:
+        factor = 0.5 * gap / float(v @ v) if gap > 0 else 1.0
+    else:
+        factor = 2.0 / gap if gap > 0 else 1.0
+    return {"w_rotated": w, "coef": factor * v, "intercept": -factor * b, "weights": p}
+
+
+def build_saddle_svc(params: SaddleParams, problem):
+    from ..deployment import SingleMachineRun
+
+    ds = problem.dataset
+    cap = _cap_for(params, ds.y)
+    evaluator = _evaluator(problem, cap)
+
+    def fit(on_check, eval_every):
+        est = SaddleSVC(nu=params.nu, alpha=params.alpha, eps=params.eps, beta=params.beta, q=params.q,
+                        stop="iterations", max_iter=10**12, check_every=eval_every,
+                        projection=params.projection, seed=problem.seed)
+        eval_set = (ds.X_test, ds.y_test) if ds.X_test is not None else None
+        est.fit(ds.X, ds.y, callback=on_check, eval_set=eval_set)
+        model = _svm_model(evaluator, est.w_, est.weights_)
+        model["estimator"] = est
+        return model
+
+    d_pad = next_power_of_two(ds.d)
+    return SingleMachineRun(fit=fit, info={"cap": cap, "d_pad": d_pad, "n": ds.n})
+
+
+def build_saddle_dsvc(params: SaddleDSVCParams, problem):
+    from ..data import partition
+    from ..deployment import Deployment
+    from ..topology import build_topology
+
+    ds = problem.dataset
+    k = params.clients
+    if k > ds.n:
+        raise InfeasibleParameterError(f"clients = {k} exceeds the number of training points ({ds.n}); "
+                                       f"allowed: 1 <= clients <= {ds.n}")
+    cap = _cap_for(params, ds.y)
+    parts = partition(ds.y, k, problem.partition_scheme, seed=problem.seed, **problem.partition_params)
+    if problem.topology is not None:
+        G = problem.topology
+        if G.number_of_nodes() != k + 1 or G.degree(0) != k:
+            from ..errors import TopologyError
+
+            raise TopologyError(f"saddle-dsvc needs a star with the server at node 0 and {k} clients; the given "
+                                f"graph has {G.number_of_nodes()} nodes and node 0 has degree {G.degree(0)}")
+    else:
+        G = build_topology("star", k + 1, seed=problem.seed)
+    clients = np.arange(1, k + 1, dtype=np.int64)
+    X = ds.X
+    node_data = [{"X": X[idx], "y": ds.y[idx], "index": idx} for idx in parts]
+    server = SaddleServer(ds.d, ds.n, params.eps, params.beta, params.q, nu_mode=cap < math.inf)
+    client = SaddleClient(ds.d, params.eps, params.beta, cap)
+    roles = [RoleSpec("server", server, np.array([0], dtype=np.int64), [{"clients": clients}]),
+             RoleSpec("client", client, clients, node_data)]
+    evaluator = _evaluator(problem, cap)
+    d_pad = next_power_of_two(ds.d)
+
+    def gather(obs):
+        p = np.zeros(ds.n)
+        w = None
+        for o in obs["client"]:
+            p[o["index"]] = o["p"]
+            w = o["w"] if w is None else w
+        return w, p
+
+    def evaluate(obs):
+        w, p = gather(obs)
+        out = evaluator(w, p)
+        out["iteration"] = obs["server"][0]["iteration"]
+        out["cap_reports"] = obs["server"][0]["cap_reports"]
+        return out
+
+    def declared(obs):
+        srv = obs["server"][0]
+        T, R = srv["iteration"], srv["cap_reports"]
+        total = dsvc_setup_scalars(k) + 9 * k * T
+        if cap < math.inf:
+            total += 4 * k * (2 * R - T)
+        return total
+
+    def model(obs):
+        return _svm_model(evaluator, *gather(obs))
+
+    names = ["server"] + [f"client-{i}" for i in range(k)]
+    return Deployment(roles=roles, topology=G, node_names=names, evaluate=evaluate, declared_scalars=declared,
+                      bound=lambda eps: dsvc_bound(k, d_pad, eps), comm_unit=("kd", float(k * ds.d)),
+                      model=model, info={"k": k, "cap": cap, "d_pad": d_pad, "n": ds.n,
+                                         "scalars_per_iteration_hard": dsvc_scalars_per_iteration(k, False)})
+
+
+register(AlgorithmInfo(
+    name="saddle-svc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 1-2", distributed=False,
+    Params=SaddleParams, build=build_saddle_svc,
+    description="Saddle-SVC: hard-margin / nu-SVM by randomized primal-dual saddle steps (single machine)",
+    topologies=("star",)))
+register(AlgorithmInfo(
+    name="saddle-dsvc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 3-4", distributed=True,
+    Params=SaddleDSVCParams, build=build_saddle_dsvc,
+    description="Saddle-DSVC: one server, k clients, 9k scalars per iteration (+8k per nu-projection pass)",
+    topologies=("star",)))

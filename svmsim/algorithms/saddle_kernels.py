@@ -136,14 +136,20 @@ def segment_rescale_exp(Lr, pr, lo, hi, shift):
 
 
 @numba.njit(**_OPTS)
-def segment_cap_sums(pr, lo, hi, mult, cap):
-    """Rule 3 sums on one segment (eqs. 12-13): excess over the cap and mass below it."""
+def segment_cap_sums(pr, lo, hi, mult, mult_capped, cap):
+    """Rule 3 sums on one segment (Algorithm 4 lines 27-28, eqs. 12-13), in the lazy representation.
+
+    During the passes the true weights are: cap for the entries capped by an earlier pass (those with
+    mult_capped*pr > cap), mult*pr for the others. Returns (excess over the cap of the not-yet-capped entries,
+    mass of the entries below the cap).
+    """
     q = pr[lo:hi]
     excess = 0.0
     below = 0.0
     for j in range(q.shape[0]):
         p = mult * q[j]
-        excess += max(p - cap, 0.0)
+        fresh = mult_capped * q[j] <= cap
+        excess += (p - cap) if (fresh and p > cap) else 0.0
         below += p if p < cap else 0.0
     return excess, below
 
@@ -300,8 +306,8 @@ def clients_mirror(row, u, Lr, pr, p_prev, seg_lo, seg_hi, seg_class, dw, d, kap
 
 
 @numba.njit(cache=True, nogil=True)
-def clients_cap_sums(pr, seg_lo, seg_hi, seg_class, mult, cap, out_excess, out_below):
+def clients_cap_sums(pr, seg_lo, seg_hi, seg_class, mult, mult_capped, cap, out_excess, out_below):
     """Round 4 of Algorithm 4 (lines 27-28) for every client of a group."""
     for s in range(seg_lo.shape[0]):
         c = seg_class[s]
-        out_excess[s], out_below[s] = segment_cap_sums(pr, seg_lo[s], seg_hi[s], mult[c], cap)
+        out_excess[s], out_below[s] = segment_cap_sums(pr, seg_lo[s], seg_hi[s], mult[c], mult_capped[c], cap)

@@ -139,11 +139,11 @@ class SyncScheduler:
             self.iteration = completed
             self.meter.mark_iteration(completed, self.round - 1)
             last = (max_iterations is not None and completed >= max_iterations) or done
-            due = on_iteration is not None and (last or (observe_every and completed % observe_every == 0))
-            if due:
+            due = on_iteration is not None and bool(observe_every) and completed % observe_every == 0
+            if due or last:
                 mail, wake = self._settle(mail, wake)
-                if on_iteration(completed, self.round):
-                    return StopReason.OBSERVER
+            if (due or last) and on_iteration is not None and on_iteration(completed, self.round):
+                return StopReason.OBSERVER
             if done:
                 return StopReason.DONE
             if max_iterations is not None and completed >= max_iterations:

@@ -1,0 +1,201 @@
+"""The `svmsim` command line: run, validate and list.
+
+Errors in what the user gave (scenario, data, parameters) print one paragraph and exit with status 2; no
+traceback. Status 1 is reserved for failures inside svmsim, 130 for an interrupted run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import textwrap
+
+from .errors import SvmsimError
+
+EPILOG = """\
+examples:
+  svmsim run scenarios/quickstart.toml
+  svmsim run scenarios/saddle_dsvc_mushrooms.toml --engine ray --set stop.max_iterations=2000
+  svmsim validate scenarios/quickstart.toml
+  svmsim list algorithms
+
+data: LIBSVM data sets are read from the directory named by the scenario key data.data_dir or by the
+environment variable SVMSIM_DATA_DIR (plain, .xz, .bz2 or .gz files; 'a9a' finds a9a.xz and its test
+set a9a.t.xz). iris and breast_cancer_sklearn ship with scikit-learn; 'synthetic' generates data.
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="svmsim", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description="Simulate distributed SVM training and meter its communication exactly. A scenario file "
+                    "(TOML) names the data, partition, topology, engine, algorithm, stopping rule and seed; a "
+                    "run writes a directory with the resolved scenario, metrics per evaluation point, the "
+                    "communication ledger, the model and plots.")
+    p.add_argument("--version", action="version", version=f"svmsim {_version()}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run a scenario file", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Run a scenario and write its run directory (atomically: an interrupted or "
+                                   "failed run leaves nothing that looks finished).")
+    r.add_argument("scenario", help="path to a scenario TOML file")
+    r.add_argument("--engine", choices=("inproc", "ray", "ray-cgraph"),
+                   help="override engine.name (inproc: one process, deterministic; ray: Ray actors; ray-cgraph: "
+                        "Ray actors driven by a compiled graph)")
+    r.add_argument("--address", help="join an existing Ray cluster at this address (implies a Ray engine)")
+    r.add_argument("--actors", type=int, help="host actors per multi-node role on Ray (engine.actors)")
+    r.add_argument("--dashboard", action="store_true", help="start the Ray dashboard with the local Ray")
+    r.add_argument("--seed", type=int, help="override the scenario seed")
+    r.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any scenario key, e.g. --set algorithm.eps=1e-4 (repeatable; values are TOML)")
+    r.add_argument("--out", help="exact run directory (default: <output.dir>/<name>-<seed>-<timestamp>)")
+    r.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--quiet", "-q", action="store_true", help="print only the run directory")
+
+    v = sub.add_parser("validate", help="check a scenario file and print it resolved")
+    v.add_argument("scenario", help="path to a scenario TOML file")
+    v.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario key before validating")
+    v.add_argument("--data", action="store_true", help="also load the data set (checks files and labels)")
+
+    ls = sub.add_parser("list", help="list algorithms, topologies, data sets, partitions or engines")
+    ls.add_argument("what", nargs="?", default="all",
+                    choices=("all", "algorithms", "topologies", "datasets", "partitions", "engines"))
+    ls.add_argument("--data-dir", help="data directory to list (default: $SVMSIM_DATA_DIR)")
+    return p
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _overrides(args) -> dict:
+    from .scenario import parse_overrides
+
+    ov = parse_overrides(args.sets)
+    for key, attr in (("engine.name", "engine"), ("seed", "seed"), ("engine.actors", "actors")):
+        val = getattr(args, attr, None)
+        if val is not None:
+            ov[key] = val
+    if getattr(args, "address", None):
+        ov["engine.address"] = args.address
+        ov.setdefault("engine.name", "ray")
+    if getattr(args, "dashboard", False):
+        ov["engine.dashboard"] = True
+    if getattr(args, "overwrite", False):
+        ov["output.overwrite"] = True
+    return ov
+
+
+def _cmd_run(args) -> int:
+    from .runner import run
+    from .scenario import load_scenario
+
+    scenario = load_scenario(args.scenario, overrides=_overrides(args))
+    result = run(scenario, out_dir=args.out, progress=not (args.no_progress or args.quiet))
+    if args.quiet:
+        print(result.run_dir)
+        return 0
+    f = result.final
+    lines = [f"scenario   {scenario.name} ({scenario.algorithm.name}, engine {scenario.engine.name}, seed "
+             f"{scenario.seed})",
+             f"stopped    {result.stop_reason} after {f.get('iteration', 0)} iterations"]
+    if result.ledger is not None:
+        t = result.ledger.totals
+        lines.append(f"ledger     {t['messages']} messages, {t['scalars']} scalars, {t['bytes']} bytes"
+                     + ("" if result.summary.get("ledger_matches_declared") in (None, True)
+                        else "  (differs from the algorithm's declared count!)"))
+    for key, label in (("objective", "objective"), ("hull_distance", "hull dist"), ("rel_gap", "rel. gap"),
+                       ("train_accuracy", "train acc"), ("test_accuracy", "test acc")):
+        if f.get(key) is not None:
+            lines.append(f"{label:<10} {f[key]:.6g}")
+    lines.append(f"run dir    {result.run_dir}")
+    print("\n".join(lines))
+    return 0
+
+
+def _cmd_validate(args) -> int:
+    from .scenario import load_scenario
+
+    scenario = load_scenario(args.scenario, overrides=_overrides(args))
+    if args.data:
+        from .data import make_dataset
+
+        ds = make_dataset(scenario.dataset_kwargs())
+        print(f"# data: {ds!r}")
+    print(f"# {args.scenario} is valid; resolved:")
+    print(scenario.to_toml())
+    return 0
+
+
+def _cmd_list(args) -> int:
+    what = args.what
+    out = []
+    if what in ("all", "algorithms"):
+        from .algorithms.registry import ALGORITHMS, _load_builtin
+
+        _load_builtin()
+        out.append("algorithms:")
+        for name, info in sorted(ALGORITHMS.items()):
+            keys = ", ".join(info.Params.model_fields)
+            out.append(f"  {name:<14} {info.description}")
+            out.append(f"  {'':<14} paper {info.paper}; keys: {keys}")
+    if what in ("all", "topologies"):
+        from .topology import TOPOLOGIES
+
+        out.append("topologies:")
+        for name, spec in TOPOLOGIES.items():
+            out.append(f"  {spec.signature():<58} {spec.description}")
+    if what in ("all", "partitions"):
+        from .data import PARTITION_SCHEMES
+
+        out.append("partitions: " + ", ".join(PARTITION_SCHEMES))
+    if what in ("all", "engines"):
+        from .engine import ENGINES
+
+        out.append("engines: " + ", ".join(ENGINES))
+    if what in ("all", "datasets"):
+        from .data import BUILTIN_DATASETS, list_datasets
+
+        out.append("datasets (built in): " + ", ".join(sorted(BUILTIN_DATASETS)) + ", synthetic")
+        data_dir = args.data_dir or os.environ.get("SVMSIM_DATA_DIR")
+        if data_dir:
+            try:
+                rows = list_datasets(data_dir)
+                out.append(f"datasets in {data_dir}:")
+                for r in rows:
+                    extra = f"n={r.n} d={r.d} labels={r.labels}" if r.n is not None else ""
+                    out.append(f"  {r.name:<22} {extra}")
+            except SvmsimError as e:
+                out.append(f"datasets: {e}")
+        else:
+            out.append("datasets in a data directory: set SVMSIM_DATA_DIR or pass --data-dir")
+    print("\n".join(out))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return {"run": _cmd_run, "validate": _cmd_validate, "list": _cmd_list}[args.command](args)
+    except SvmsimError as e:
+        msg = str(e)
+        first, _, rest = msg.partition("\n")
+        print(textwrap.fill(f"svmsim: error: {first}", width=110, subsequent_indent="  "), file=sys.stderr)
+        if rest:
+            print(rest, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("svmsim: interrupted; the run directory was not written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""Run a scenario: data -> partition -> topology -> algorithm -> engine -> scheduler -> meter -> run directory.
+
+`svmsim.run(...)` is the Python entry point; `svmsim run FILE` calls it. A run writes its directory atomically:
+everything goes into a hidden ``.<name>.incomplete`` sibling that is renamed only when the run has finished, and
+removed if the run fails, so a directory that looks finished is finished.
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from .comm.meter import Ledger, Meter
+from .data import make_dataset
+from .deployment import Deployment, Problem, SingleMachineRun
+from .engine import make_engine
+from .engine.base import Engine
+from .errors import ScenarioError, SvmsimError
+from .scenario import Scenario, load_scenario
+from .schedule.sync import StopReason, SyncScheduler
+from .topology import from_networkx
+
+__all__ = ["run", "RunResult"]
+
+METRIC_COLUMNS = ("iteration", "round", "messages", "scalars", "bytes", "comm_units", "wall_time", "objective",
+                  "hull_distance", "hull_lower", "rel_gap", "duality_gap", "train_accuracy", "test_accuracy")
+
+
+@dataclass
+class RunResult:
+    """What a run produced. `metrics` is one dict per evaluation point (columns in METRIC_COLUMNS and more)."""
+
+    scenario: Scenario
+    model: dict
+    metrics: list[dict]
+    ledger: Ledger | None
+    stop_reason: str
+    run_dir: Path | None
+    summary: dict = field(default_factory=dict)
+
+    @property
+    def final(self) -> dict:
+        return self.metrics[-1] if self.metrics else {}
+
+    def column(self, name: str) -> np.ndarray:
+        return np.array([m.get(name, np.nan) for m in self.metrics], dtype=float)
+
+
+def _problem(scenario: Scenario, topology: nx.Graph | None) -> Problem:
+    dataset = make_dataset(scenario.dataset_kwargs())
+    part = scenario.partition
+    topo = scenario.topology
+    graph = from_networkx(topology) if topology is not None else None
+    return Problem(dataset=dataset, seed=scenario.seed, partition_scheme=part.scheme,
+                   partition_params=part.params(), topology=graph, topology_kind=topo.kind,
+                   topology_params=dict(topo.params))
+
+
+class _Progress:
+    """A tqdm bar over iterations (or over the round budget) that also shows the certified gap."""
+
+    def __init__(self, enabled: bool, total: int | None, desc: str):
+        self.bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit="it", dynamic_ncols=True, leave=True)
+        self.last = 0
+
+    def update(self, iteration: int, metrics: dict) -> None:
+        if self.bar is None:
+            return
+        self.bar.update(max(0, iteration - self.last))
+        self.last = iteration
+        post = {}
+        if "rel_gap" in metrics:
+            post["gap"] = f"{metrics['rel_gap']:.2e}"
+        if "scalars" in metrics:
+            post["scalars"] = f"{metrics['scalars']:.3g}"
+        if "test_accuracy" in metrics:
+            post["test"] = f"{metrics['test_accuracy']:.4f}"
+        self.bar.set_postfix(post, refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float) -> str | None:
+    stop = scenario.stop
+    if stop.gap is not None and metrics.get("rel_gap", math.inf) <= stop.gap:
+        return "certified relative gap <= %g" % stop.gap
+    if stop.max_seconds is not None and time.perf_counter() - started >= stop.max_seconds:
+        return "time budget"
+    return None
+
+
+def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine, progress: bool, live):
+    stop = scenario.stop
+    meter = Meter(deployment.n_nodes, deployment.adjacency(), deployment.node_names)
+    groups = engine.plan(deployment.roles)
+    engine.deploy(groups, scenario.seed)
+    scheduler = SyncScheduler(engine, groups, meter, deployment.n_nodes)
+    unit = deployment.comm_unit[1] if deployment.comm_unit else 1.0
+    rows: list[dict] = []
+    started = time.perf_counter()
+    bar = _Progress(progress, stop.max_iterations, scenario.name)
+    reason_box: list[str] = []
+
+    def observations():
+        obs: dict[str, list] = {}
+        for gid, o in sorted(engine.observe().items()):
+            obs.setdefault(groups[gid].role, []).append(o)
+        return obs
+
+    def on_iteration(iteration: int, round_: int) -> bool:
+        m = deployment.evaluate(observations())
+        m.update(iteration=iteration, round=round_, messages=meter.messages, scalars=meter.scalars,
+                 bytes=meter.bytes, comm_units=meter.scalars / unit, wall_time=time.perf_counter() - started)
+        rows.append(m)
+        bar.update(iteration, m)
+        if live is not None:
+            live.update(meter, m, deployment)
+        why = _stop_by_metrics(scenario, m, started)
+        if why:
+            reason_box.append(why)
+            return True
+        return False
+
+    try:
+        reason = scheduler.run(max_iterations=stop.max_iterations, max_rounds=stop.max_rounds,
+                               max_scalars=stop.max_scalars, observe_every=scenario.output.eval_every,
+                               on_iteration=on_iteration)
+        obs = observations()
+        if not rows or rows[-1]["iteration"] != scheduler.iteration:
+            on_iteration(scheduler.iteration, scheduler.round)
+        model = deployment.model(obs) if deployment.model else {}
+        declared = deployment.declared_scalars(obs) if deployment.declared_scalars else None
+    finally:
+        bar.close()
+    if reason == StopReason.OBSERVER and reason_box:
+        reason = reason_box[0]
+    extra = {"rounds": scheduler.round, "iterations": scheduler.iteration, "declared_scalars": declared,
+             "ledger_matches_declared": None if declared is None else bool(declared == meter.scalars)}
+    return model, rows, meter.ledger(), reason, extra
+
+
+def _run_single(scenario: Scenario, solver: SingleMachineRun, progress: bool):
+    stop = scenario.stop
+    rows: list[dict] = []
+    started = time.perf_counter()
+    bar = _Progress(progress, stop.max_iterations, scenario.name)
+    reason_box: list[str] = []
+
+    def on_check(info: dict) -> bool:
+        m = dict(info)
+        m.update(round=0, messages=0, scalars=0, bytes=0, comm_units=0.0, wall_time=time.perf_counter() - started)
+        rows.append(m)
+        bar.update(int(m["iteration"]), m)
+        why = _stop_by_metrics(scenario, m, started)
+        if why is None and stop.max_iterations is not None and m["iteration"] >= stop.max_iterations:
+            why = StopReason.ITERATIONS
+        if why:
+            reason_box.append(why)
+            return True
+        return False
+
+    try:
+        eval_every = scenario.output.eval_every
+        if stop.max_iterations is not None:
+            eval_every = min(eval_every, stop.max_iterations)
+        model = solver.fit(on_check, eval_every)
+    finally:
+        bar.close()
+    return model, rows, None, (reason_box[0] if reason_box else "solver finished"), {}
+
+
+def _prepare_run_dir(scenario: Scenario, out_dir: Path | None) -> tuple[Path, Path]:
+    final = Path(out_dir) if out_dir is not None else scenario.run_directory()
+    if final.exists():
+        if not scenario.output.overwrite:
+            raise ScenarioError(f"run directory '{final}' already exists; set output.overwrite = true, choose "
+                                f"another output.run_dir, or remove it")
+    tmp = final.parent / f".{final.name}.incomplete"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    return final, tmp
+
+
+def _json_default(o: Any):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+def _write_outputs(tmp: Path, result: RunResult, bound: dict | None, comm_unit) -> None:
+    (tmp / "scenario.resolved.toml").write_text(result.scenario.to_toml())
+    cols = list(METRIC_COLUMNS) + sorted({k for r in result.metrics for k in r} - set(METRIC_COLUMNS))
+    with open(tmp / "metrics.csv", "w") as f:
+        f.write(",".join(cols) + "\n")
+        for r in result.metrics:
+            f.write(",".join("" if r.get(c) is None else repr(r.get(c)) for c in cols) + "\n")
+    if result.ledger is not None:
+        result.ledger.save(tmp)
+    arrays = {k: np.asarray(v) for k, v in result.model.items() if isinstance(v, (np.ndarray, float, int))}
+    np.savez(tmp / "model.npz", **arrays)
+    (tmp / "summary.json").write_text(json.dumps(result.summary, indent=2, default=_json_default))
+    if result.scenario.output.plots and result.metrics:
+        from .report import plot_run
+
+        plot_run(result.metrics, tmp / "convergence.png", title=result.scenario.name, bound=bound,
+                 comm_unit=comm_unit, eps=getattr(result.scenario.algorithm.params, "eps", None))
+
+
+def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = None, engine: str | Engine | None = None,
+        overrides: dict | None = None, out_dir: str | Path | None = None, write: bool = True,
+        progress: bool | None = None) -> RunResult:
+    """Run a scenario (a `Scenario`, a dict in the TOML's shape, or a path to a TOML file).
+
+    topology: any `networkx.Graph` to use instead of the scenario's topology (relabelled to 0..N-1).
+    engine: an engine name ("inproc", "ray", "ray-cgraph") or an `Engine` instance; default: the scenario's.
+    overrides: dotted keys applied to the scenario before validation, e.g. {"stop.max_iterations": 100}.
+    out_dir: exact run directory (default: the scenario's output settings); write=False writes nothing.
+    """
+    if not isinstance(scenario, Scenario):
+        ov = dict(overrides or {})
+        if isinstance(engine, str):
+            ov["engine.name"] = engine
+        scenario = load_scenario(scenario, overrides=ov)
+    elif overrides:
+        scenario = load_scenario(scenario.to_dict(), overrides=overrides)
+    if isinstance(engine, str) and engine != scenario.engine.name:
+        scenario = load_scenario(scenario.to_dict(), overrides={"engine.name": engine})
+    progress = scenario.output.progress if progress is None else progress
+    info = scenario.algorithm.info
+    problem = _problem(scenario, topology)
+    built = info.build(scenario.algorithm.params, problem)
+    final_dir = tmp_dir = None
+    if write:
+        final_dir, tmp_dir = _prepare_run_dir(scenario, out_dir)
+    started = time.perf_counter()
+    live = None
+    own_engine = False
+    try:
+        if isinstance(built, Deployment):
+            if isinstance(engine, Engine):
+                eng = engine
+            else:
+                opts = {}
+                if scenario.engine.is_ray:
+                    opts = {"actors": scenario.engine.actors, "address": scenario.engine.address or None,
+                            "init_options": {"include_dashboard": scenario.engine.dashboard}}
+                eng = make_engine(scenario.engine.name, **opts)
+                own_engine = True
+            if scenario.engine.is_ray and scenario.engine.metrics:
+                from .monitor import LiveMetrics
+
+                live = LiveMetrics(scenario.name)
+            try:
+                model, rows, ledger, reason, extra = _run_distributed(scenario, built, eng, progress, live)
+            finally:
+                if own_engine:
+                    eng.close()
+            bound_fn, comm_unit, binfo = built.bound, built.comm_unit, built.info
+        else:
+            model, rows, ledger, reason, extra = _run_single(scenario, built, progress)
+            bound_fn, comm_unit, binfo = built.bound, None, built.info
+        eps = getattr(scenario.algorithm.params, "eps", None)
+        bound = bound_fn(eps) if (bound_fn is not None and eps) else None
+        summary = {"scenario": scenario.name, "algorithm": info.name, "engine": scenario.engine.name,
+                   "seed": scenario.seed, "stop_reason": reason, "wall_time": time.perf_counter() - started,
+                   "final": rows[-1] if rows else {}, "ledger": ledger.totals if ledger else None,
+                   "bound": bound, "comm_unit": comm_unit, "algorithm_info": binfo, **extra}
+        result = RunResult(scenario, model, rows, ledger, reason, final_dir, summary)
+        if write:
+            _write_outputs(tmp_dir, result, bound, comm_unit)
+            if final_dir.exists():
+                shutil.rmtree(final_dir)
+            tmp_dir.rename(final_dir)
+        return result
+    except BaseException:
+        if tmp_dir is not None and tmp_dir.exists():
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
