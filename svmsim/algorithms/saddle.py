@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from ..comm.message import MessageBatch, Outbox
+from ..comm.message import MessageBatch, Outbox, frozen_ids
 from ..errors import DataError, InfeasibleParameterError
 from ..numerics.hadamard import fwht_rows, next_power_of_two
 from ..program import NodeProgram, RoleSpec
@@ -498,7 +498,7 @@ class SaddleServer(NodeProgram):
         self.nu_mode = nu_mode
 
     def init(self, node_ids, node_data, seed):
-        clients = np.asarray(node_data[0]["clients"], dtype=np.int64)
+        clients = frozen_ids(node_data[0]["clients"])
         return _ServerState(clients, CoordinateStream(self.d_pad, seed), self.d_pad)
 
     def _send_coord(self, st: _ServerState, out: Outbox) -> None:
@@ -550,7 +550,7 @@ class _ClientState:
     """Struct of arrays for a group of clients: their points in segments [c0 +1, c0 -1, c1 +1, ...]."""
 
     def __init__(self, node_ids, S, seg_lo, seg_hi, seg_class, index, stats):
-        self.node_ids = np.asarray(node_ids, dtype=np.int64)
+        self.node_ids = frozen_ids(node_ids)
         self.S = S
         self.seg_lo, self.seg_hi, self.seg_class = seg_lo, seg_hi, seg_class
         self.index = index
@@ -681,18 +681,18 @@ class SaddleClient(NodeProgram):
             out.send(MessageBatch.gather("stats", ids, 0, st.stats))
             return st, out
         if "setup" in inbox:
-            self._setup(st, np.asarray(inbox["setup"].payload[0]))
+            self._setup(st, inbox["setup"].row(0))
         if "z_sum" in inbox:
-            self._normalise(st, np.asarray(inbox["z_sum"].payload[0]))
+            self._normalise(st, inbox["z_sum"].row(0))
             if st.cap < math.inf:
                 out.send(MessageBatch.gather("cap", ids, 0, self._cap_report(st)))
         if "cap_sum" in inbox:
-            self._apply_cap(st, np.asarray(inbox["cap_sum"].payload[0]))
+            self._apply_cap(st, inbox["cap_sum"].row(0))
             out.send(MessageBatch.gather("cap", ids, 0, self._cap_report(st)))
         if "coord" in inbox:
-            out.send(MessageBatch.gather("delta", ids, 0, self._delta(st, int(inbox["coord"].payload[0, 0]))))
+            out.send(MessageBatch.gather("delta", ids, 0, self._delta(st, int(inbox["coord"].row(0)[0]))))
         if "delta_sum" in inbox:
-            out.send(MessageBatch.gather("z", ids, 0, self._mirror(st, np.asarray(inbox["delta_sum"].payload[0]))))
+            out.send(MessageBatch.gather("z", ids, 0, self._mirror(st, inbox["delta_sum"].row(0))))
         return st, out
 
     def observe(self, st: _ClientState):

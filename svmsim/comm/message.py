@@ -13,13 +13,39 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["MessageBatch", "Outbox", "Inbox", "merge_batches"]
+__all__ = ["MessageBatch", "Outbox", "Inbox", "merge_batches", "constant_ids", "frozen_ids"]
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
+_CONST_CACHE: dict[tuple[int, int], np.ndarray] = {}
+
+
+def constant_ids(value: int, n: int) -> np.ndarray:
+    """A read-only int64 array of n copies of `value`, shared between calls (cheap and recognisable by the meter
+    and the router, which cache per read-only index array)."""
+    key = (int(value), int(n))
+    arr = _CONST_CACHE.get(key)
+    if arr is None:
+        if len(_CONST_CACHE) > 4096:
+            _CONST_CACHE.clear()
+        arr = np.full(n, value, dtype=np.int64)
+        arr.flags.writeable = False
+        _CONST_CACHE[key] = arr
+    return arr
+
+
+def frozen_ids(ids) -> np.ndarray:
+    """`ids` as a read-only int64 array (node programs freeze the id arrays they send with, once)."""
+    arr = np.array(ids, dtype=np.int64)
+    arr.flags.writeable = False
+    return arr
 
 
 class MessageBatch:
-    """`m` logical messages sharing a tag; message i goes `src[i] -> dst[i]` carrying `payload[i]`."""
+    """`m` logical messages sharing a tag; message i goes `src[i] -> dst[i]` carrying `payload[i]`.
+
+    A broadcast stores its one payload row once (`payload.shape[0] == 1` while `m > 1`): every message carries a
+    copy of that row and each copy is counted. Use `row(i)` or `rows()` to read payloads either way.
+    """
 
     __slots__ = ("tag", "src", "dst", "payload")
 
@@ -35,8 +61,7 @@ class MessageBatch:
         """One message per destination, all carrying the same values (each copy is counted)."""
         row = np.atleast_1d(np.asarray(values))
         dsts = np.asarray(dsts, dtype=np.int64)
-        payload = np.broadcast_to(row, (dsts.shape[0], row.shape[0]))
-        return cls(tag, np.full(dsts.shape[0], src, dtype=np.int64), dsts, payload)
+        return cls(tag, constant_ids(src, dsts.shape[0]), dsts, row.reshape(1, -1))
 
     @classmethod
     def gather(cls, tag: str, srcs: np.ndarray, dst: int, rows: np.ndarray) -> "MessageBatch":
@@ -45,7 +70,7 @@ class MessageBatch:
         rows = np.asarray(rows)
         if rows.ndim == 1:
             rows = rows.reshape(srcs.shape[0], -1)
-        return cls(tag, srcs, np.full(srcs.shape[0], dst, dtype=np.int64), rows)
+        return cls(tag, srcs, constant_ids(dst, srcs.shape[0]), rows)
 
     @classmethod
     def single(cls, tag: str, src: int, dst: int, values) -> "MessageBatch":
@@ -56,6 +81,19 @@ class MessageBatch:
     @property
     def n_messages(self) -> int:
         return self.src.shape[0]
+
+    @property
+    def is_broadcast(self) -> bool:
+        return self.payload.shape[0] == 1 and self.src.shape[0] > 1
+
+    def row(self, i: int) -> np.ndarray:
+        return self.payload[0 if self.payload.shape[0] == 1 else i]
+
+    def rows(self) -> np.ndarray:
+        """The payload with one row per message (a broadcast's row repeated)."""
+        if self.payload.shape[0] == self.src.shape[0]:
+            return self.payload
+        return np.repeat(self.payload, self.src.shape[0], axis=0)
 
     @property
     def scalars_per_message(self) -> int:
@@ -70,10 +108,11 @@ class MessageBatch:
         return self.scalars_per_message * self.payload.dtype.itemsize
 
     def select(self, mask: np.ndarray) -> "MessageBatch":
-        return MessageBatch(self.tag, self.src[mask], self.dst[mask], self.payload[mask])
+        payload = self.payload if self.payload.shape[0] == 1 and self.src.shape[0] != 1 else self.payload[mask]
+        return MessageBatch(self.tag, self.src[mask], self.dst[mask], payload)
 
-    def __reduce__(self):  # broadcast payloads are views: send a compact copy across processes
-        return (MessageBatch, (self.tag, self.src, self.dst, np.ascontiguousarray(self.payload)))
+    def __reduce__(self):
+        return (MessageBatch, (self.tag, self.src, self.dst, self.payload))
 
     def __repr__(self) -> str:
         return f"MessageBatch(tag={self.tag!r}, messages={self.n_messages}, scalars={self.n_scalars})"
@@ -85,7 +124,7 @@ def merge_batches(batches: list[MessageBatch]) -> MessageBatch:
         return batches[0]
     src = np.concatenate([b.src for b in batches])
     dst = np.concatenate([b.dst for b in batches])
-    payload = np.concatenate([np.asarray(b.payload) for b in batches])
+    payload = np.concatenate([b.rows() for b in batches])
     order = np.lexsort((dst, src))
     return MessageBatch(batches[0].tag, src[order], dst[order], payload[order])
 

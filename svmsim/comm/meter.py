@@ -4,12 +4,15 @@ The meter keeps a ledger: totals per tag, per edge (sender -> receiver), per rou
 scalars and bytes, plus the round at which each algorithm iteration ended (so that cost up to an iterate can
 be read off). Dropped messages (fault models) are counted separately and never delivered.
 
-Accumulation is a small numba kernel over a batch's rows, so metering a batch costs about a microsecond no
-matter how many logical messages it carries.
+Accumulation is a small numba kernel over a batch's rows. Batches whose src and dst arrays are read-only (the
+shared id arrays node programs send with, see `message.constant_ids` and `frozen_ids`) are validated once and
+then only counted as a pattern; their edges are added in bulk when the ledger is read. Either way every
+message is counted exactly once.
 """
 from __future__ import annotations
 
 import json
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +28,9 @@ _DENSE_LIMIT = 1024  # up to this many nodes, per-edge counts live in dense N x 
 
 
 @numba.njit(cache=True, nogil=True)
-def _accumulate_edges(edges, src, dst, n_nodes, scalars_per_msg, bytes_per_msg, adjacency, check):
-    """Add one batch to the dense edge ledger; return the index of a message on a non-edge, or -1."""
+def _accumulate_edges(edges, src, dst, n_nodes, scalars_per_msg, bytes_per_msg, times, adjacency, check):
+    """Add `times` copies of one batch to the dense edge ledger; return the index of a message on a non-edge
+    (or with an out-of-range id), or -1."""
     for i in range(src.shape[0]):
         s = src[i]
         d = dst[i]
@@ -35,9 +39,9 @@ def _accumulate_edges(edges, src, dst, n_nodes, scalars_per_msg, bytes_per_msg, 
         k = s * n_nodes + d
         if check and not adjacency[k]:
             return i
-        edges[0, k] += 1
-        edges[1, k] += scalars_per_msg
-        edges[2, k] += bytes_per_msg
+        edges[0, k] += times
+        edges[1, k] += scalars_per_msg * times
+        edges[2, k] += bytes_per_msg * times
     return -1
 
 
@@ -68,7 +72,10 @@ class Meter:
             self._dropped_chunks: list[tuple[np.ndarray, int, int]] = []
         self.by_tag: dict[str, list[int]] = {}
         self.dropped_by_tag: dict[str, list[int]] = {}
-        self._rounds = np.zeros((16, 3), dtype=np.int64)
+        self._round_log = array("q")   # flat (round, messages, scalars, bytes) per round that carried messages
+        self._patterns: dict[tuple, list] = {}
+        self._cur_round = -1
+        self._cur = [0, 0, 0]
         self.last_round = -1
         self.messages = 0
         self.scalars = 0
@@ -79,33 +86,71 @@ class Meter:
     # -- recording ------------------------------------------------------------------------------------------
     def record(self, round_: int, batch: MessageBatch) -> None:
         """Count one batch sent in round `round_` (or at virtual-time bin `round_`)."""
-        m = batch.src.shape[0]
+        src = batch.src
+        dst = batch.dst
+        m = src.shape[0]
         if m == 0:
             return
-        spm = batch.scalars_per_message
-        bpm = batch.bytes_per_message
-        self._add_edges(batch, spm, bpm, dropped=False)
+        payload = batch.payload
+        spm = payload.shape[1] if payload.ndim == 2 else 1
+        bpm = spm * payload.dtype.itemsize
+        if not (src.flags.writeable or dst.flags.writeable):
+            key = (id(src), id(dst), spm, bpm)
+            pattern = self._patterns.get(key)
+            if pattern is None or pattern[0] is not src or pattern[1] is not dst:
+                self._add_edges(batch, spm, bpm, dropped=False, times=0)     # validate once, count nothing
+                pattern = self._patterns[key] = [src, dst, 0, spm, bpm]
+            pattern[2] += 1
+        else:
+            self._add_edges(batch, spm, bpm, dropped=False)
         tot = self.by_tag.get(batch.tag)
         if tot is None:
             tot = self.by_tag[batch.tag] = [0, 0, 0]
+        sc = m * spm
+        by = m * bpm
         tot[0] += m
-        tot[1] += m * spm
-        tot[2] += m * bpm
-        if round_ >= self._rounds.shape[0]:
-            grown = np.zeros((max(2 * self._rounds.shape[0], round_ + 1), 3), dtype=np.int64)
-            grown[: self._rounds.shape[0]] = self._rounds
-            self._rounds = grown
-        row = self._rounds[round_]
-        row[0] += m
-        row[1] += m * spm
-        row[2] += m * bpm
-        if round_ > self.last_round:
-            self.last_round = round_
+        tot[1] += sc
+        tot[2] += by
+        if round_ != self._cur_round:
+            self._flush_round()
+            self._cur_round = round_
+        cur = self._cur
+        cur[0] += m
+        cur[1] += sc
+        cur[2] += by
         self.messages += m
-        self.scalars += m * spm
-        self.bytes += m * bpm
+        self.scalars += sc
+        self.bytes += by
         if self.log is not None:
             self.log.append((round_, batch.tag, batch.src.copy(), batch.dst.copy(), spm))
+
+    def _flush_round(self) -> None:
+        r = self._cur_round
+        cur = self._cur
+        if r < 0 or cur[0] == 0:
+            return
+        self._round_log.extend((r, cur[0], cur[1], cur[2]))
+        if r > self.last_round:
+            self.last_round = r
+        self._cur = [0, 0, 0]
+
+    def rounds_table(self) -> np.ndarray:
+        """Rows (round, messages, scalars, bytes), one per round that carried messages, in round order."""
+        self._flush_round()
+        t = np.frombuffer(self._round_log, dtype=np.int64).reshape(-1, 4) if len(self._round_log) else \
+            np.zeros((0, 4), dtype=np.int64)
+        if t.shape[0] and (np.diff(t[:, 0]) <= 0).any():      # a round recorded in pieces: merge
+            keys, inv = np.unique(t[:, 0], return_inverse=True)
+            t = np.column_stack([keys] + [np.bincount(inv, t[:, c]).astype(np.int64) for c in (1, 2, 3)])
+        return t.copy()
+
+    def _flush_patterns(self) -> None:
+        for pattern in self._patterns.values():
+            src, dst, times, spm, bpm = pattern
+            if times:
+                self._add_edges(MessageBatch("", src, dst, np.empty((0, 0))), spm, bpm, dropped=False,
+                                times=times)
+                pattern[2] = 0
 
     def record_dropped(self, round_: int, batch: MessageBatch) -> None:
         """Count messages that were sent but lost (fault model); they are not part of the delivered totals."""
@@ -122,12 +167,12 @@ class Meter:
     def mark_iteration(self, iteration: int, round_: int) -> None:
         self.iteration_rounds.append((int(iteration), int(round_)))
 
-    def _add_edges(self, batch: MessageBatch, spm: int, bpm: int, dropped: bool) -> None:
+    def _add_edges(self, batch: MessageBatch, spm: int, bpm: int, dropped: bool, times: int = 1) -> None:
         src = batch.src if batch.src.dtype == np.int64 else batch.src.astype(np.int64)
         dst = batch.dst if batch.dst.dtype == np.int64 else batch.dst.astype(np.int64)
         if self._dense:
             target = self._dropped_edges if dropped else self._edges
-            bad = _accumulate_edges(target, src, dst, self.n_nodes, spm, bpm, self._adjacency, self._check)
+            bad = _accumulate_edges(target, src, dst, self.n_nodes, spm, bpm, times, self._adjacency, self._check)
             if bad >= 0:
                 self._raise_bad_edge(batch, bad)
         else:
@@ -138,8 +183,9 @@ class Meter:
                     ok &= self._adjacency[np.where(ok, keys, 0)]
                 if not ok.all():
                     self._raise_bad_edge(batch, int(np.flatnonzero(~ok)[0]))
-            chunk = (src * self.n_nodes + dst, spm, bpm)
-            (self._dropped_chunks if dropped else self._edge_chunks).append(chunk)
+            if times:
+                keys = np.repeat(src * self.n_nodes + dst, times) if times > 1 else src * self.n_nodes + dst
+                (self._dropped_chunks if dropped else self._edge_chunks).append((keys, spm, bpm))
 
     def _raise_bad_edge(self, batch: MessageBatch, i: int) -> None:
         s, d = int(batch.src[i]), int(batch.dst[i])
@@ -155,10 +201,17 @@ class Meter:
         return {"messages": self.messages, "scalars": self.scalars, "bytes": self.bytes}
 
     def scalars_up_to_round(self, round_: int) -> int:
-        return int(self._rounds[: round_ + 1, 1].sum())
+        t = self.rounds_table()
+        return int(t[t[:, 0] <= round_, 2].sum())
+
+    def sync(self) -> None:
+        """Bring the per-round and per-edge arrays up to date (done by every reader)."""
+        self._flush_round()
+        self._flush_patterns()
 
     def edge_matrix(self, dropped: bool = False) -> np.ndarray:
         """(3, N, N) array of messages, scalars, bytes per directed edge."""
+        self.sync()
         if self._dense:
             e = self._dropped_edges if dropped else self._edges
             return e.reshape(3, self.n_nodes, self.n_nodes).copy()
@@ -203,9 +256,8 @@ class Ledger:
 
     @classmethod
     def from_meter(cls, m: Meter) -> "Ledger":
-        r = m._rounds[: m.last_round + 1]
-        nz = np.flatnonzero(r[:, 0])
-        rounds = np.column_stack([nz, r[nz]]).astype(np.int64) if nz.size else np.zeros((0, 4), np.int64)
+        m.sync()
+        rounds = m.rounds_table()
         return cls(totals=m.totals(), by_tag={k: list(v) for k, v in sorted(m.by_tag.items())},
                    dropped_by_tag={k: list(v) for k, v in sorted(m.dropped_by_tag.items())},
                    edges=_edges_table(m, False), dropped_edges=_edges_table(m, True), rounds=rounds,

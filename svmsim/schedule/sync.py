@@ -58,12 +58,27 @@ class SyncScheduler:
             self.node_group[g.node_ids] = g.gid
         self.round = 0
         self.iteration = 0
+        # messages in flight and groups to wake, kept between calls so that `run` can resume
+        self._mail: dict = defaultdict(lambda: defaultdict(list))
+        self._wake: set[int] = {g.gid for g in groups if g.program.initiator}
+        self._route_cache: dict[int, tuple] = {}
 
     def _route(self, batch: MessageBatch, mail: dict) -> None:
-        gids = self.node_group[batch.dst]
-        g0 = gids[0]
-        if gids.shape[0] == 1 or (gids == g0).all():
-            mail[int(g0)][batch.tag].append(batch)
+        dst = batch.dst
+        if not dst.flags.writeable:                          # shared read-only id array: route from cache
+            hit = self._route_cache.get(id(dst))
+            if hit is not None and hit[0] is dst and hit[1] >= 0:
+                mail[hit[1]][batch.tag].append(batch)
+                return
+        gids = self.node_group[dst]
+        g0 = int(gids[0])
+        single = gids.shape[0] == 1 or bool((gids == g0).all())
+        if not dst.flags.writeable:
+            if len(self._route_cache) > 4096:
+                self._route_cache.clear()
+            self._route_cache[id(dst)] = (dst, g0 if single else -1)
+        if single:
+            mail[g0][batch.tag].append(batch)
             return
         for g in np.unique(gids):
             mail[int(g)][batch.tag].append(batch.select(gids == g))
@@ -110,23 +125,22 @@ class SyncScheduler:
         """Run until a budget is met, the observer says stop, or no message is in flight.
 
         `on_iteration(iteration, round)` is called at observed iteration boundaries after the settle round and
-        returns True to stop. Returns the reason the run stopped.
+        returns True to stop. Returns the reason the run stopped. A later call resumes where this one stopped.
         """
-        mail: dict = defaultdict(lambda: defaultdict(list))
-        wake: set[int] = {g.gid for g in self.groups if g.program.initiator}
         empty = Inbox()
         while True:
-            inboxes = self._inboxes(mail)
-            for gid in wake:
-                inboxes.setdefault(gid, empty)
+            inboxes = self._inboxes(self._mail)
+            for gid in self._wake:
+                if gid not in inboxes:
+                    inboxes[gid] = empty
             if not inboxes:
                 return StopReason.QUIESCENT
             if max_rounds is not None and self.round >= max_rounds:
                 return StopReason.ROUNDS
-            mail = defaultdict(lambda: defaultdict(list))
-            wake = set()
+            self._mail = defaultdict(lambda: defaultdict(list))
+            self._wake = set()
             outboxes = self.engine.step(self.round, inboxes)
-            completed, done = self._deliver(outboxes, self.round, mail, wake)
+            completed, done = self._deliver(outboxes, self.round, self._mail, self._wake)
             self.round += 1
             if on_round is not None:
                 on_round(self.round)
@@ -141,7 +155,7 @@ class SyncScheduler:
             last = (max_iterations is not None and completed >= max_iterations) or done
             due = on_iteration is not None and bool(observe_every) and completed % observe_every == 0
             if due or last:
-                mail, wake = self._settle(mail, wake)
+                self._settle()
             if (due or last) and on_iteration is not None and on_iteration(completed, self.round):
                 return StopReason.OBSERVER
             if done:
@@ -149,13 +163,12 @@ class SyncScheduler:
             if max_iterations is not None and completed >= max_iterations:
                 return StopReason.ITERATIONS
 
-    def _settle(self, mail: dict, wake: set[int]):
+    def _settle(self) -> None:
         """Step only the groups with mail, so that the iteration's closing messages are applied."""
-        if not mail:
-            return mail, wake
-        inboxes = self._inboxes(mail)
-        new_mail: dict = defaultdict(lambda: defaultdict(list))
+        if not self._mail:
+            return
+        inboxes = self._inboxes(self._mail)
+        self._mail = defaultdict(lambda: defaultdict(list))
         outboxes = self.engine.step(self.round, inboxes)
-        self._deliver(outboxes, self.round, new_mail, wake)
+        self._deliver(outboxes, self.round, self._mail, self._wake)
         self.round += 1
-        return new_mail, wake

@@ -1,0 +1,57 @@
+"""Shared pytest fixtures."""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray instance for the whole test session (started here unless Ray is already running)."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        yield ray
+        return
+    temp_dir = tempfile.mkdtemp(prefix="svmsim-ray-")  # short path: Ray's socket paths must stay < 108 chars
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024**2, log_to_driver=False,
+             _temp_dir=temp_dir)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def shared_data_dir() -> Path:
+    """The project's shared data folder (skips when it is not there)."""
+    path = Path(__file__).resolve().parents[2] / "shared" / "data"
+    if not path.is_dir():
+        pytest.skip(f"shared data folder {path} not found")
+    return path
+
+
+@pytest.fixture(scope="session")
+def load(shared_data_dir):
+    """Load a data set by name from the shared folder, once per session."""
+    from svmsim.data import load_dataset
+
+    cache = {}
+
+    def _load(name, **kw):
+        key = (name, tuple(sorted(kw.items())))
+        if key not in cache:
+            cache[key] = load_dataset(name, data_dir=shared_data_dir, **kw)
+        return cache[key]
+
+    return _load
+
+
+@pytest.fixture
+def data_env(shared_data_dir, monkeypatch):
+    """SVMSIM_DATA_DIR pointing at the shared data folder (for scenario runs and the CLI)."""
+    monkeypatch.setenv("SVMSIM_DATA_DIR", str(shared_data_dir))
+    return shared_data_dir

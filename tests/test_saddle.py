@@ -1,0 +1,193 @@
+"""Saddle-SVC and Saddle-DSVC (paper 000) against exact references, and the distributed form against the
+single-machine one."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from svmsim.algorithms import saddle_kernels as K
+from svmsim.algorithms.saddle import (Rotation, SaddleDSVCParams, SaddleSVC, build_saddle_dsvc, capped_min,
+                                      dsvc_scalars_per_iteration, dsvc_setup_scalars, resolve_cap)
+from svmsim.comm import Meter
+from svmsim.deployment import Problem
+from svmsim.engine import InProcessEngine
+from svmsim.errors import InfeasibleParameterError
+from svmsim.reference import exact_hull_distance, nusvc_reduced_hull
+from svmsim.schedule import SyncScheduler
+
+
+def rel(a, b):
+    return abs(a - b) / abs(b)
+
+
+# -- building blocks ---------------------------------------------------------------------------------------------
+
+def test_rotation_is_orthogonal_and_maps_back(load):
+    ds = load("heart_scale")
+    rot = Rotation.from_seed(ds.d, seed=5)
+    Y = rot.rotate_rows(ds.X, np.arange(ds.n))
+    X = ds.X.toarray()
+    assert Y.shape == (ds.n, 16)
+    np.testing.assert_allclose(Y @ Y.T, X @ X.T, atol=1e-10)           # Gram matrix kept: OPT unchanged
+    w = np.random.default_rng(0).normal(size=16)
+    np.testing.assert_allclose(Y @ w, X @ rot.to_original(w), atol=1e-10)   # decision values identical
+
+
+def test_capped_min_matches_linear_program():
+    from scipy.optimize import linprog
+
+    rng = np.random.default_rng(1)
+    for m, cap in [(7, 0.2), (40, 1 / 23), (10, 1.0), (12, 0.09)]:
+        v = rng.normal(size=m)
+        lp = linprog(v, A_eq=np.ones((1, m)), b_eq=[1.0], bounds=[(0, min(cap, 1.0))] * m)
+        assert capped_min(v, cap) == pytest.approx(lp.fun, abs=1e-9)
+
+
+def test_projection_rules_agree_and_satisfy_invariants():
+    rng = np.random.default_rng(2)
+    for m, cap in [(500, 1 / 300), (1000, 0.01), (64, 0.05)]:
+        pr = rng.lognormal(sigma=2.0, size=m)
+        mult = 1.0 / pr.sum()
+        c_newton, _ = K.cap_multiplier(pr, 0, m, mult, cap, 1.0, m + 2)
+        c_warm, _ = K.cap_multiplier(pr, 0, m, mult, cap, 3.0 * c_newton, m + 2)
+        c_sort = K.sort_multiplier(pr, 0, m, mult, cap)
+        assert c_newton == pytest.approx(c_sort, rel=1e-12)
+        assert c_warm == pytest.approx(c_sort, rel=1e-12)
+        p = np.minimum(cap, c_sort * mult * pr)
+        assert p.sum() == pytest.approx(1.0, abs=1e-12)
+        assert p.max() <= cap * (1 + 1e-12) and c_sort >= 1.0
+        assert np.all(np.diff(p[np.argsort(pr)]) >= -1e-15)               # order preserved
+        again = K.sort_multiplier(p, 0, m, 1.0, cap)                      # idempotent
+        assert again == pytest.approx(1.0, abs=1e-12)
+
+
+def test_infeasible_nu_is_rejected_with_the_allowed_range():
+    with pytest.raises(InfeasibleParameterError, match=r"nu >= 1/min\(n1, n2\)"):
+        resolve_cap(100, 40, nu=0.01, alpha=None)
+    assert resolve_cap(100, 40, None, None) == math.inf
+    assert resolve_cap(100, 40, None, 0.5) == pytest.approx(1 / 20)
+
+
+# -- single machine against references ---------------------------------------------------------------------------
+
+def test_hard_margin_iris_matches_exact_hull_distance(load):
+    ds = load("iris")
+    ref = exact_hull_distance(ds.X, ds.y)
+    assert ref.distance == pytest.approx(0.8300, abs=1e-4)            # notes-000: exact distance 0.8300
+    m = SaddleSVC(tol=1e-4, max_iter=200_000).fit(ds.X, ds.y)
+    assert m.rel_gap_ <= 1e-4
+    assert rel(m.hull_distance_, ref.distance) <= 1e-3
+    assert m.hull_lower_ <= ref.distance * (1 + 1e-9) <= m.hull_distance_ * (1 + 1e-9)   # certificate brackets it
+    cos = m.coef_[0] @ ref.coef / np.linalg.norm(m.coef_[0]) / np.linalg.norm(ref.coef)
+    assert cos > 0.9999
+    assert m.score(ds.X, ds.y) == 1.0
+
+
+def test_hard_margin_mushrooms_matches_exact_hull_distance(load):
+    ds = load("mushrooms")
+    ref = exact_hull_distance(ds.X, ds.y)
+    assert ref.distance == pytest.approx(0.5139161, rel=1e-6)
+    m = SaddleSVC(tol=1e-3, beta=0.01, max_iter=2_000_000, check_every=2500).fit(ds.X, ds.y)
+    assert m.rel_gap_ <= 1e-3                                          # certified
+    assert rel(m.hull_distance_, ref.distance) <= 1e-3
+    assert rel(m.hull_lower_, ref.distance) <= 1e-3
+    assert m.score(ds.X, ds.y) == 1.0
+
+
+@pytest.mark.parametrize("name", ["phishing", "a9a"])
+def test_nu_svm_matches_nusvc(load, name):
+    ds = load(name)
+    ref = nusvc_reduced_hull(ds.X, ds.y, alpha=0.85)
+    m = SaddleSVC(alpha=0.85, tol=1e-3, max_iter=500_000).fit(ds.X, ds.y)
+    assert m.rel_gap_ <= 1e-3
+    assert rel(m.hull_distance_, ref.distance) <= 1e-3
+    # nu-SVM objective (5) from both sides brackets NuSVC's -|z|^2/8
+    assert m.objective_ >= -ref.distance ** 2 / 8 * (1 + 1e-9)
+    cos = m.coef_[0] @ ref.coef / np.linalg.norm(m.coef_[0]) / np.linalg.norm(ref.coef)
+    assert cos > 0.99
+
+
+def test_projection_rules_give_the_same_iterates(load):
+    ds = load("phishing")
+    ws = [SaddleSVC(alpha=0.85, seed=4, stop="iterations", max_iter=400, check_every=400, projection=p)
+          .fit(ds.X, ds.y).w_ for p in ("newton", "rule3", "sort")]
+    for w in ws[1:]:
+        assert np.linalg.norm(w - ws[0]) <= 1e-12 * np.linalg.norm(ws[0])
+
+
+def test_estimator_api(load):
+    ds = load("heart_scale")
+    ylab = np.where(ds.y > 0, "sick", "healthy")
+    m = SaddleSVC(alpha=0.85, tol=1e-2).fit(ds.X, ylab)
+    assert set(m.predict(ds.X)) <= {"sick", "healthy"}
+    assert m.decision_function(ds.X).shape == (ds.n,)
+    assert m.score(ds.X, ylab) > 0.75
+    assert m.get_params()["alpha"] == 0.85
+
+
+# -- distributed: same iterates, exact ledger ------------------------------------------------------------------
+
+def _run_dsvc(ds, k, T, seed, **kw):
+    dep = build_saddle_dsvc(SaddleDSVCParams(clients=k, **kw), Problem(ds, seed=seed, partition_scheme="iid"))
+    eng = InProcessEngine()
+    groups = eng.plan(dep.roles)
+    eng.deploy(groups, seed)
+    meter = Meter(dep.n_nodes, dep.adjacency(), dep.node_names)
+    sched = SyncScheduler(eng, groups, meter, dep.n_nodes)
+    sched.run(max_iterations=T)
+    obs = {}
+    for gid, o in eng.observe().items():
+        obs.setdefault(groups[gid].role, []).append(o)
+    return dep, meter, obs
+
+
+@pytest.mark.parametrize("name,kw,T", [("mushrooms", {}, 1500), ("phishing", {"alpha": 0.85}, 600)])
+def test_dsvc_follows_saddle_svc_iterates(load, name, kw, T):
+    ds = load(name)
+    dep, meter, obs = _run_dsvc(ds, 20, T, seed=7, **kw)
+    single = SaddleSVC(seed=7, stop="iterations", max_iter=T, check_every=T, **kw).fit(ds.X, ds.y)
+    w = obs["client"][0]["w"]
+    assert np.linalg.norm(w - single.w_) <= 1e-9 * np.linalg.norm(single.w_)
+    metrics = dep.evaluate(obs)
+    assert metrics["hull_distance"] == pytest.approx(single.hull_distance_, rel=1e-9)
+
+
+@pytest.mark.parametrize("kw", [{}, {"alpha": 0.85}])
+def test_dsvc_ledger_equals_declared_count(load, kw):
+    ds = load("heart_scale")
+    k, T = 6, 300
+    dep, meter, obs = _run_dsvc(ds, k, T, seed=1, **kw)
+    ledger = meter.ledger()
+    srv = obs["server"][0]
+    assert srv["iteration"] == T
+    assert ledger.totals["scalars"] == dep.declared_scalars(obs)
+    tags = {t: v[1] for t, v in ledger.by_tag.items()}
+    assert tags["stats"] == tags["setup"] == 4 * k
+    assert tags["coord"] == k * T
+    assert tags["delta"] == tags["delta_sum"] == tags["z"] == tags["z_sum"] == 2 * k * T
+    if kw:
+        R = srv["cap_reports"]
+        assert tags["cap"] == 4 * k * R and tags.get("cap_sum", 0) == 4 * k * (R - T)
+        assert ledger.totals["scalars"] == dsvc_setup_scalars(k) + sum(
+            dsvc_scalars_per_iteration(k, True, 1) for _ in range(T)) + 8 * k * (R - T)
+    else:
+        assert ledger.totals["scalars"] == dsvc_setup_scalars(k) + T * dsvc_scalars_per_iteration(k, False)
+        assert "cap" not in tags
+    # every message travels on a star edge, and each client sends and receives the same amount
+    by_node = ledger.by_node()
+    sent = {by_node[f"client-{i}"]["sent"]["scalars"] for i in range(k)}
+    assert len(sent) == 1
+
+
+def test_dsvc_reaches_certified_gap_on_mushrooms_with_k20(data_env):
+    import svmsim
+
+    res = svmsim.run({"name": "dsvc-mushrooms-test", "seed": 0, "data": {"name": "mushrooms"},
+                      "algorithm": {"name": "saddle-dsvc", "clients": 20, "beta": 0.01},
+                      "stop": {"gap": 2e-3, "max_iterations": 400_000},
+                      "output": {"eval_every": 5000, "progress": False}}, write=False)
+    assert res.final["rel_gap"] <= 2e-3
+    assert rel(res.final["hull_distance"], 0.5139161) <= 2e-3
+    assert res.summary["ledger_matches_declared"]
