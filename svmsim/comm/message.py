@@ -59,14 +59,16 @@ class MessageBatch:
     @classmethod
     def broadcast(cls, tag: str, src: int, dsts: np.ndarray, values) -> "MessageBatch":
         """One message per destination, all carrying the same values (each copy is counted)."""
-        row = np.atleast_1d(np.asarray(values))
-        dsts = np.asarray(dsts, dtype=np.int64)
-        return cls(tag, constant_ids(src, dsts.shape[0]), dsts, row.reshape(1, -1))
+        row = values.reshape(1, -1) if isinstance(values, np.ndarray) else np.atleast_1d(np.asarray(values)).reshape(1, -1)
+        if not (isinstance(dsts, np.ndarray) and dsts.dtype == np.int64):
+            dsts = np.asarray(dsts, dtype=np.int64)
+        return cls(tag, constant_ids(src, dsts.shape[0]), dsts, row)
 
     @classmethod
     def gather(cls, tag: str, srcs: np.ndarray, dst: int, rows: np.ndarray) -> "MessageBatch":
         """One message per source to a common destination; `rows[i]` is what `srcs[i]` sends."""
-        srcs = np.asarray(srcs, dtype=np.int64)
+        if not (isinstance(srcs, np.ndarray) and srcs.dtype == np.int64):
+            srcs = np.asarray(srcs, dtype=np.int64)
         rows = np.asarray(rows)
         if rows.ndim == 1:
             rows = rows.reshape(srcs.shape[0], -1)

@@ -87,7 +87,8 @@ class SyncScheduler:
         """Meter and route one round's outboxes; return (completed iteration or None, done flag)."""
         completed = None
         done = False
-        for gid in sorted(outboxes):
+        record = self.meter.record
+        for gid in (sorted(outboxes) if len(outboxes) > 1 else outboxes):
             out = outboxes[gid]
             for batch in out.batches:
                 if self.faults is not None:
@@ -96,7 +97,7 @@ class SyncScheduler:
                         self.meter.record_dropped(round_, dropped)
                     if batch.n_messages == 0:
                         continue
-                self.meter.record(round_, batch)
+                record(round_, batch)
                 self._route(batch, mail)
             sig = out.signals
             if sig:
@@ -111,10 +112,10 @@ class SyncScheduler:
     @staticmethod
     def _inboxes(mail: dict) -> dict[int, Inbox]:
         out = {}
-        for gid in sorted(mail):
+        for gid in (sorted(mail) if len(mail) > 1 else mail):
             inbox = Inbox()
             for tag, batches in mail[gid].items():
-                inbox[tag] = merge_batches(batches)
+                inbox[tag] = batches[0] if len(batches) == 1 else merge_batches(batches)
             out[gid] = inbox
         return out
 
