@@ -4,8 +4,8 @@ The meter keeps a ledger: totals per tag, per edge (sender -> receiver), per rou
 scalars and bytes, plus the round at which each algorithm iteration ended (so that cost up to an iterate can
 be read off). Dropped messages (fault models) are counted separately and never delivered.
 
-Accumulation is a small numba kernel over a batch's rows. Batches whose src and dst arrays are read-only (the
-shared id arrays node programs send with, see `message.constant_ids` and `frozen_ids`) are validated once and
+Accumulation is a small numba kernel over a batch's rows. Batches whose src and dst arrays are the shared id
+arrays node programs send with (`message.constant_ids`, `frozen_ids`) are validated once and
 then only counted as a pattern; their edges are added in bulk when the ledger is read. Either way every
 message is counted exactly once.
 """
@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from ..errors import ProtocolError
-from .message import MessageBatch
+from .message import MessageBatch, is_shared_ids
 
 __all__ = ["Meter", "Ledger"]
 
@@ -94,7 +94,7 @@ class Meter:
         payload = batch.payload
         spm = payload.shape[1] if payload.ndim == 2 else 1
         bpm = spm * payload.dtype.itemsize
-        if not (src.flags.writeable or dst.flags.writeable):
+        if is_shared_ids(src) and is_shared_ids(dst):
             key = (id(src), id(dst), spm, bpm)
             pattern = self._patterns.get(key)
             if pattern is None or pattern[0] is not src or pattern[1] is not dst:
@@ -197,6 +197,14 @@ class Meter:
                             f"may only send along edges")
 
     # -- reading ----------------------------------------------------------------------------------------------
+    def message_rows(self) -> list[tuple]:
+        """The kept log as one row per logical message, (round, tag, src, dst, scalars), sorted: comparable
+        across engines whatever the grouping of nodes into batches. Needs ``keep_log=True``."""
+        if self.log is None:
+            raise ValueError("the meter was created without keep_log=True")
+        rows = [(r, tag, int(s), int(d), spm) for r, tag, src, dst, spm in self.log for s, d in zip(src, dst)]
+        return sorted(rows)
+
     def totals(self) -> dict:
         return {"messages": self.messages, "scalars": self.scalars, "bytes": self.bytes}
 

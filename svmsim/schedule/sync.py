@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..comm.message import Inbox, MessageBatch, merge_batches
+from ..comm.message import Inbox, MessageBatch, is_shared_ids, merge_batches
 from ..comm.meter import Meter
 from ..engine.base import Engine
 from ..program import Group
@@ -65,7 +65,8 @@ class SyncScheduler:
 
     def _route(self, batch: MessageBatch, mail: dict) -> None:
         dst = batch.dst
-        if not dst.flags.writeable:                          # shared read-only id array: route from cache
+        shared = is_shared_ids(dst)
+        if shared:                                           # a shared id array: route from cache
             hit = self._route_cache.get(id(dst))
             if hit is not None and hit[0] is dst and hit[1] >= 0:
                 mail[hit[1]][batch.tag].append(batch)
@@ -73,7 +74,7 @@ class SyncScheduler:
         gids = self.node_group[dst]
         g0 = int(gids[0])
         single = gids.shape[0] == 1 or bool((gids == g0).all())
-        if not dst.flags.writeable:
+        if shared:
             if len(self._route_cache) > 4096:
                 self._route_cache.clear()
             self._route_cache[id(dst)] = (dst, g0 if single else -1)
