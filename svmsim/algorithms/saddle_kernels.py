@@ -11,12 +11,25 @@ Lr_j = raw log-weight, pr_j = raw weight. Per class c, two global scalars give t
     p_j = min(cap, mult_c * pr_j),   log p_j = min(log cap, Lr_j - off_c)
 (cap = nu for the nu-SVM, +inf for the hard margin). Normalisation (dividing by Z) and the nu-projection
 (scaling the uncapped entries, Rule 3 / Lemma 11) only change (mult_c, off_c): a projection never loops over
-points more than to compute its sums.
+points more than to compute its sums. The distributed clients store the unshifted log-weights; the single-machine
+loop (`run_iterations`) stores them relative to the exp shift of the pass that wrote them (so off_c = log z -
+log c), which keeps them near the normalised values.
 
-All reductions run with fastmath reassociation so that numba vectorises them; `vexp` is a vectorisable exp.
-Two rules keep the loops SIMD: loop over a *slice* (`range(lo, hi)` indexing makes numba emit negative-index
-wraparound, which blocks vectorisation), and never reduce with max (numba's max reduction stays scalar; a count
-of entries above a threshold is used instead).
+Single machine, per class and iteration: the hard margin makes one pass (`_mirror_hard`) that keeps no raw
+weights: it dots the new weights with rows i*(t+1) and i*(t+2), the latter being the old-weights part of the
+delta after next. The nu-SVM makes one fused pass (`segment_mirror_fused`) that also sums the projection at a
+predicted cap threshold, then read-only Newton passes (`_threshold_sums`, about 1.1 on a9a) until the capped set
+is certified; the last pass's sums give the next delta's dot. The loop works on 64-byte aligned copies of the
+state.
+
+All reductions run with fastmath reassociation so that numba vectorises them; `vexp` is a vectorisable exp
+(`_exp_le709` the same without its overflow branch, where the shift bounds the argument). Rules that keep the
+loops SIMD: loop over a *slice* (`range(lo, hi)` indexing makes numba emit negative-index wraparound, which
+blocks vectorisation); never reduce floats with max (numba's max reduction stays scalar; counts above a
+threshold, or an integer max over the IEEE bits of non-negative doubles, `_float_bits`, are used instead); bind
+a select to a name before accumulating it (`acc += a if c else b` inline turns into branches that block SIMD).
+`_wide_simd()` lets a function use 512-bit vectors (LLVM stops at 256 bits by default). Check with
+`inspect_asm()` of a fresh (uncached) compile: the hot loops should use zmm (or ymm) registers.
 """
 from __future__ import annotations
 
@@ -24,8 +37,11 @@ import math
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
-from ..numerics.fastmath import vexp
+from ..numerics.fastmath import emit_exp, vexp
 
 _FM = {"reassoc", "contract", "nsz", "arcp"}
 _OPTS = dict(cache=True, nogil=True, fastmath=_FM, error_model="numpy", boundscheck=False)
@@ -77,40 +93,225 @@ def segment_mirror(row, u, Lr, pr, p_prev, lo, hi, dw, d, kappa, gamma, off, log
     return z
 
 
-@numba.njit(**_OPTS)
-def segment_mirror_fused(row, row_next, u, Lr, pr, lo, hi, dw, d, kappa, gamma, off, logcap, mult, cap, shift,
-                         threshold):
-    """`segment_mirror` fused with the next iteration's delta sums (single machine, where i*(t+1) is known).
+@intrinsic
+def _wide_simd(typingctx):
+    """Mark the calling function for 512-bit auto-vectorisation (zmm registers on AVX-512 CPUs).
 
-    Returns (sum of pr, number of pr above `threshold`, sum row_next*pr_new, sum row_next*p_old).
+    LLVM's x86 cost model stops at 256-bit vectors by default even where AVX-512 exists ("prefer-vector-width");
+    the hot loops here are bound by arithmetic throughput, which the wider registers raise. The two standard
+    LLVM function attributes below lift the limit for the marked function only; on CPUs without AVX-512 they
+    change nothing.
     """
-    inv = 1.0 / (gamma + kappa)
-    ddw = d * dw
-    r = row[lo:hi]
-    rn = row_next[lo:hi]
-    uu = u[lo:hi]
-    LL = Lr[lo:hi]
-    q = pr[lo:hi]
+    def codegen(context, builder, signature, args):
+        attrs = builder.function.attributes
+        for attr in ('"prefer-vector-width"="512"', '"min-legal-vector-width"="512"'):
+            set.add(attrs, attr)        # llvmlite's AttributeSet.add only admits keyword attributes
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
+@intrinsic
+def _exp_le709(typingctx, x):
+    """`vexp` without its overflow branch, for arguments known to be <= 709 (the shift guarantees <= 700)."""
+    if not isinstance(x, types.Float):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return emit_exp(builder, args[0], overflow_check=False)
+
+    return types.float64(types.float64), codegen
+
+
+@intrinsic
+def _float_bits(typingctx, x):
+    """The IEEE bits of a float64 as int64: for x >= 0 their order is the order of the values, and integer
+    max/min reductions vectorise (float ones do not without no-NaN flags)."""
+    if not isinstance(x, types.Float):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.int64(types.float64), codegen
+
+
+@intrinsic
+def _bits_float(typingctx, b):
+    """Inverse of `_float_bits`."""
+    if not isinstance(b, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(types.int64), codegen
+
+
+_INF_BITS = 0x7FF0000000000000
+
+
+@intrinsic
+def _prefetch_l2(typingctx, arr, idx):
+    """Hint the CPU to bring arr[idx]'s cache line into L2 (llvm.prefetch, read, moderate locality)."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = builder.module.globals.get("llvm.prefetch.p0")
+        if fn is None:
+            fn = ir.Function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0")
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), i8p)
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 2), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.none(arr, types.intp), codegen
+
+
+#: elements per chunk of the nu-SVM's fused pass; each chunk first prefetches the same span of the row needed
+#: next iteration (a row of S is a fresh stream from L3/DRAM every iteration; fetched ahead it overlaps the
+#: arithmetic instead of stalling it)
+_CHUNK = 128
+#: chunk of the hard-margin pass (no prefetch; chunking alone measured a little faster than one long loop)
+_CHUNK_HARD = 2048
+
+
+@numba.njit(**_OPTS)
+def _mirror_hard(r, rn, rnn, uu, LL, dw, ddw, c1, k0, inv):
+    """Hard-margin form of `segment_mirror_fused` on one class (slices; no cap, no stored weights).
+
+    x_j = c1*Lr_j + k0 - inv*a_j is the new log-weight relative to the shift; stores u += dw*S_i*, Lr = x.
+    Returns (sum e, sum row_next*e, sum row_after_next*e) with e = exp(x): the new weights' normaliser and
+    their parts of the next two deltas (so the old weights need not be stored or read). Chunked like
+    `segment_mirror_fused` but without its prefetch, which measured slower for this lighter pass.
+    """
+    _wide_simd()
     z = 0.0
-    over = 0
-    acc_e = 0.0
-    acc_old = 0.0
-    for j in range(r.shape[0]):
-        s = r[j]
-        a = uu[j] + ddw * s
-        uu[j] += dw * s
-        L = min(LL[j] - off, logcap)
-        p_old = min(mult * q[j], cap)
-        lt = (kappa * L - a) * inv
-        e = vexp(lt - shift)
-        LL[j] = lt
-        q[j] = e
+    acc_n = 0.0
+    acc_nn = 0.0
+    n = r.shape[0]
+    for base in range(0, n, _CHUNK_HARD):
+        end = min(base + _CHUNK_HARD, n)
+        r_ = r[base:end]
+        rn_ = rn[base:end]
+        rnn_ = rnn[base:end]
+        uu_ = uu[base:end]
+        LL_ = LL[base:end]
+        for j in range(end - base):
+            s = r_[j]
+            uj = uu_[j]
+            uu_[j] = uj + dw * s
+            x = c1 * LL_[j] + k0 - inv * (uj + ddw * s)
+            e = _exp_le709(x)
+            LL_[j] = x
+            z += e
+            acc_n += rn_[j] * e
+            acc_nn += rnn_[j] * e
+    return z, acc_n, acc_nn
+
+
+@numba.njit(**_OPTS)
+def _exp_sums(LL, rn, rnn):
+    """The sums of `_mirror_hard` recomputed from stored log-weights (after a rebase)."""
+    _wide_simd()
+    z = 0.0
+    acc_n = 0.0
+    acc_nn = 0.0
+    for j in range(LL.shape[0]):
+        e = _exp_le709(LL[j])
         z += e
-        over += e > threshold
+        acc_n += rn[j] * e
+        acc_nn += rnn[j] * e
+    return z, acc_n, acc_nn
+
+
+@numba.njit(**_OPTS)
+def _exp_into(LL, q):
+    """q = exp(Lr) (the raw weights of the hard margin, written once per block)."""
+    _wide_simd()
+    for j in range(LL.shape[0]):
+        q[j] = _exp_le709(LL[j])
+
+
+@numba.njit(**_OPTS)
+def segment_mirror_fused(r, rn, uu, LL, q, fut, dw, ddw, c1, k0, inv, lcap, mult, cap, th):
+    """Algorithm 2 lines 5-6 on one class (slices), fused with the next iteration's delta and the sums of the
+    nu-projection at a guessed threshold (single machine, where i*(t+1) is known).
+
+    With a_j = u_j + d*dw*S_i*j and L_j = min(Lr_j, lcap) (lcap = log cap + off), the new log-weight relative to
+    the shift is x_j = c1*L_j + k0 - inv*a_j (c1 = kappa/(gamma+kappa), inv = 1/(gamma+kappa),
+    k0 = -c1*off - shift); stores u += dw*S_i*, Lr = x, pr = e = exp(x).
+    Returns (sum e, sum row_next*p_old with p_old = min(cap, mult*pr_old), and at the threshold th: number of
+    e >= th, sum of e < th, sum of row_next over e >= th, sum of row_next*e over e < th, sum of row*e over
+    e < th). `fut` (the row needed as row_next next iteration, same span) is prefetched along the way.
+    """
+    _wide_simd()
+    z = 0.0
+    acc_old = 0.0
+    n_big = 0
+    below = 0.0
+    rc = 0.0
+    rq = 0.0
+    rs = 0.0
+    qcap = cap / mult                          # p_old = min(cap, mult*pr_old) = mult*min(pr_old, cap/mult)
+    n = r.shape[0]
+    for base in range(0, n, _CHUNK):
+        end = min(base + _CHUNK, n)
+        for k in range(base, end, 8):
+            _prefetch_l2(fut, k)
+        r_ = r[base:end]
+        rn_ = rn[base:end]
+        uu_ = uu[base:end]
+        LL_ = LL[base:end]
+        q_ = q[base:end]
+        for j in range(end - base):
+            s = r_[j]
+            uj = uu_[j]
+            uu_[j] = uj + dw * s
+            x = c1 * min(LL_[j], lcap) + k0 - inv * (uj + ddw * s)
+            e = _exp_le709(x)
+            sn = rn_[j]
+            acc_old += sn * min(q_[j], qcap)
+            LL_[j] = x
+            q_[j] = e
+            z += e
+            big = e >= th
+            small = 0.0 if big else e          # (selects bound to names first: inline ternaries block SIMD)
+            sn_big = sn if big else 0.0
+            n_big += big
+            below += small
+            rc += sn_big
+            rq += sn * small
+            rs += s * small
+    return z, mult * acc_old, n_big, below, rc, rq, rs
+
+
+@numba.njit(**_OPTS)
+def _threshold_sums(q, rn, th):
+    """The projection sums of `segment_mirror_fused` at threshold th, from the stored weights (slices), and the
+    largest weight below the threshold. (The count is a float: exact, and cheaper in SIMD.)"""
+    _wide_simd()
+    n_big = 0.0
+    below = 0.0
+    rc = 0.0
+    rq = 0.0
+    under = 0
+    for j in range(q.shape[0]):
+        e = q[j]
         sn = rn[j]
-        acc_e += sn * e
-        acc_old += sn * p_old
-    return z, over, acc_e, acc_old
+        small_m = e < th
+        small = e if small_m else 0.0
+        one = 0.0 if small_m else 1.0
+        bits_small = _float_bits(e) if small_m else 0
+        n_big += one
+        below += small
+        rc += sn * one
+        rq += sn * small
+        under = max(under, bits_small)
+    return n_big, below, rc, rq, _bits_float(under)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -124,12 +325,14 @@ def segment_max(Lr, lo, hi):
 
 @numba.njit(**_OPTS)
 def segment_rescale_exp(Lr, pr, lo, hi, shift):
-    """Recompute pr = exp(Lr - shift) on a segment (after an exp overflow/underflow); return the sum."""
+    """Rebase a segment after an exp overflow/underflow: Lr -= shift, pr = exp(Lr); return the sum of pr."""
     LL = Lr[lo:hi]
     q = pr[lo:hi]
     z = 0.0
     for j in range(LL.shape[0]):
-        e = vexp(LL[j] - shift)
+        x = LL[j] - shift
+        LL[j] = x
+        e = vexp(x)
         q[j] = e
         z += e
     return z
@@ -156,6 +359,7 @@ def segment_cap_sums(pr, lo, hi, mult, mult_capped, cap):
 
 @numba.njit(**_OPTS)
 def segment_capped_dot(row, pr, lo, hi, mult, cap):
+    _wide_simd()
     r = row[lo:hi]
     q = pr[lo:hi]
     acc = 0.0
@@ -166,6 +370,7 @@ def segment_capped_dot(row, pr, lo, hi, mult, cap):
 
 @numba.njit(**_OPTS)
 def _capped_count_below(q, m, cap, mult):
+    _wide_simd()
     count = 0
     below = 0.0
     for j in range(q.shape[0]):
@@ -218,54 +423,161 @@ def sort_multiplier(pr, lo, hi, mult, cap):
 
 
 @numba.njit(cache=True, nogil=True)
-def _class_step(row, row_next, u, Lr, pr, lo, hi, dw, d, kappa, gamma, logcap, cap, theta,
-                cls_off, cls_mult, cls_shift, cls_c, c, wnorm_hat, max_passes, mode):
-    """One class of one fused single-machine iteration; returns the class's delta for the next i*.
+def _newton_projection(q, rn, z, cap, c, max_passes):
+    """Exact KL projection of one class onto the capped simplex, fused with the next delta's capped dot.
 
-    mode: 0 = exact projection by Newton warm-started at the previous scale, 1 = Rule 3 (start at c = 1),
-    2 = Rule 2 (sort)."""
+    The weights are p_j = min(cap, c*e_j/z) (e = pr, z = sum e): entries with e >= th = cap*z/c are capped.
+    Newton on the concave, piecewise-linear mass sum_j min(cap, c*e_j/z) = 1 is c <- z*(1 - cap*n_big)/below
+    with the sums at th; started at or left of the answer c* it increases monotonically to c* (each pass caps
+    more entries). A pass also finds the largest weight below its threshold: when the new (lower) threshold
+    stays above it the capped set cannot change, so the new c is exact and the pass's sums already give the dot.
+    `c` must be <= c* (c = 1 always is).
+    Returns (c, sum_j row_next_j*p_j = cap*rc + (c/z)*rq, passes, the mean of row_next over the uncapped
+    weights rq/below).
+    """
+    rc = 0.0
+    rq = 0.0
+    below = 0.0
+    for it in range(max_passes):
+        th = cap * z / c
+        n_big, below, rc, rq, under = _threshold_sums(q, rn, th)
+        if n_big == 0.0:
+            c_new = 1.0
+        elif below > 0.0:
+            c_new = max(z * (1.0 - cap * n_big) / below, c)
+        else:                                              # everything capped: only possible at the answer
+            return c, cap * rc, it + 1, 0.0
+        if under < cap * z / c_new:
+            return c_new, cap * rc + (c_new / z) * rq, it + 1, rq / below
+        c = c_new
+    return c, cap * rc + (c / z) * rq, max_passes, rq / below if below > 0.0 else 0.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _aligned_copy(a):
+    """A copy of the 1-d array `a` starting on a 64-byte boundary (whole-cache-line vector loads and stores)."""
+    buf = np.empty(a.shape[0] + 8)
+    start = ((-buf.ctypes.data) % 64) // 8
+    out = buf[start:start + a.shape[0]]
+    out[:] = a
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _class_step_hard(r, rn, rnn, uc, Lc, dw, d, kappa, gamma, cls_off, cls_mult, cls_shift, c, wnorm_hat):
+    """One class of one fused single-machine hard-margin iteration (state slices uc, Lc of the class).
+
+    The stored log-weights are relative to the shift of the pass that wrote them (Lr = lt - shift), so the
+    class's offset is off = log z and cls_shift keeps the log-normaliser shift + log z.
+    Returns the new weights' dots with the next two rows, <S_i*(t+1), p[t+1]> and <S_i*(t+2), p[t+1]>.
+    """
+    inv = 1.0 / (gamma + kappa)
+    c1 = kappa * inv
     # shift: previous log-normaliser, but never so low that exp could overflow (|a_j| <= ||w_hat||)
-    shift = max(cls_shift[c], wnorm_hat / (gamma + kappa) - _EXP_HEADROOM)
-    # with this shift the sum Z is near 1; entries above cap/2 may need the cap once normalised
-    threshold = 0.5 * cap
-    z, over, acc_e, acc_old = segment_mirror_fused(row, row_next, u, Lr, pr, lo, hi, dw, d, kappa, gamma,
-                                                   cls_off[c], logcap, cls_mult[c], cap, shift, threshold)
+    shift = max(cls_shift[c], wnorm_hat * inv - _EXP_HEADROOM)
+    k0 = -c1 * cls_off[c] - shift
+    z, acc_n, acc_nn = _mirror_hard(r, rn, rnn, uc, Lc, dw, d * dw, c1, k0, inv)
     if not (z > 1e-280 and z < 1e280):
-        shift = segment_max(Lr, lo, hi)
-        z = segment_rescale_exp(Lr, pr, lo, hi, shift)
-        acc_e = segment_capped_dot(row_next, pr, lo, hi, 1.0, np.inf)
-        over = 1
+        m = segment_max(Lc, 0, Lc.shape[0])
+        for j in range(Lc.shape[0]):
+            Lc[j] -= m
+        shift += m
+        z, acc_n, acc_nn = _exp_sums(Lc, rn, rnn)
     logz = math.log(z)
-    mult = 1.0 / z
-    off = shift + logz
-    cls_shift[c] = off
-    if cap < np.inf and (over > 0 or z < 0.5):             # nu-projection may be needed (Rule 3 / Lemma 11)
-        if mode == 2:
-            cm = sort_multiplier(pr, lo, hi, mult, cap)
-        else:
-            cm, _ = cap_multiplier(pr, lo, hi, mult, cap, cls_c[c] if mode == 0 else 1.0, max_passes)
-        cls_c[c] = cm
-        mult *= cm
-        off -= math.log(cm)
-        acc_new = segment_capped_dot(row_next, pr, lo, hi, mult, cap)
+    cls_shift[c] = shift + logz
+    cls_off[c] = logz
+    cls_mult[c] = 1.0 / z
+    return acc_n / z, acc_nn / z
+
+
+@numba.njit(cache=True, nogil=True)
+def _class_step(r, rn, fut, uc, Lc, pc, dw, dw_prev, d, kappa, gamma, logcap, cap, theta,
+                cls_off, cls_mult, cls_shift, cls_c, trend, c, wnorm_hat, max_passes, mode):
+    """One class of one fused single-machine nu-SVM iteration (state slices uc, Lc, pc of the class); returns
+    the class's delta for the next i*.
+
+    Log-weights are stored relative to the pass's shift as in `_class_step_hard`; off = log z - log c.
+    mode: 0 = exact projection by Newton from a predicted threshold, fused with the dot, 1 = Rule 3 (from
+    c = 1), 2 = Rule 2 (sort).
+
+    The predicted threshold: the cap binds at log e = log(cap/c) + (log-normaliser of the uncapped weights) -
+    shift. Against the previous iteration the uncapped log-weights move by -inv*(d*dw*S_i*(t) -
+    (d-1)*dw_prev*S_i*(t-1)) (the new extrapolated step, minus the excess of the previous one), so to first
+    order the threshold moves by minus that step averaged over the uncapped weights: trend[c] holds those two
+    averages (of rows i*(t) and i*(t-1) over the uncapped p[t]), from the previous iteration's sums. A closer
+    guess saves Newton passes; the result is exact either way."""
+    inv = 1.0 / (gamma + kappa)
+    c1 = kappa * inv
+    shift = max(cls_shift[c], wnorm_hat * inv - _EXP_HEADROOM)
+    off = cls_off[c]
+    k0 = -c1 * off - shift
+    th = math.exp(math.log(cap / cls_c[c]) + cls_shift[c] - shift
+                  - inv * (d * dw * trend[c, 0] - (d - 1) * dw_prev * trend[c, 1]))
+    z, acc_old, n_big, below, rc, rq, rs = segment_mirror_fused(r, rn, uc, Lc, pc, fut, dw, d * dw, c1, k0,
+                                                                inv, logcap + off, cls_mult[c], cap, th)
+    trend[c, 1] = rs / below if below > 0.0 else 0.0
+    n = pc.shape[0]
+    if not (z > 1e-280 and z < 1e280):
+        m = segment_max(Lc, 0, n)
+        z = segment_rescale_exp(Lc, pc, 0, n, m)
+        shift += m
+        n_big = 0
+        below = z
+        trend[c, 1] = 0.0
+    if mode == 0:
+        # one Newton step from the guess lands at or left of the answer (concavity); never below c = 1
+        cm = z * (1.0 - cap * n_big) / below if below > 0.0 else 1.0
+        cm, acc_new, _, trend[c, 0] = _newton_projection(pc, rn, z, cap, max(cm, 1.0), max_passes)
     else:
-        acc_new = mult * acc_e
-    cls_mult[c] = mult
-    cls_off[c] = off
+        if mode == 2:
+            cm = sort_multiplier(pc, 0, n, 1.0 / z, cap)
+        else:
+            cm, _ = cap_multiplier(pc, 0, n, 1.0 / z, cap, 1.0, max_passes)
+        acc_new = segment_capped_dot(rn, pc, 0, n, cm / z, cap)
+    logz = math.log(z)
+    cls_c[c] = cm
+    cls_shift[c] = shift + logz
+    cls_off[c] = logz - math.log(cm)
+    cls_mult[c] = cm / z
     return (1.0 + theta) * acc_new - theta * acc_old
 
 
 @numba.njit(cache=True, nogil=True)
 def run_iterations(S, w, u, Lr, pr, seg_lo, seg_hi, coords, n_iter, delta0, sigma, kappa, gamma,
                    theta, cap, cls_off, cls_mult, cls_shift, cls_c, max_passes, mode):
-    """Run `n_iter` Saddle-SVC iterations (Algorithm 2) on a single machine.
+    """Run `n_iter` Saddle-SVC iterations (Algorithm 2) on a single machine (two segments: the two classes).
 
     coords[t] is i* of iteration t and coords[n_iter] the next one (its delta is prepared at the end).
     delta0 = delta(+) - delta(-) for coords[0]. Returns the pending delta for coords[n_iter].
+    The classes' u, Lr (and pr for the nu-SVM) are worked on in 64-byte aligned copies, written back at the end;
+    the hard margin keeps no raw weights in the loop (each pass already forms its part of the delta after next)
+    and writes pr = exp(Lr) once at the end.
     """
+    if n_iter <= 0:
+        return delta0
     d = S.shape[0]
-    logcap = math.log(cap) if cap < np.inf else np.inf
+    hard = not (cap < np.inf)
+    logcap = math.log(cap) if not hard else np.inf
+    lo0, hi0, lo1, hi1 = seg_lo[0], seg_hi[0], seg_lo[1], seg_hi[1]
+    u0 = _aligned_copy(u[lo0:hi0])
+    u1 = _aligned_copy(u[lo1:hi1])
+    L0 = _aligned_copy(Lr[lo0:hi0])
+    L1 = _aligned_copy(Lr[lo1:hi1])
+    if hard:
+        p0 = L0[:0]
+        p1 = L1[:0]
+        # <S_i*(1), p[0]> of each class, the old-weights part of the delta of iteration 1
+        nxt = S[coords[1]]
+        old0 = segment_capped_dot(nxt, pr, lo0, hi0, cls_mult[0], np.inf)
+        old1 = segment_capped_dot(nxt, pr, lo1, hi1, cls_mult[1], np.inf)
+    else:
+        p0 = _aligned_copy(pr[lo0:hi0])
+        p1 = _aligned_copy(pr[lo1:hi1])
+        old0 = 0.0
+        old1 = 0.0
     delta = delta0
+    dw = 0.0
+    trend = np.zeros((2, 2))
     wnorm2 = 0.0
     for i in range(d):
         wnorm2 += w[i] * w[i]
@@ -273,6 +585,7 @@ def run_iterations(S, w, u, Lr, pr, seg_lo, seg_hi, coords, n_iter, delta0, sigm
         i = coords[t]
         wi = w[i]
         wnew = (wi + sigma * delta) / (sigma + 1.0)       # Algorithm 2 line 4 (prox step, eq. 9)
+        dw_prev = dw
         dw = wnew - wi
         w[i] = wnew
         wnorm2 += wnew * wnew - wi * wi
@@ -280,10 +593,33 @@ def run_iterations(S, w, u, Lr, pr, seg_lo, seg_hi, coords, n_iter, delta0, sigm
         wnorm_hat = math.sqrt(max(wnorm2, 0.0)) + (d - 1) * abs(dw)
         row = S[i]
         row_next = S[coords[t + 1]]
-        delta = 0.0
-        for c in range(2):
-            delta += _class_step(row, row_next, u, Lr, pr, seg_lo[c], seg_hi[c], dw, d, kappa, gamma, logcap,
-                                 cap, theta, cls_off, cls_mult, cls_shift, cls_c, c, wnorm_hat, max_passes, mode)
+        # i*(t+2): the hard margin dots it with the new weights; the nu-SVM prefetches it (its next fresh row)
+        row_nn = S[coords[t + 2]] if t + 2 <= n_iter else row_next
+        if hard:
+            new0, nn0 = _class_step_hard(row[lo0:hi0], row_next[lo0:hi0], row_nn[lo0:hi0], u0, L0, dw, d, kappa,
+                                         gamma, cls_off, cls_mult, cls_shift, 0, wnorm_hat)
+            new1, nn1 = _class_step_hard(row[lo1:hi1], row_next[lo1:hi1], row_nn[lo1:hi1], u1, L1, dw, d, kappa,
+                                         gamma, cls_off, cls_mult, cls_shift, 1, wnorm_hat)
+            delta = (1.0 + theta) * (new0 + new1) - theta * (old0 + old1)
+            old0 = nn0
+            old1 = nn1
+        else:
+            delta = _class_step(row[lo0:hi0], row_next[lo0:hi0], row_nn[lo0:hi0], u0, L0, p0, dw, dw_prev, d,
+                                kappa, gamma, logcap, cap, theta, cls_off, cls_mult, cls_shift, cls_c, trend, 0,
+                                wnorm_hat, max_passes, mode)
+            delta += _class_step(row[lo1:hi1], row_next[lo1:hi1], row_nn[lo1:hi1], u1, L1, p1, dw, dw_prev, d,
+                                 kappa, gamma, logcap, cap, theta, cls_off, cls_mult, cls_shift, cls_c, trend, 1,
+                                 wnorm_hat, max_passes, mode)
+    u[lo0:hi0] = u0
+    u[lo1:hi1] = u1
+    Lr[lo0:hi0] = L0
+    Lr[lo1:hi1] = L1
+    if hard:
+        _exp_into(L0, pr[lo0:hi0])
+        _exp_into(L1, pr[lo1:hi1])
+    else:
+        pr[lo0:hi0] = p0
+        pr[lo1:hi1] = p1
     return delta
 
 
