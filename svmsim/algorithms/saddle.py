@@ -145,25 +145,29 @@ class CoordinateStream:
         self.buf = np.empty(0, dtype=np.int64)
         self.pos = 0
 
+    def _ensure(self, m: int) -> None:
+        """Make sure at least m coordinates are buffered (blocks are drawn in order, so when they are drawn
+        does not change the sequence)."""
+        while self.buf.shape[0] - self.pos < m:
+            block = self.rng.integers(0, self.d, size=self.BLOCK, dtype=np.int64)
+            self.buf = np.concatenate([self.buf[self.pos:], block])
+            self.pos = 0
+
     def take(self, m: int) -> np.ndarray:
-        out = np.empty(m, dtype=np.int64)
-        filled = 0
-        while filled < m:
-            if self.pos >= self.buf.shape[0]:
-                self.buf = self.rng.integers(0, self.d, size=self.BLOCK, dtype=np.int64)
-                self.pos = 0
-            c = min(m - filled, self.buf.shape[0] - self.pos)
-            out[filled: filled + c] = self.buf[self.pos: self.pos + c]
-            self.pos += c
-            filled += c
+        self._ensure(m)
+        out = self.buf[self.pos: self.pos + m].copy()
+        self.pos += m
         return out
 
     def peek(self, m: int) -> np.ndarray:
         """The next m coordinates without consuming them."""
-        saved = (self.rng.bit_generator.state, self.buf.copy(), self.pos)
-        out = self.take(m)
-        self.rng.bit_generator.state, self.buf, self.pos = saved
-        return out
+        self._ensure(m)
+        return self.buf[self.pos: self.pos + m].copy()
+
+    def next_after(self, j: int = 0) -> int:
+        """The coordinate j places ahead, without consuming (cheap scalar form of peek)."""
+        self._ensure(j + 1)
+        return int(self.buf[self.pos + j])
 
 
 def _q_value(q, d_pad: int, n: int, max_abs_scaled: float) -> float:
@@ -571,10 +575,22 @@ class _ClientState:
         self.shift = np.zeros(2)
         self.i_star = -1
         self.started = False
+        self.coords: CoordinateStream | None = None   # the shared coordinate stream (Algorithm 3's shared seed)
+        self.next_coord = -1
+        self.acc_new = np.zeros(seg_lo.shape[0])     # per segment: <S_i*(t+1), p[t+1]>, prepared in rounds 2-4
+        self.acc_old = np.zeros(seg_lo.shape[0])     # per segment: <S_i*(t+1), p[t]>
+        self.prepared = False
+        self.first = True
 
 
 class SaddleClient(NodeProgram):
-    """A client of Algorithm 4 (and its preprocessing, Algorithm 3), run over a group of clients at once."""
+    """A client of Algorithm 4 (and its preprocessing, Algorithm 3), run over a group of clients at once.
+
+    The clients share the server's seed (Algorithm 3 shares W and D that way), so they know the coordinate
+    stream: round 2's pass over the shard also accumulates the sums that round 1 of the next iteration needs,
+    and when i* arrives the reply is ready. The messages are exactly Algorithm 4's; a coordinate that differs
+    from the shared stream is a protocol error.
+    """
 
     role = "client"
     initiator = True   # sends its statistics in round 0 (Algorithm 3)
@@ -606,8 +622,10 @@ class SaddleClient(NodeProgram):
                 cls.append(c)
                 start += count
         S = np.ascontiguousarray(np.vstack(blocks).T) if blocks else np.zeros((rot.d_pad, 0))
-        return _ClientState(node_ids, S, np.array(lo, np.int64), np.array(hi, np.int64), np.array(cls, np.int64),
-                            np.concatenate(index) if index else np.zeros(0, np.int64), np.array(stats, float))
+        st = _ClientState(node_ids, S, np.array(lo, np.int64), np.array(hi, np.int64), np.array(cls, np.int64),
+                          np.concatenate(index) if index else np.zeros(0, np.int64), np.array(stats, float))
+        st.coords = CoordinateStream(rot.d_pad, seed)
+        return st
 
     # -- the phases -------------------------------------------------------------------------------------------
     def _setup(self, st: _ClientState, row: np.ndarray) -> None:
@@ -627,10 +645,21 @@ class SaddleClient(NodeProgram):
         st.shift[:] = k_ * (-np.log(counts)) / (g_ + k_) + np.log(counts)
 
     def _delta(self, st: _ClientState, i: int) -> np.ndarray:
+        expected = int(st.coords.take(1)[0])
+        if i != expected:
+            from ..errors import ProtocolError
+
+            raise ProtocolError(f"the server sent coordinate {i} where the shared coordinate stream has {expected}")
         st.i_star = i
-        seg = np.empty(st.seg_lo.shape[0])
-        K.clients_delta(st.S[i], st.pr, st.p_prev, st.seg_lo, st.seg_hi, st.seg_class, st.mult, st.cap,
-                        st.const.theta, seg)
+        st.next_coord = st.coords.next_after(0)
+        theta = st.const.theta
+        if st.first:                                          # iteration 0: eta[-1] = eta[0], no momentum
+            seg = np.empty(st.seg_lo.shape[0])
+            K.clients_delta(st.S[i], st.pr, st.p_prev, st.seg_lo, st.seg_hi, st.seg_class, st.mult, st.cap,
+                            theta, seg)
+            st.first = False
+        else:                                                 # lines 5-6 from the sums prepared in rounds 2-4
+            seg = (1.0 + theta) * st.acc_new - theta * st.acc_old
         rows = seg.reshape(-1, 2)
         rows[:, 1] *= -1.0                                    # delta- = <X-_i*, xi_bar> = -(signed sum)
         return rows
@@ -646,8 +675,9 @@ class SaddleClient(NodeProgram):
         wnorm_hat = math.sqrt(max(st.wnorm2, 0.0)) + (c.d - 1) * abs(dw)
         np.maximum(st.shift, wnorm_hat / (c.gamma + c.kappa) - K._EXP_HEADROOM, out=st.shift)
         z = np.empty(st.seg_lo.shape[0])
-        K.clients_mirror(st.S[i], st.u, st.Lr, st.pr, st.p_prev, st.seg_lo, st.seg_hi, st.seg_class, dw, c.d,
-                         c.kappa, c.gamma, st.off, st.logcap, st.mult, st.cap, st.shift, z)
+        K.clients_mirror_next(st.S[i], st.S[st.next_coord], st.u, st.Lr, st.pr, st.seg_lo, st.seg_hi, st.seg_class,
+                              dw, c.d, c.kappa, c.gamma, st.off, st.logcap, st.mult, st.cap, st.shift, z,
+                              st.acc_new, st.acc_old)
         return z.reshape(-1, 2)                                # lines 13-15
 
     def _normalise(self, st: _ClientState, sums: np.ndarray) -> None:
@@ -656,12 +686,14 @@ class SaddleClient(NodeProgram):
             st.mult_capped[c] = 0.0
             st.off[c] = st.shift[c] + math.log(sums[c])
             st.shift[c] = st.off[c]
+        if st.cap == math.inf:                                 # acc_new held sum S_next*pr_new: normalise it
+            st.acc_new *= st.mult[st.seg_class]
 
     def _cap_report(self, st: _ClientState) -> np.ndarray:
         excess = np.empty(st.seg_lo.shape[0])
         below = np.empty(st.seg_lo.shape[0])
-        K.clients_cap_sums(st.pr, st.seg_lo, st.seg_hi, st.seg_class, st.mult, st.mult_capped, st.cap, excess,
-                           below)
+        K.clients_cap_sums_dot(st.S[st.next_coord], st.pr, st.seg_lo, st.seg_hi, st.seg_class, st.mult,
+                               st.mult_capped, st.cap, excess, below, st.acc_new)
         e, b = excess.reshape(-1, 2), below.reshape(-1, 2)
         return np.column_stack([e[:, 0], e[:, 1], b[:, 0], b[:, 1]])   # [s+, s-, O+, O-] (line 29)
 

@@ -647,3 +647,82 @@ def clients_cap_sums(pr, seg_lo, seg_hi, seg_class, mult, mult_capped, cap, out_
     for s in range(seg_lo.shape[0]):
         c = seg_class[s]
         out_excess[s], out_below[s] = segment_cap_sums(pr, seg_lo[s], seg_hi[s], mult[c], mult_capped[c], cap)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Saddle-DSVC clients with the shared coordinate stream: round 2's pass also prepares the next round 1
+# ---------------------------------------------------------------------------------------------------------------
+
+@numba.njit(**_OPTS)
+def segment_mirror_next(row, row_next, u, Lr, pr, lo, hi, dw, d, kappa, gamma, off, logcap, mult, cap, shift):
+    """`segment_mirror` without storing p[t], fused with the sums the next delta needs (row_next = S_i*(t+1)).
+
+    Returns (sum of the new pr, sum row_next*pr_new, sum row_next*p[t]).
+    """
+    _wide_simd()
+    inv = 1.0 / (gamma + kappa)
+    ddw = d * dw
+    r = row[lo:hi]
+    rn = row_next[lo:hi]
+    uu = u[lo:hi]
+    LL = Lr[lo:hi]
+    q = pr[lo:hi]
+    z = 0.0
+    acc_e = 0.0
+    acc_old = 0.0
+    for j in range(r.shape[0]):
+        s = r[j]
+        a = uu[j] + ddw * s
+        uu[j] += dw * s
+        L = min(LL[j] - off, logcap)
+        p_old = min(mult * q[j], cap)
+        lt = (kappa * L - a) * inv
+        e = vexp(lt - shift)
+        LL[j] = lt
+        q[j] = e
+        z += e
+        sn = rn[j]
+        acc_e += sn * e
+        acc_old += sn * p_old
+    return z, acc_e, acc_old
+
+
+@numba.njit(**_OPTS)
+def segment_cap_sums_dot(row_next, pr, lo, hi, mult, mult_capped, cap):
+    """`segment_cap_sums` fused with sum row_next*min(cap, mult*pr): if this report closes the projection, that
+    sum is the new-weights part of the next delta."""
+    _wide_simd()
+    rn = row_next[lo:hi]
+    q = pr[lo:hi]
+    excess = 0.0
+    below = 0.0
+    dot = 0.0
+    for j in range(q.shape[0]):
+        p = mult * q[j]
+        fresh = mult_capped * q[j] <= cap
+        over = p > cap
+        excess += (p - cap) if (fresh and over) else 0.0
+        below += p if p < cap else 0.0
+        dot += rn[j] * (cap if over else p)
+    return excess, below, dot
+
+
+@numba.njit(cache=True, nogil=True)
+def clients_mirror_next(row, row_next, u, Lr, pr, seg_lo, seg_hi, seg_class, dw, d, kappa, gamma, off, logcap,
+                        mult, cap, shift, out_z, out_new, out_old):
+    """Round 2 of Algorithm 4 for every client of a group, preparing the next round 1 (per segment)."""
+    for s in range(seg_lo.shape[0]):
+        c = seg_class[s]
+        out_z[s], out_new[s], out_old[s] = segment_mirror_next(row, row_next, u, Lr, pr, seg_lo[s], seg_hi[s], dw,
+                                                               d, kappa, gamma, off[c], logcap, mult[c], cap,
+                                                               shift[c])
+
+
+@numba.njit(cache=True, nogil=True)
+def clients_cap_sums_dot(row_next, pr, seg_lo, seg_hi, seg_class, mult, mult_capped, cap, out_excess, out_below,
+                         out_dot):
+    """Round 4 of Algorithm 4 for every client of a group, with the next delta's capped dot."""
+    for s in range(seg_lo.shape[0]):
+        c = seg_class[s]
+        out_excess[s], out_below[s], out_dot[s] = segment_cap_sums_dot(row_next, pr, seg_lo[s], seg_hi[s], mult[c],
+                                                                       mult_capped[c], cap)

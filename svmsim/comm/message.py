@@ -9,7 +9,6 @@ the payload's bytes (8 per float64 or int64 scalar).
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,13 +17,21 @@ __all__ = ["MessageBatch", "Outbox", "Inbox", "merge_batches", "constant_ids", "
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
 _CONST_CACHE: dict[tuple[int, int], np.ndarray] = {}
-_SHARED: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
+_SHARED: dict[int, np.ndarray] = {}   # id -> array, holding the arrays so that their ids stay theirs
+_SHARED_LIMIT = 1 << 16
 
 
 def is_shared_ids(arr: np.ndarray) -> bool:
     """True for id arrays made by `constant_ids` or `frozen_ids`: read-only and reused from round to round, so
     the meter and the router may cache what they computed for them."""
     return _SHARED.get(id(arr)) is arr
+
+
+def _share(arr: np.ndarray) -> None:
+    if len(_SHARED) >= _SHARED_LIMIT:       # programs that freeze ids every round: start over (caches still work)
+        _SHARED.clear()
+        _CONST_CACHE.clear()
+    _SHARED[id(arr)] = arr
 
 
 def constant_ids(value: int, n: int) -> np.ndarray:
@@ -38,7 +45,7 @@ def constant_ids(value: int, n: int) -> np.ndarray:
         arr = np.full(n, value, dtype=np.int64)
         arr.flags.writeable = False
         _CONST_CACHE[key] = arr
-        _SHARED[id(arr)] = arr
+        _share(arr)
     return arr
 
 
@@ -46,7 +53,7 @@ def frozen_ids(ids) -> np.ndarray:
     """`ids` as a read-only int64 array (node programs freeze the id arrays they send with, once)."""
     arr = np.array(ids, dtype=np.int64)
     arr.flags.writeable = False
-    _SHARED[id(arr)] = arr
+    _share(arr)
     return arr
 
 
