@@ -14,7 +14,6 @@ woken groups run in the round after.
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Callable
 
 import numpy as np
@@ -58,18 +57,35 @@ class SyncScheduler:
             self.node_group[g.node_ids] = g.gid
         self.round = 0
         self.iteration = 0
-        # messages in flight and groups to wake, kept between calls so that `run` can resume
-        self._mail: dict = defaultdict(lambda: defaultdict(list))
+        # messages in flight (gid -> Inbox) and groups to wake, kept between calls so that `run` can resume
+        self._mail: dict[int, Inbox] = {}
+        self._pending: dict[tuple[int, str], list[MessageBatch]] = {}   # several batches for one (gid, tag)
         self._wake: set[int] = {g.gid for g in groups if g.program.initiator}
         self._route_cache: dict[int, tuple] = {}
 
-    def _route(self, batch: MessageBatch, mail: dict) -> None:
+    def _post(self, gid: int, batch: MessageBatch) -> None:
+        inbox = self._mail.get(gid)
+        if inbox is None:
+            inbox = self._mail[gid] = Inbox()
+        tag = batch.tag
+        prev = inbox.get(tag)
+        if prev is None:
+            inbox[tag] = batch
+        else:
+            key = (gid, tag)
+            lst = self._pending.get(key)
+            if lst is None:
+                self._pending[key] = [prev, batch]
+            else:
+                lst.append(batch)
+
+    def _route(self, batch: MessageBatch) -> None:
         dst = batch.dst
         shared = is_shared_ids(dst)
         if shared:                                           # a shared id array: route from cache
             hit = self._route_cache.get(id(dst))
             if hit is not None and hit[0] is dst and hit[1] >= 0:
-                mail[hit[1]][batch.tag].append(batch)
+                self._post(hit[1], batch)
                 return
         gids = self.node_group[dst]
         g0 = int(gids[0])
@@ -79,46 +95,49 @@ class SyncScheduler:
                 self._route_cache.clear()
             self._route_cache[id(dst)] = (dst, g0 if single else -1)
         if single:
-            mail[g0][batch.tag].append(batch)
+            self._post(g0, batch)
             return
         for g in np.unique(gids):
-            mail[int(g)][batch.tag].append(batch.select(gids == g))
+            self._post(int(g), batch.select(gids == g))
 
-    def _deliver(self, outboxes: dict, round_: int, mail: dict, wake: set) -> tuple[int | None, bool]:
+    def _deliver(self, outboxes: dict, round_: int) -> tuple[int | None, bool]:
         """Meter and route one round's outboxes; return (completed iteration or None, done flag)."""
         completed = None
         done = False
         record = self.meter.record
+        faults = self.faults
         for gid in (sorted(outboxes) if len(outboxes) > 1 else outboxes):
             out = outboxes[gid]
             for batch in out.batches:
-                if self.faults is not None:
-                    batch, dropped = self.faults.apply(round_, batch)
+                if faults is not None:
+                    batch, dropped = faults.apply(round_, batch)
                     if dropped is not None and dropped.n_messages:
                         self.meter.record_dropped(round_, dropped)
                     if batch.n_messages == 0:
                         continue
                 record(round_, batch)
-                self._route(batch, mail)
+                self._route(batch)
             sig = out.signals
             if sig:
                 if "iteration" in sig:
                     completed = int(sig["iteration"])
                 if sig.get("wake"):
-                    wake.add(gid)
+                    self._wake.add(gid)
                 if sig.get("done"):
                     done = True
         return completed, done
 
-    @staticmethod
-    def _inboxes(mail: dict) -> dict[int, Inbox]:
-        out = {}
-        for gid in (sorted(mail) if len(mail) > 1 else mail):
-            inbox = Inbox()
-            for tag, batches in mail[gid].items():
-                inbox[tag] = batches[0] if len(batches) == 1 else merge_batches(batches)
-            out[gid] = inbox
-        return out
+    def _take_mail(self) -> dict[int, Inbox]:
+        """This round's inboxes (rows of merged batches ordered by (src, dst)); clears the mailbox."""
+        mail = self._mail
+        if self._pending:
+            for (gid, tag), batches in self._pending.items():
+                mail[gid][tag] = merge_batches(batches)
+            self._pending = {}
+        self._mail = {}
+        if len(mail) > 1:
+            mail = {g: mail[g] for g in sorted(mail)}
+        return mail
 
     def run(self, *, max_iterations: int | None = None, max_rounds: int | None = None,
             max_scalars: int | None = None, observe_every: int = 0,
@@ -130,30 +149,31 @@ class SyncScheduler:
         returns True to stop. Returns the reason the run stopped. A later call resumes where this one stopped.
         """
         empty = Inbox()
+        meter = self.meter
+        step = self.engine.step
         while True:
-            inboxes = self._inboxes(self._mail)
-            for gid in self._wake:
-                if gid not in inboxes:
-                    inboxes[gid] = empty
+            if max_rounds is not None and self.round >= max_rounds and (self._mail or self._wake):
+                return StopReason.ROUNDS
+            inboxes = self._take_mail()
+            if self._wake:
+                for gid in self._wake:
+                    if gid not in inboxes:
+                        inboxes[gid] = empty
+                self._wake = set()
             if not inboxes:
                 return StopReason.QUIESCENT
-            if max_rounds is not None and self.round >= max_rounds:
-                return StopReason.ROUNDS
-            self._mail = defaultdict(lambda: defaultdict(list))
-            self._wake = set()
-            outboxes = self.engine.step(self.round, inboxes)
-            completed, done = self._deliver(outboxes, self.round, self._mail, self._wake)
+            completed, done = self._deliver(step(self.round, inboxes), self.round)
             self.round += 1
             if on_round is not None:
                 on_round(self.round)
-            if max_scalars is not None and self.meter.scalars >= max_scalars:
+            if max_scalars is not None and meter.scalars >= max_scalars:
                 return StopReason.COMMUNICATION
             if completed is None:
                 if done:
                     return StopReason.DONE
                 continue
             self.iteration = completed
-            self.meter.mark_iteration(completed, self.round - 1)
+            meter.mark_iteration(completed, self.round - 1)
             last = (max_iterations is not None and completed >= max_iterations) or done
             due = on_iteration is not None and bool(observe_every) and completed % observe_every == 0
             if due or last:
@@ -169,8 +189,6 @@ class SyncScheduler:
         """Step only the groups with mail, so that the iteration's closing messages are applied."""
         if not self._mail:
             return
-        inboxes = self._inboxes(self._mail)
-        self._mail = defaultdict(lambda: defaultdict(list))
-        outboxes = self.engine.step(self.round, inboxes)
-        self._deliver(outboxes, self.round, self._mail, self._wake)
+        inboxes = self._take_mail()
+        self._deliver(self.engine.step(self.round, inboxes), self.round)
         self.round += 1
