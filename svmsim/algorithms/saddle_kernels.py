@@ -63,36 +63,6 @@ def segment_delta(row, pr, p_prev, lo, hi, mult, cap, theta):
     return acc
 
 
-@numba.njit(**_OPTS)
-def segment_mirror(row, u, Lr, pr, p_prev, lo, hi, dw, d, kappa, gamma, off, logcap, mult, cap, shift):
-    """Algorithm 2 lines 5-6 / Algorithm 4 lines 13-14 on one segment, unnormalised (eqs. 10-11).
-
-    a_j = <w_hat, S_j> = u_j + d*dw*S_i*j with w_hat = w[t] + d (w[t+1] - w[t]); then u_j += dw*S_i*j;
-    Lt_j = (kappa*log p_j - a_j)/(gamma + kappa); pr_j = exp(Lt_j - shift). Keeps p[t] in p_prev.
-    Returns the segment's sum of pr.
-    """
-    inv = 1.0 / (gamma + kappa)
-    ddw = d * dw
-    r = row[lo:hi]
-    uu = u[lo:hi]
-    LL = Lr[lo:hi]
-    q = pr[lo:hi]
-    qp = p_prev[lo:hi]
-    z = 0.0
-    for j in range(r.shape[0]):
-        s = r[j]
-        a = uu[j] + ddw * s
-        uu[j] += dw * s
-        L = min(LL[j] - off, logcap)
-        qp[j] = min(mult * q[j], cap)
-        lt = (kappa * L - a) * inv
-        e = vexp(lt - shift)
-        LL[j] = lt
-        q[j] = e
-        z += e
-    return z
-
-
 @intrinsic
 def _wide_simd(typingctx):
     """Mark the calling function for 512-bit auto-vectorisation (zmm registers on AVX-512 CPUs).
@@ -336,25 +306,6 @@ def segment_rescale_exp(Lr, pr, lo, hi, shift):
         q[j] = e
         z += e
     return z
-
-
-@numba.njit(**_OPTS)
-def segment_cap_sums(pr, lo, hi, mult, mult_capped, cap):
-    """Rule 3 sums on one segment (Algorithm 4 lines 27-28, eqs. 12-13), in the lazy representation.
-
-    During the passes the true weights are: cap for the entries capped by an earlier pass (those with
-    mult_capped*pr > cap), mult*pr for the others. Returns (excess over the cap of the not-yet-capped entries,
-    mass of the entries below the cap).
-    """
-    q = pr[lo:hi]
-    excess = 0.0
-    below = 0.0
-    for j in range(q.shape[0]):
-        p = mult * q[j]
-        fresh = mult_capped * q[j] <= cap
-        excess += (p - cap) if (fresh and p > cap) else 0.0
-        below += p if p < cap else 0.0
-    return excess, below
 
 
 @numba.njit(**_OPTS)
@@ -631,31 +582,15 @@ def clients_delta(row, pr, p_prev, seg_lo, seg_hi, seg_class, mult, cap, theta, 
         out[s] = segment_delta(row, pr, p_prev, seg_lo[s], seg_hi[s], mult[c], cap, theta)
 
 
-@numba.njit(cache=True, nogil=True)
-def clients_mirror(row, u, Lr, pr, p_prev, seg_lo, seg_hi, seg_class, dw, d, kappa, gamma, off, logcap,
-                   mult, cap, shift, out_z):
-    """Round 2 of Algorithm 4 (lines 13-15) for every client of a group: per-segment sums of the new weights."""
-    for s in range(seg_lo.shape[0]):
-        c = seg_class[s]
-        out_z[s] = segment_mirror(row, u, Lr, pr, p_prev, seg_lo[s], seg_hi[s], dw, d, kappa, gamma, off[c],
-                                  logcap, mult[c], cap, shift[c])
-
-
-@numba.njit(cache=True, nogil=True)
-def clients_cap_sums(pr, seg_lo, seg_hi, seg_class, mult, mult_capped, cap, out_excess, out_below):
-    """Round 4 of Algorithm 4 (lines 27-28) for every client of a group."""
-    for s in range(seg_lo.shape[0]):
-        c = seg_class[s]
-        out_excess[s], out_below[s] = segment_cap_sums(pr, seg_lo[s], seg_hi[s], mult[c], mult_capped[c], cap)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Saddle-DSVC clients with the shared coordinate stream: round 2's pass also prepares the next round 1
 # ---------------------------------------------------------------------------------------------------------------
 
 @numba.njit(**_OPTS)
 def segment_mirror_next(row, row_next, u, Lr, pr, lo, hi, dw, d, kappa, gamma, off, logcap, mult, cap, shift):
-    """`segment_mirror` without storing p[t], fused with the sums the next delta needs (row_next = S_i*(t+1)).
+    """Algorithm 4 lines 13-14 on one segment, unnormalised (eqs. 10-11), fused with the sums the next delta
+    needs (row_next = S_i*(t+1)): a_j = u_j + d*dw*S_i*j (w_hat = w[t] + d (w[t+1] - w[t])), u_j += dw*S_i*j,
+    Lt_j = (kappa*log p_j - a_j)/(gamma + kappa), pr_j = exp(Lt_j - shift).
 
     Returns (sum of the new pr, sum row_next*pr_new, sum row_next*p[t]).
     """
@@ -689,8 +624,14 @@ def segment_mirror_next(row, row_next, u, Lr, pr, lo, hi, dw, d, kappa, gamma, o
 
 @numba.njit(**_OPTS)
 def segment_cap_sums_dot(row_next, pr, lo, hi, mult, mult_capped, cap):
-    """`segment_cap_sums` fused with sum row_next*min(cap, mult*pr): if this report closes the projection, that
-    sum is the new-weights part of the next delta."""
+    """Rule 3 sums on one segment (Algorithm 4 lines 27-28, eqs. 12-13) in the lazy representation, fused with
+    sum row_next*min(cap, mult*pr) (if this report closes the projection, that sum is the new-weights part of
+    the next delta).
+
+    During the passes the true weights are: cap for the entries capped by an earlier pass (those with
+    mult_capped*pr > cap), mult*pr for the others. Returns (excess over the cap of the not-yet-capped entries,
+    mass of the entries below the cap, the dot).
+    """
     _wide_simd()
     rn = row_next[lo:hi]
     q = pr[lo:hi]
