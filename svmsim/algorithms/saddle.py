@@ -201,16 +201,16 @@ def capped_min(values: np.ndarray, cap: float) -> float:
     return float(total)
 
 
-def hull_lower_bound(X, y: np.ndarray, direction: np.ndarray, cap: float) -> tuple[float, float]:
+def hull_lower_bound(X, y: np.ndarray, direction: np.ndarray, cap: float, proj: np.ndarray | None = None
+                     ) -> tuple[float, float]:
     """(gap, b) of a direction v: gap = capmin_P(v.x) - capmax_Q(v.x), b the bisecting offset (notes section 1).
 
-    gap/|v| is a lower bound on the (reduced) hull distance.
+    gap/|v| is a lower bound on the (reduced) hull distance. `proj` = X @ v when already computed.
     """
-    proj = np.asarray(X @ direction).ravel()
-    pos = proj[y > 0]
-    neg = -proj[y < 0]
-    lo_p = capped_min(pos, cap)
-    hi_q = -capped_min(neg, cap)
+    if proj is None:
+        proj = np.asarray(X @ direction).ravel()
+    lo_p = capped_min(proj[y > 0], cap)
+    hi_q = -capped_min(-proj[y < 0], cap)
     return lo_p - hi_q, 0.5 * (lo_p + hi_q)
 
 
@@ -230,14 +230,16 @@ class SaddleEvaluator:
     X_test: object = None
     y_test: np.ndarray | None = None
 
-    def model(self, w: np.ndarray) -> tuple[np.ndarray, float, float]:
+    def model(self, w: np.ndarray, proj: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
         """Direction in original coordinates, offset b (predict sign(v.x - b)) and gap."""
         v = self.rotation.to_original(w)
-        gap, b = hull_lower_bound(self.X, self.y, v, self.cap)
+        gap, b = hull_lower_bound(self.X, self.y, v, self.cap, proj)
         return v, b, gap
 
     def __call__(self, w: np.ndarray, p: np.ndarray) -> dict:
-        v, b, gap = self.model(w)
+        v = self.rotation.to_original(w)
+        proj = np.asarray(self.X @ v).ravel()
+        gap, b = hull_lower_bound(self.X, self.y, v, self.cap, proj)
         z = np.asarray(self.X.T @ (self.y * p)).ravel()
         upper = float(np.linalg.norm(z))
         vnorm = float(np.linalg.norm(v))
@@ -255,8 +257,7 @@ class SaddleEvaluator:
         else:
             out["objective"] = upper                  # the paper's Table 1 "obj": distance between the hulls
         out["duality_gap"] = (upper * upper - lower * lower) / 8.0 if self.cap < 1.0 else upper - lower
-        score = np.asarray(self.X @ v).ravel() - b
-        out["train_accuracy"] = float(np.mean(np.where(score >= 0, 1.0, -1.0) == self.y))
+        out["train_accuracy"] = float(np.mean(np.where(proj >= b, 1.0, -1.0) == self.y))
         if self.X_test is not None and self.y_test is not None and len(self.y_test):
             st = np.asarray(self.X_test @ v).ravel() - b
             out["test_accuracy"] = float(np.mean(np.where(st >= 0, 1.0, -1.0) == self.y_test))
