@@ -1,22 +1,26 @@
-"""Time one synchronous round on Ray: bare actor calls vs svmsim's Ray engines.
+"""Time one synchronous round on Ray: bare actor calls vs svmsim's Ray engines, separate vs co-located hosts.
 
-Measures, on a local Ray:
-  (a) floor:      one round of bare `.remote()` calls to 2 trivial actors (one call each, one `ray.get`);
-  (b) ray:        svmsim rounds with k logical clients on 2 host actors (+ the server's host), driven by
-                  `SyncScheduler` with a toy program whose messages carry a few floats;
-  (c) ray-cgraph: the same with the hosts driven by a compiled graph;
-  plus, for context: the in-process engine on the same program (the scheduler's own share of a round), a
-  compiled graph of 3 trivial actors (the floor of (c), whose graph spans 3 hosts), (b) with
-  ``wire="objects"`` (inboxes and outboxes handed to Ray's serialiser instead of one bytes object each), and
-  (c) with all clients on one host (a graph over 2 actors).
+Measures, on a local Ray, with k logical clients split over 2 client groups plus the server's group:
+  floor:                one round of bare `.remote()` calls to 2 trivial actors (one call each, one `ray.get`);
+  cgraph floor 2 / 3:   one execution of a compiled graph over 2 / 3 trivial actors;
+  ray separate:         svmsim rounds on plain actors, the server in an actor of its own (3 actors);
+  ray co-located:       the same with the server in the first client actor (2 actors);
+  ray-cgraph separate / co-located: the same driven by a compiled graph (a graph over 3 / 2 actors);
+  plus, for context: the in-process engine on the same program (the scheduler's own share of a round), plain
+  actors with ``wire="objects"``, and a compiled graph with everything on 1 actor.
+The rounds are driven by `SyncScheduler` with a toy program whose messages carry a few floats.
 
 The toy server aggregates the replies and broadcasts the next value in one step, so rounds alternate between a
-*server round* (one host stepped) and a *client round* (both client hosts stepped, the floor's shape).
+*server round* (one group stepped) and a *client round* (both client groups stepped, the floor's shape).
 Configurations are interleaved in a shuffled order per repetition; every engine is built fresh for its
 repetition (a compiled graph left alive keeps its actors polling, which would slow the other configurations).
 Reports medians over repetitions of per-repetition medians, in ms, and writes benchmarks/results/ray_round.json.
 
-    python benchmarks/bench_ray_round.py [--clients 20] [--reps 5] [--rounds 300]
+For the co-located compiled graph it also splits a round into the driver's parts (the scheduler outside
+`engine.step`, encoding the inboxes, `execute`, waiting in `ray.get`, decoding the outboxes) and measures the
+CPU that idle compiled-graph actors burn while they poll their input channels.
+
+    python benchmarks/bench_ray_round.py [--clients 20] [--reps 15] [--rounds 300]
 """
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ os.chdir(ROOT)  # Ray's workers import svmsim from the driver's working director
 
 import ray  # noqa: E402
 
+import svmsim.engine.ray_engine as ray_engine  # noqa: E402
 from svmsim.comm.message import MessageBatch, Outbox  # noqa: E402
 from svmsim.comm.meter import Meter  # noqa: E402
 from svmsim.engine import InProcessEngine  # noqa: E402
@@ -129,28 +134,91 @@ def floor_round(n_rounds, n_actors=2, compiled=False):
     return {"all": statistics.median(times)}
 
 
-def engine_rounds(engine, k, n_rounds):
-    """Run the toy through SyncScheduler; per-round wall times split into server and client rounds."""
+def engine_rounds(engine, k, n_rounds, breakdown=False):
+    """Run the toy through SyncScheduler; per-round wall times split into server and client rounds.
+
+    With `breakdown` (compiled graphs only), also the median per-round time of the driver's parts of a round."""
+    parts = {"step": [], "encode": [], "execute": [], "decode": []}
+    restore = {}
     with engine:
         groups = engine.plan(roles(k))
         engine.deploy(groups, 0)
+        if breakdown:
+            restore = {"encode_inboxes": ray_engine.encode_inboxes, "decode_outboxes": ray_engine.decode_outboxes}
+            engine.step = _timed(engine.step, parts["step"])
+            engine._graph.execute = _timed(engine._graph.execute, parts["execute"])
+            ray_engine.encode_inboxes = _timed(restore["encode_inboxes"], parts["encode"])
+            ray_engine.decode_outboxes = _timed(restore["decode_outboxes"], parts["decode"])
         meter = Meter(k + 1)
         sched = SyncScheduler(engine, groups, meter, k + 1)
         stamps = [time.perf_counter()]
-        sched.run(max_rounds=WARMUP + n_rounds, on_round=lambda r: stamps.append(time.perf_counter()))
+        try:
+            sched.run(max_rounds=WARMUP + n_rounds, on_round=lambda r: stamps.append(time.perf_counter()))
+        finally:
+            for name, fn in restore.items():
+                setattr(ray_engine, name, fn)
     dt = np.diff(stamps)[WARMUP:]
     rounds = np.arange(WARMUP, WARMUP + dt.size)
     client = dt[rounds % 2 == 1]  # round 0: server broadcasts; odd rounds: clients reply
     server = dt[rounds % 2 == 0]
-    return {"all": float(np.median(dt)), "client_round": float(np.median(client)),
-            "server_round": float(np.median(server)), "messages": meter.messages}
+    res = {"all": float(np.median(dt)), "client_round": float(np.median(client)),
+           "server_round": float(np.median(server)), "messages": meter.messages}
+    if breakdown:
+        per_round = {}
+        for name, times in parts.items():  # encode / decode run once per actor with mail: sum per round
+            calls_per_round = len(times) / len(parts["step"])
+            per_round[name] = float(np.median(times[WARMUP:])) * calls_per_round
+        per_round["ray_get"] = per_round["step"] - per_round["encode"] - per_round["execute"] - per_round["decode"]
+        per_round["scheduler"] = res["all"] - per_round["step"]
+        res["breakdown"] = per_round
+    return res
+
+
+def _timed(fn, sink):
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            sink.append(time.perf_counter() - t0)
+    return timed
+
+
+def _cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_polling(k, seconds=2.0):
+    """CPU (in cores) that the actors of an idle co-located compiled graph burn, and the same with no graph."""
+    from ray._private import state
+
+    out = {}
+    for compiled in (True, False):
+        with RayEngine(compiled=compiled, actors=2, colocate=True) as eng:
+            eng.deploy(eng.plan(roles(k)), 0)
+            ids = {h._actor_id.hex() for h in eng._hosts}
+            pids = [a["Pid"] for a in state.actors().values() if a["ActorID"] in ids and a["State"] == "ALIVE"]
+            time.sleep(0.5)
+            before = [_cpu_seconds(p) for p in pids]
+            time.sleep(seconds)
+            out["cgraph" if compiled else "plain"] = [round((_cpu_seconds(p) - c) / seconds, 3)
+                                                      for p, c in zip(pids, before)]
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=20)
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--no-polling", dest="polling", action="store_false",
+                    help="do not measure the CPU that idle compiled-graph actors burn")
+    ap.add_argument("--no-breakdown", dest="breakdown", action="store_false",
+                    help="do not time the driver's parts of a co-located compiled round")
     ap.add_argument("--rounds", type=int, default=300)
+    ap.add_argument("--only", default="", help="comma-separated configurations to run (default: all; the "
+                    "floor is always run)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "ray_round.json"))
     args = ap.parse_args()
 
@@ -160,13 +228,23 @@ def main():
     k, n = args.clients, args.rounds
     configs = {
         "floor": lambda: floor_round(n),
+        "cgraph-floor-2": lambda: floor_round(n, 2, compiled=True),
         "cgraph-floor-3": lambda: floor_round(n, 3, compiled=True),
         "inproc": lambda: engine_rounds(InProcessEngine(), k, n),
-        "ray": lambda: engine_rounds(RayEngine(actors=2), k, n),
-        "ray-objects": lambda: engine_rounds(RayEngine(actors=2, wire="objects"), k, n),
-        "ray-cgraph": lambda: engine_rounds(RayEngine(compiled=True, actors=2), k, n),
-        "ray-cgraph-1": lambda: engine_rounds(RayEngine(compiled=True, actors=1), k, n),
+        "ray-separate": lambda: engine_rounds(RayEngine(actors=2, colocate=False), k, n),
+        "ray-colocated": lambda: engine_rounds(RayEngine(actors=2, colocate=True), k, n),
+        "ray-objects": lambda: engine_rounds(RayEngine(actors=2, wire="objects", colocate=False), k, n),
+        "ray-cgraph-separate": lambda: engine_rounds(RayEngine(compiled=True, actors=2, colocate=False), k, n),
+        "ray-cgraph-colocated": lambda: engine_rounds(RayEngine(compiled=True, actors=2, colocate=True), k, n,
+                                                      breakdown=args.breakdown),
+        "ray-cgraph-1": lambda: engine_rounds(RayEngine(compiled=True, actors=1, colocate=True), k, n),
     }
+    if args.only:
+        wanted = {"floor", *args.only.split(",")}
+        unknown = wanted - set(configs)
+        if unknown:
+            ap.error(f"unknown configurations {sorted(unknown)}; allowed: {', '.join(configs)}")
+        configs = {name: fn for name, fn in configs.items() if name in wanted}
     load_before = os.getloadavg()
     reps: dict[str, list[dict]] = {name: [] for name in configs}
     rng = random.Random(0)
@@ -177,36 +255,53 @@ def main():
             for name in order:
                 reps[name].append(configs[name]())
             print(f"repetition {rep + 1}/{args.reps} done ({', '.join(order)})", flush=True)
+        polling = idle_polling(k) if args.polling else None
     finally:
         ray.shutdown()
         shutil.rmtree(temp_dir, ignore_errors=True)
 
-    ms = {name: {key: 1e3 * statistics.median(r[key] for r in runs) for key in runs[0] if key != "messages"}
+    keys = ("all", "client_round", "server_round")
+    ms = {name: {key: 1e3 * statistics.median(r[key] for r in runs) for key in keys if key in runs[0]}
           for name, runs in reps.items()}
+    with_parts = [r["breakdown"] for r in reps.get("ray-cgraph-colocated", []) if "breakdown" in r]
+    parts_ms = ({key: 1e3 * statistics.median(p[key] for p in with_parts) for key in with_parts[0]}
+                if with_parts else None)
     floor = ms["floor"]["all"]
-    labels = {"floor": "(a) floor: 2 bare calls", "cgraph-floor-3": "compiled floor, 3 actors",
-              "inproc": "in-process engine", "ray": "(b) ray", "ray-objects": "ray, wire=objects",
-              "ray-cgraph": "(c) ray-cgraph", "ray-cgraph-1": "ray-cgraph, 1 client host"}
+    labels = {"floor": "floor: 2 bare calls", "cgraph-floor-2": "cgraph floor, 2 actors",
+              "cgraph-floor-3": "cgraph floor, 3 actors", "inproc": "in-process engine",
+              "ray-separate": "ray, separate (3 act.)", "ray-colocated": "ray, co-located (2 act.)",
+              "ray-objects": "ray, wire=objects, sep.", "ray-cgraph-separate": "ray-cgraph, separate (3)",
+              "ray-cgraph-colocated": "ray-cgraph, co-located (2)", "ray-cgraph-1": "ray-cgraph, 1 actor"}
     rows = [(labels[name], v["all"], v.get("client_round"), v.get("server_round")) for name, v in ms.items()]
     print(f"\nload average before/after (1 min): {load_before[0]:.2f} / {os.getloadavg()[0]:.2f}")
-    print(f"k = {args.clients} clients on 2 client hosts + 1 server host; {args.reps} reps x {args.rounds} rounds;"
-          " medians in ms")
-    print(f"{'configuration':<28}{'all rounds':>12}{'client rnd':>12}{'server rnd':>12}{'x floor':>10}")
+    print(f"k = {args.clients} clients in 2 client groups + 1 server group; {args.reps} reps x {args.rounds} "
+          "rounds; medians in ms")
+    print(f"{'configuration':<30}{'all rounds':>12}{'client rnd':>12}{'server rnd':>12}{'x floor':>10}")
     for label, a, c, s in rows:
         fmt = lambda v: f"{v:12.3f}" if v is not None else f"{'-':>12}"  # noqa: E731
         ratio = (c if c is not None else a) / floor
-        print(f"{label:<28}{fmt(a)}{fmt(c)}{fmt(s)}{ratio:10.2f}")
+        print(f"{label:<30}{fmt(a)}{fmt(c)}{fmt(s)}{ratio:10.2f}")
+    if parts_ms:
+        print("\nray-cgraph co-located, one round split on the driver (ms): "
+              + ", ".join(f"{k} {v:.3f}" for k, v in parts_ms.items()))
+    if polling:
+        print(f"idle actors' CPU (cores), co-located, graph alive vs plain actors: {polling}")
+    get = lambda name, key="all": ms[name][key] if name in ms else None  # noqa: E731
+    cg = get("ray-cgraph-colocated")
     result = {
         "clients": args.clients, "reps": args.reps, "rounds": args.rounds, "warmup": WARMUP,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__,
                     "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},
         "median_ms": ms,
-        "ratio_ray_client_round_to_floor": ms["ray"]["client_round"] / floor,
-        "ratio_ray_all_rounds_to_floor": ms["ray"]["all"] / floor,
-        "cgraph_all_rounds_ms": ms["ray-cgraph"]["all"],
-        "cgraph_one_client_host_all_rounds_ms": ms["ray-cgraph-1"]["all"],
-        "targets": {"ray_client_round_le_1.3x_floor": ms["ray"]["client_round"] <= 1.3 * floor,
-                    "cgraph_round_le_0.5ms": ms["ray-cgraph"]["all"] <= 0.5},
+        "cgraph_colocated_round_parts_ms": parts_ms,
+        "idle_actor_cpu_cores": polling,
+        "ratio_ray_client_round_to_floor": {name: ms[name]["client_round"] / floor
+                                            for name in ("ray-separate", "ray-colocated") if name in ms},
+        "cgraph_all_rounds_ms": {name: ms[name]["all"] for name in
+                                 ("ray-cgraph-separate", "ray-cgraph-colocated", "ray-cgraph-1") if name in ms},
+        "targets": {"ray_client_round_le_1.3x_floor": (None if "ray-separate" not in ms else
+                                                       get("ray-separate", "client_round") <= 1.3 * floor),
+                    "cgraph_colocated_round_le_0.5ms": None if cg is None else cg <= 0.5},
         "per_repetition_s": reps,
     }
     out = Path(args.out)

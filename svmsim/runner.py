@@ -261,6 +261,7 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
                 opts = {}
                 if scenario.engine.is_ray:
                     opts = {"actors": scenario.engine.actors, "address": scenario.engine.address or None,
+                            "colocate": scenario.engine.colocate,
                             "init_options": {"include_dashboard": scenario.engine.dashboard}}
                 eng = make_engine(scenario.engine.name, **opts)
                 own_engine = True

@@ -368,6 +368,7 @@ class EngineSection(_Section):
     address: str = ""
     dashboard: bool = False
     metrics: bool = True
+    colocate: bool = True   # Ray: single-node roles (the server) share the first client host's actor
 
     @field_validator("name")
     @classmethod

@@ -12,12 +12,19 @@ ray = pytest.importorskip("ray")
 from svmsim.comm.message import Inbox, MessageBatch, Outbox  # noqa: E402
 from svmsim.comm.meter import Meter  # noqa: E402
 from svmsim.engine import InProcessEngine, make_engine  # noqa: E402
+from svmsim.engine.base import split_roles  # noqa: E402
 from svmsim.engine.ray_engine import (  # noqa: E402
     RayEngine,
+    colocate_groups,
     decode_inbox,
+    decode_inboxes,
     decode_outbox,
+    decode_outboxes,
     encode_inbox,
+    encode_inboxes,
     encode_outbox,
+    encode_outboxes,
+    placement,
 )
 from svmsim.errors import ScenarioError  # noqa: E402
 from svmsim.program import NodeProgram, RoleSpec  # noqa: E402
@@ -134,7 +141,7 @@ def run_toy(engine, k: int = K, iterations: int = T) -> dict:
         return False
 
     reason = sched.run(max_iterations=50, observe_every=2, on_iteration=on_iteration)
-    return {"reason": reason, "ledger": meter.ledger(), "log": meter.log, "seen": seen,
+    return {"reason": reason, "ledger": meter.ledger(), "log": meter.log, "rows": meter.message_rows(), "seen": seen,
             "final": by_role(groups, engine.observe()), "groups": groups, "rounds": sched.round}
 
 
@@ -203,30 +210,206 @@ def test_reference_run_is_sane(reference):
     assert reference["final"]["client"].shape == (K,)
 
 
-@pytest.mark.parametrize("compiled,wire", [(False, "bytes"), (True, "bytes"), (False, "objects")],
-                         ids=["ray", "ray-cgraph", "ray-objects"])
-def test_ray_engine_matches_inproc(ray_local, reference, compiled, wire):
-    eng = RayEngine(compiled=compiled, actors=2, wire=wire, round_timeout=ROUND_TIMEOUT)
+SEPARATE = ["server", "client-0..3", "client-4..6"]
+COLOCATED = ["client-0..3+server", "client-0..3+server", "client-4..6"]
+
+
+def assert_same_run(res: dict, ref: dict) -> None:
+    """Same stop, rounds, ledger, message rows, observations along the way and final state, bit for bit."""
+    assert res["reason"] == ref["reason"]
+    assert res["rounds"] == ref["rounds"]
+    assert res["ledger"].equals(ref["ledger"])
+    assert same_log(res["log"], ref["log"])
+    assert res["rows"] == ref["rows"]
+    for role in ("server", "client"):
+        assert np.array_equal(res["final"][role], ref["final"][role])
+    assert len(res["seen"]) == len(ref["seen"])
+    for (t, r, obs), (t0, r0, obs0) in zip(res["seen"], ref["seen"]):
+        assert (t, r) == (t0, r0)
+        assert all(np.array_equal(obs[role], obs0[role]) for role in obs0)
+
+
+@pytest.mark.parametrize("compiled,wire,colocate,hosts", [
+    (False, "bytes", None, COLOCATED),
+    (True, "bytes", None, COLOCATED),
+    (False, "objects", None, COLOCATED),
+    (False, "bytes", False, SEPARATE),
+    (True, "bytes", False, SEPARATE),
+    (False, "objects", False, SEPARATE),
+], ids=["ray", "ray-cgraph", "ray-objects", "ray-separate", "ray-cgraph-separate", "ray-objects-separate"])
+def test_ray_engine_matches_inproc(ray_local, reference, compiled, wire, colocate, hosts):
+    options = {} if colocate is None else {"colocate": colocate}  # None: the engine's default
+    eng = RayEngine(compiled=compiled, actors=2, wire=wire, round_timeout=ROUND_TIMEOUT, **options)
     try:
         res = run_toy(eng)
         assert eng.name == ("ray-cgraph" if compiled else "ray")
-        assert [g.host for g in res["groups"]] == ["server", "client-0..3", "client-4..6"]
-        assert named_hosts(eng.namespace) == {"server", "client-0..3", "client-4..6"}
+        assert [g.host for g in res["groups"]] == hosts
+        assert named_hosts(eng.namespace) == set(hosts)
         assert ray.get_actor("client-4..6", namespace=eng.namespace) is not None
         assert eng.ping()
     finally:
         eng.close()
-    assert res["reason"] == reference["reason"]
-    assert res["rounds"] == reference["rounds"]
-    assert res["ledger"].equals(reference["ledger"])
-    assert same_log(res["log"], reference["log"])
-    for role in ("server", "client"):
-        assert np.array_equal(res["final"][role], reference["final"][role])
-    assert len(res["seen"]) == len(reference["seen"])
-    for (t, r, obs), (t0, r0, obs0) in zip(res["seen"], reference["seen"]):
-        assert (t, r) == (t0, r0)
-        assert all(np.array_equal(obs[role], obs0[role]) for role in obs0)
+    assert_same_run(res, reference)
     assert wait_gone(eng.namespace) == set()
+
+
+def test_default_placement_is_colocated():
+    assert RayEngine().colocate is True and RayEngine(compiled=True).colocate is True
+    assert RayEngine(compiled=True, colocate=False).colocate is False
+    with pytest.raises(ScenarioError, match="colocate"):
+        RayEngine(colocate="yes")
+
+
+def test_colocation_keeps_the_plan_and_moves_single_node_roles():
+    roles = toy_roles(20)
+    sep = RayEngine(actors=2, colocate=False).plan(roles)
+    co = RayEngine(actors=2, colocate=True).plan(roles)
+    # the same groups (gids, roles, node slices, data), only where they live differs
+    assert [(g.gid, g.role, g.node_ids.tolist()) for g in co] == [(g.gid, g.role, g.node_ids.tolist()) for g in sep]
+    assert all(a.node_data is b.node_data or a.node_data == b.node_data for a, b in zip(co, sep))
+    assert [g.host for g in sep] == ["server", "client-0..9", "client-10..19"]
+    assert [g.host for g in co] == ["client-0..9+server", "client-0..9+server", "client-10..19"]
+    assert placement(co) == {"client-0..9+server": [0, 1], "client-10..19": [2]}
+    assert placement(sep) == {"server": [0], "client-0..9": [1], "client-10..19": [2]}
+    # applying it again changes nothing
+    assert [g.host for g in colocate_groups(co)] == ["client-0..9+server", "client-0..9+server", "client-10..19"]
+    # three actors for the clients: still exactly `actors` actors in all
+    assert len(placement(RayEngine(actors=3, colocate=True).plan(roles))) == 3
+
+
+def test_colocation_rules_for_other_shapes():
+    clients = np.arange(2, 8)
+    toy = ToyClient()
+    # two single-node roles join the first host of the largest role, in gid order
+    roles = [RoleSpec("server", toy, np.array([0])), RoleSpec("client", toy, clients),
+             RoleSpec("monitor", toy, np.array([1]))]
+    groups = colocate_groups(split_roles(roles, {"client": 2}))
+    assert [g.host for g in groups] == ["client-0..2+server+monitor"] * 2 + ["client-3..5"] + \
+        ["client-0..2+server+monitor"]
+    # the largest role comes first in the name even when it is not the first role
+    roles = [RoleSpec("client", toy, clients), RoleSpec("server", toy, np.array([0]))]
+    assert [g.host for g in colocate_groups(split_roles(roles, {"client": 3}))] == \
+        ["client-0..1+server", "client-2..3", "client-4..5", "client-0..1+server"]
+    # peers only: nothing to move
+    peers = [RoleSpec("peer", toy, np.arange(6))]
+    assert [g.host for g in colocate_groups(split_roles(peers, {"peer": 2}))] == ["peer-0..2", "peer-3..5"]
+    # one server and one client: one actor
+    one = [RoleSpec("server", toy, np.array([0])), RoleSpec("client", toy, np.array([1]))]
+    assert [g.host for g in colocate_groups(split_roles(one, {}))] == ["server+client"] * 2
+
+
+def test_deploy_places_groups_by_their_host(ray_local):
+    """deploy co-locates groups planned elsewhere (and says so in Group.host); groups that share a host name
+    share an actor even on an engine that would not co-locate them itself."""
+    groups = split_roles(toy_roles(5), {"client": 2})
+    assert [g.host for g in groups] == ["server", "client-0..2", "client-3..4"]
+    with RayEngine(actors=2, round_timeout=ROUND_TIMEOUT) as eng:
+        eng.deploy(groups, SEED)
+        assert [g.host for g in groups] == ["client-0..2+server", "client-0..2+server", "client-3..4"]
+        assert named_hosts(eng.namespace) == {"client-0..2+server", "client-3..4"}
+    assert wait_gone(eng.namespace) == set()
+    with RayEngine(actors=2, colocate=False, round_timeout=ROUND_TIMEOUT) as eng:
+        eng.deploy(groups, SEED)
+        assert named_hosts(eng.namespace) == {"client-0..2+server", "client-3..4"}
+        assert eng.ping() and sorted(eng.observe()) == [0, 1, 2]
+    assert wait_gone(eng.namespace) == set()
+
+
+def test_multi_group_wire_format_round_trip():
+    a = Inbox()
+    a["w"] = MessageBatch.broadcast("w", 0, np.array([3, 5, 9]), [1.5, -2.0])
+    b = Inbox()
+    b["reply"] = MessageBatch.gather("reply", np.array([1, 2]), 0, np.arange(6.0).reshape(2, 3))
+    b["w"] = MessageBatch("w", np.array([4]), np.array([2]), np.array([[7]], np.int16))
+    round_, back = decode_inboxes(encode_inboxes(5, {2: a, 0: b, 7: Inbox()}))
+    assert round_ == 5 and list(back) == [2, 0, 7]
+    assert list(back[0]) == ["reply", "w"] and len(back[7]) == 0
+    assert same_batch(back[2]["w"], a["w"]) and all(same_batch(back[0][t], b[t]) for t in b)
+    outs = {1: Outbox([MessageBatch.gather("reply", np.array([3, 5]), 0, np.ones((2, 4)))], {"iteration": 2}),
+            0: Outbox(signals={"wake": True}), 4: Outbox()}
+    back_out = decode_outboxes(encode_outboxes(outs))
+    assert list(back_out) == [1, 0, 4]
+    assert back_out[1].signals == {"iteration": 2} and same_batch(back_out[1].batches[0], outs[1].batches[0])
+    assert back_out[0].batches == [] and back_out[0].signals == {"wake": True} and back_out[4].signals is None
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["ray", "ray-cgraph"])
+def test_colocated_and_separate_runs_are_identical(ray_local, compiled):
+    """Saddle-sized toy (k=20): co-located and separate hosts give the same ledger, message rows and
+    observations, bit for bit; the co-located deployment runs on exactly 2 actors."""
+    runs = {}
+    for colocate in (False, True):
+        with RayEngine(compiled=compiled, actors=2, colocate=colocate, round_timeout=ROUND_TIMEOUT) as eng:
+            runs[colocate] = run_toy(eng, k=20)
+            runs[colocate]["actors"] = sorted(named_hosts(eng.namespace))
+        assert wait_gone(eng.namespace) == set()
+    assert runs[True]["actors"] == ["client-0..9+server", "client-10..19"]
+    assert runs[False]["actors"] == ["client-0..9", "client-10..19", "server"]
+    assert runs[True]["rows"] and runs[True]["ledger"].totals["messages"] == 2 * 20 * T
+    assert_same_run(runs[True], runs[False])
+
+
+def test_one_call_per_actor_with_mail(ray_local):
+    """Plain mode: the inboxes of all groups of one actor travel in one call; groups run in gid order."""
+    with RayEngine(actors=2, colocate=True, round_timeout=ROUND_TIMEOUT) as eng:
+        groups = eng.plan(toy_roles(K))
+        eng.deploy(groups, SEED)
+        assert eng.hosts == {"client-0..3+server": [0, 1], "client-4..6": [2]}
+        assert eng.host_names == {0: "client-0..3+server", 1: "client-0..3+server", 2: "client-4..6"}
+        calls = []
+
+        class Counting:
+            def __init__(self, j, method):
+                self.j, self.method = j, method
+
+            def remote(self, *args):
+                calls.append(self.j)
+                return self.method.remote(*args)
+
+        eng._step_calls = [Counting(j, m) for j, m in enumerate(eng._step_calls)]
+        srv = Inbox()
+        srv["reply"] = MessageBatch.gather("reply", np.array([1, 2]), 0, np.ones((2, 2)))
+        cli = Inbox()
+        cli["value"] = MessageBatch.broadcast("value", 0, np.array([1, 2, 3, 4]), [1.0, 0.0])
+        out = eng.step(0, {1: cli, 0: srv})                    # both groups of the first actor: one call
+        assert calls == [0] and sorted(out) == [0, 1]
+        assert out[0].signals == {"iteration": 1, "wake": True} and out[1].batches[0].n_messages == 4
+        cli5 = Inbox()
+        cli5["value"] = MessageBatch.broadcast("value", 0, np.array([5, 6, 7]), [1.0, 1.0])
+        calls.clear()
+        out = eng.step(1, {2: cli5, 1: cli})
+        assert sorted(calls) == [0, 1] and sorted(out) == [1, 2]
+        obs = eng.observe([2, 0])
+        assert list(obs) == [2, 0] and obs[0].tolist() == [2.0]
+
+
+def test_host_steps_its_groups_in_gid_order(ray_local):
+    from svmsim.engine.ray_engine import NodeHost
+
+    class Stamp(NodeProgram):
+        def init(self, node_ids, node_data, seed):
+            return []
+
+        def step(self, state, inbox, round_):
+            state.append(time.perf_counter_ns())
+            return state, Outbox()
+
+        def observe(self, state):
+            return list(state)
+
+    host = NodeHost.remote("a+b")
+    try:
+        prog = Stamp()
+        assert ray.get(host.deploy.remote([(3, prog, np.array([3]), [None]), (1, prog, np.array([1]), [None])], 0))
+        out = ray.get(host.step.remote(0, {3: Inbox(), 1: Inbox()}))
+        assert set(out) == {1, 3}
+        decoded = decode_outboxes(ray.get(host.step_packed.remote(encode_inboxes(1, {3: Inbox(), 1: Inbox()}))))
+        assert set(decoded) == {1, 3} and ray.get(host.step_graph.remote(None)) is None
+        obs = ray.get(host.observe.remote())
+        assert list(obs) == [1, 3]
+        assert all(a < b for a, b in zip(obs[1], obs[3]))     # group 1 ran before group 3, every round
+    finally:
+        ray.kill(host)
 
 
 def test_bad_options_are_scenario_errors():
@@ -243,14 +426,16 @@ def test_make_engine_options(ray_local):
     try:
         assert isinstance(eng, RayEngine) and not eng.compiled and eng.actors == 3
         groups = eng.plan(toy_roles(7))
-        assert [g.host for g in groups] == ["server", "client-0..2", "client-3..4", "client-5..6"]
+        assert [g.host for g in groups] == ["client-0..2+server", "client-0..2+server", "client-3..4", "client-5..6"]
+        separate = make_engine("ray", actors=3, colocate=False).plan(toy_roles(7))
+        assert [g.host for g in separate] == ["server", "client-0..2", "client-3..4", "client-5..6"]
         assert make_engine("ray-cgraph").compiled
     finally:
         eng.close()
 
 
 def test_close_is_idempotent_and_keeps_shared_ray(ray_local):
-    eng = RayEngine(actors=2, round_timeout=ROUND_TIMEOUT)
+    eng = RayEngine(actors=2, colocate=False, round_timeout=ROUND_TIMEOUT)
     groups = eng.plan(toy_roles(3))
     eng.deploy(groups, SEED)
     assert named_hosts(eng.namespace) == {"server", "client-0..1", "client-2"}
@@ -276,21 +461,33 @@ def test_two_engines_do_not_collide(ray_local):
         assert a.namespace != b.namespace
         a.deploy(a.plan(toy_roles(2)), SEED)
         b.deploy(b.plan(toy_roles(2)), SEED)
-        assert named_hosts(a.namespace) == named_hosts(b.namespace) == {"server", "client-0..1"}
+        assert named_hosts(a.namespace) == named_hosts(b.namespace) == {"client-0..1+server"}
     assert wait_gone(a.namespace) == set() and wait_gone(b.namespace) == set()
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["ray", "ray-cgraph"])
-def test_client_exception_surfaces_with_its_message(ray_local, compiled):
-    with RayEngine(compiled=compiled, actors=2, round_timeout=ROUND_TIMEOUT) as eng:
-        groups = eng.plan(toy_roles(K, fail_node=6))
+@pytest.mark.parametrize("fail_node,note", [(6, "'client-4..6'"), (2, "'client-0..3+server', group 1")],
+                         ids=["own-host", "shared-host"])
+def test_client_exception_surfaces_with_its_message(ray_local, compiled, fail_node, note):
+    with RayEngine(compiled=compiled, actors=2, colocate=True, round_timeout=ROUND_TIMEOUT) as eng:
+        groups = eng.plan(toy_roles(K, fail_node=fail_node))
         eng.deploy(groups, SEED)
         sched = SyncScheduler(eng, groups, Meter(K + 1), K + 1)
         with pytest.raises(ValueError) as info:
             sched.run(max_iterations=3)
-        assert str(info.value) == "client 6 refuses round 1"
+        assert str(info.value) == f"client {fail_node} refuses round 1"
         assert type(info.value) is ValueError
-        assert any("client-4..6" in note for note in getattr(info.value, "__notes__", []))
+        assert any(note in n for n in getattr(info.value, "__notes__", [])), info.value.__notes__
+    assert wait_gone(eng.namespace) == set()
+
+
+def test_one_actor_carries_everything(ray_local, reference):
+    """actors=1 with co-location: one host, a compiled graph of one actor, the same run."""
+    with RayEngine(compiled=True, actors=1, round_timeout=ROUND_TIMEOUT) as eng:
+        res = run_toy(eng)
+        assert named_hosts(eng.namespace) == {"client-0..6+server"}
+        assert [g.host for g in res["groups"]] == ["client-0..6+server"] * 2
+    assert_same_run(res, reference)
     assert wait_gone(eng.namespace) == set()
 
 
@@ -299,7 +496,9 @@ def test_compiled_graph_is_torn_down(ray_local, reference):
     res = run_toy(eng)
     graph = eng._graph
     assert graph is not None and not graph.is_teardown
+    assert len(eng._hosts) == 2 and named_hosts(eng.namespace) == {"client-0..3+server", "client-4..6"}
     eng.close()
+    assert eng.hosts and eng._hosts == [] and eng._step_calls == []
     assert graph.is_teardown and eng._graph is None
     eng.close()
     assert wait_gone(eng.namespace) == set()

@@ -47,7 +47,7 @@ def test_dsvc_same_ledger_and_iterates_on_every_engine(ray_local, load, kw):
             m1, w1, p1, hosts = _run(eng, ds, **kw)
         finally:
             eng.close()
-        assert hosts == ["server", "client-0..9", "client-10..19"]
+        assert hosts == ["client-0..9+server", "client-0..9+server", "client-10..19"]   # server co-located
         assert m1.ledger().equals(m0.ledger())
         assert m1.message_rows() == m0.message_rows()
         np.testing.assert_array_equal(w1, w0)      # bit for bit: per-client sums do not depend on the hosts

@@ -2,12 +2,12 @@
 
 Each role played by several nodes (the clients, the peers) is split into `actors` groups of contiguous nodes;
 a role played by one node (the server) is one group. Where a group lives is its `Group.host`: groups that
-share a host name share an actor. With ``colocate`` (the default for a compiled graph) every single-node
-role's group joins the host of the first group of the largest role, so k clients and their server run on
-exactly `actors` actors; otherwise such a group gets an actor of its own. Hosts are named after the groups
-they carry ("server", "client-0..9", and "client-0..9+server" for a host carrying two groups) so the Ray
-dashboard shows the roles, inside a namespace unique to the engine. Co-location decides which actor steps a
-group, never how nodes are grouped, so ledgers and iterates are those of the in-process engine either way.
+share a host name share an actor. With ``colocate`` (the default) every single-node role's group joins the
+host of the first group of the largest role, so k clients and their server run on exactly `actors` actors
+("client-0..9+server", "client-10..19"); otherwise such a group gets an actor of its own ("server"). Hosts are
+named after the groups they carry, joined with "+", so the Ray dashboard shows the roles, inside a namespace
+unique to the engine. Co-location decides which actor steps a group, never how nodes are grouped, so ledgers
+and iterates are those of the in-process engine either way.
 
 A synchronous round is one Ray call per host that has mail, carrying all of its groups' inboxes, all
 submitted before a single `ray.get`, so the hosts of one round run in parallel; inside a host, groups are
@@ -301,11 +301,14 @@ class RayEngine(Engine):
     actors: number of groups (and host actors) for each role played by more than one node.
     colocate: put the group of every role played by a single node (the server) in the host actor of the first
         group of the largest role, so that the whole deployment runs on `actors` actors ("client-0..9+server",
-        "client-10..19"); False gives such a role an actor of its own ("server"). None (default) means
-        True with ``compiled=True`` and False otherwise: driving k=20 clients + server on 2 actors, a compiled
-        graph over 2 actors runs a round in about 0.5 ms against 0.8 ms over 3 (fewer actors polling their
-        channels on 2 cores), while plain calls cost the same per host with mail either way (the server and
-        the clients rarely run in the same round) and a separate server keeps its own process.
+        "client-10..19"); False gives such a role an actor of its own ("server", "client-0..9", ...). Default
+        True for both modes, from benchmarks/bench_ray_round.py (k=20 clients, 2 cores, medians of 15
+        interleaved repetitions): a compiled graph over 2 actors runs a round in 0.30 ms against 0.53 ms over 3
+        (every actor of a live graph polls its input channel, about one core each, so a third one competes
+        with the driver; faster in 14 of 15 repetitions), and plain calls are no slower co-located (1.41 vs
+        1.44 ms a round, client rounds 1.56 vs 1.65 ms, faster in 12 of 15 repetitions).
+        Saddle-DSVC's server and clients take turns (never stepped in the same round), so co-location
+        serialises no work; choose False for a program whose server step should overlap client steps.
     init_options: extra keyword arguments for ``ray.init`` (override this engine's local defaults).
     namespace: Ray namespace of the host actors; default ``svmsim-<8 hex digits>``, unique per engine.
     round_timeout: seconds to wait for one round before failing; None waits as long as the round takes.
@@ -316,7 +319,7 @@ class RayEngine(Engine):
     """
 
     def __init__(self, compiled: bool = False, address: str | None = None, actors: int = 2,
-                 colocate: bool | None = None, init_options: dict | None = None, namespace: str | None = None,
+                 colocate: bool = True, init_options: dict | None = None, namespace: str | None = None,
                  round_timeout: float | None = None, wire: str = "bytes"):
         if int(actors) < 1:
             raise ScenarioError(f"engine actors = {actors!r} is not a number of Ray actors; allowed: an integer >= 1")
@@ -327,11 +330,11 @@ class RayEngine(Engine):
             # scheduler keeping one past the round stops the graph from writing that channel again (it hangs)
             raise ScenarioError(f"engine wire = {wire!r} cannot drive a compiled graph; allowed with "
                                 "compiled=True: 'bytes'")
-        if colocate is not None and not isinstance(colocate, (bool, np.bool_)):
+        if not isinstance(colocate, (bool, np.bool_)):
             raise ScenarioError(f"engine colocate = {colocate!r} is not a switch; allowed: true, false")
         self.packed = wire == "bytes"
         self.compiled = bool(compiled)
-        self.colocate = self.compiled if colocate is None else bool(colocate)
+        self.colocate = bool(colocate)
         self.name = "ray-cgraph" if self.compiled else "ray"
         self.address = address
         self.actors = int(actors)
