@@ -30,7 +30,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..comm.message import MessageBatch, Outbox, frozen_ids
 from ..errors import DataError, InfeasibleParameterError
-from ..numerics.hadamard import fwht_rows, next_power_of_two
+from ..numerics.hadamard import fwht_rows, next_power_of_two, rotate_into_columns
 from ..program import NodeProgram, RoleSpec
 from . import saddle_kernels as K
 from .registry import AlgorithmInfo, register
@@ -81,6 +81,12 @@ class Rotation:
         Y = _dense_rows(X, rows, self.d_pad)
         Y *= self.signs
         return fwht_rows(Y)
+
+    def rotate_columns(self, X, rows: np.ndarray, factors: np.ndarray) -> np.ndarray:
+        """The (d_pad, len(rows)) matrix whose column j is factors[j] * H D x_rows[j] (one numba pass)."""
+        Y = _dense_rows(X, rows, self.d_pad)
+        out = np.empty((self.d_pad, rows.shape[0]))
+        return rotate_into_columns(Y, self.signs, np.ascontiguousarray(factors, dtype=np.float64), out)
 
     def to_original(self, w: np.ndarray) -> np.ndarray:
         """Map a rotated direction back: (H D)^T w = D H w, restricted to the original coordinates."""
@@ -319,9 +325,7 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
         scale = float(_row_norms(X).max())
         if not scale > 0:
             raise DataError("every training point is zero; there is nothing to separate")
-        Y = rot.rotate_rows(X, order)
-        Y *= ypm[order, None] / scale
-        S = np.ascontiguousarray(Y.T)
+        S = rot.rotate_columns(X, order, ypm[order] / scale)
         q = _q_value(self.q, rot.d_pad, order.size, float(np.abs(S).max()))
         const = saddle_constants(rot.d_pad, order.size, self.eps, self.beta, q)
         return classes, ypm, order, S, rot, scale, cap, const, pos.size

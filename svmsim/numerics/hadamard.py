@@ -1,9 +1,10 @@
 """Fast Walsh-Hadamard transform over the rows of a matrix (vectorised NumPy, O(n d log d))."""
 from __future__ import annotations
 
+import numba
 import numpy as np
 
-__all__ = ["fwht_rows", "next_power_of_two"]
+__all__ = ["fwht_rows", "next_power_of_two", "rotate_into_columns"]
 
 
 def next_power_of_two(d: int) -> int:
@@ -29,3 +30,28 @@ def fwht_rows(Y: np.ndarray, normalize: bool = True) -> np.ndarray:
     if normalize:
         Y *= 1.0 / np.sqrt(d)
     return Y
+
+
+@numba.njit(cache=True, nogil=True)
+def rotate_into_columns(Y, signs, factors, out):
+    """out[:, j] = factors[j] * H D Y[j] for every row j of Y (n x d, d a power of two): the randomized
+    Hadamard rotation of each point, written as a column of the d x n matrix `out` (normalised H = W/sqrt(d))."""
+    n, d = Y.shape
+    buf = np.empty(d)
+    norm = 1.0 / np.sqrt(d)
+    for j in range(n):
+        for i in range(d):
+            buf[i] = Y[j, i] * signs[i]
+        h = 1
+        while h < d:
+            for start in range(0, d, 2 * h):
+                for i in range(start, start + h):
+                    a = buf[i]
+                    b = buf[i + h]
+                    buf[i] = a + b
+                    buf[i + h] = a - b
+            h *= 2
+        f = factors[j] * norm
+        for i in range(d):
+            out[i, j] = buf[i] * f
+    return out
