@@ -387,8 +387,7 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
             if since_refresh >= self.refresh_every:
                 u[:] = w @ S                        # remove the drift of the one-coordinate updates
                 since_refresh = 0
-            p = self._weights(pr, cls_mult, seg_lo, seg_hi, cap, order)
-            info = evaluator(w, p)
+            info = self._certificate(S, w, u, pr, cls_mult, n1, cap, scale, evaluator)
             info.update(iteration=done, time=time.perf_counter() - t_start, iteration_time=t_iter)
             history.append(info)
             if callback is not None and callback(info):
@@ -414,7 +413,7 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
         self.constants_ = const
         self.n_iter_ = done
         self.history_ = history
-        last = history[-1] if history else evaluator(w, p)
+        last = history[-1] if history else self._certificate(S, w, u, pr, cls_mult, n1, cap, scale, evaluator)
         self.hull_distance_ = last["hull_distance"]
         self.hull_lower_ = last["hull_lower"]
         self.margin_ = last["margin"]
@@ -431,6 +430,36 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
         self.coef_ = (factor * v).reshape(1, -1)
         self.intercept_ = np.array([-factor * b])
         return self
+
+    @staticmethod
+    def _certificate(S, w, u, pr, cls_mult, n1, cap, scale, evaluator) -> dict:
+        """The same certificate as `SaddleEvaluator`, from the solver's own state: the lower bound and the
+        offset from the maintained projections u = S^T w (no pass over the data), the upper bound |S p|
+        (the rotation keeps norms). Distances in the data's units (times the scale s)."""
+        p = np.concatenate([np.minimum(cap, cls_mult[0] * pr[:n1]), np.minimum(cap, cls_mult[1] * pr[n1:])])
+        upper = scale * float(np.linalg.norm(S @ p))
+        lo_p = capped_min(u[:n1], cap)                 # capmin over +1 of <w, x'>
+        lo_q = capped_min(u[n1:], cap)                 # capmin over -1 of -<w, x'>
+        v = evaluator.rotation.to_original(w)          # the direction in the data's own coordinates: padding
+        wn = float(np.linalg.norm(v))                  # dimensions of w carry no signal and are left out
+        gap_u = lo_p + lo_q
+        lower = scale * max(gap_u, 0.0) / wn if wn > 0 else 0.0
+        b = 0.5 * (lo_p - lo_q)                        # predict sign(<w, x'> - b)
+        out = {"hull_distance": upper, "hull_lower": lower, "margin": 0.5 * lower,
+               "rel_gap": (upper - lower) / upper if upper > 0 else math.inf, "w_norm": float(np.linalg.norm(w))}
+        if cap < 1.0:
+            out["objective"] = -lower * lower / 8.0
+            out["dual_objective"] = -upper * upper / 8.0
+            out["duality_gap"] = (upper * upper - lower * lower) / 8.0
+        else:
+            out["objective"] = upper
+            out["duality_gap"] = upper - lower
+        correct = np.count_nonzero(u[:n1] >= b) + np.count_nonzero(u[n1:] >= -b)
+        out["train_accuracy"] = correct / u.shape[0]
+        if evaluator.X_test is not None and evaluator.y_test is not None and len(evaluator.y_test):
+            st = np.asarray(evaluator.X_test @ (v / scale)).ravel() - b
+            out["test_accuracy"] = float(np.mean(np.where(st >= 0, 1.0, -1.0) == evaluator.y_test))
+        return out
 
     @staticmethod
     def _weights(pr, cls_mult, seg_lo, seg_hi, cap, order):
