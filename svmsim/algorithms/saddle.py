@@ -170,6 +170,14 @@ class CoordinateStream:
         self._ensure(m)
         return self.buf[self.pos: self.pos + m].copy()
 
+    def advance(self) -> tuple[int, int]:
+        """Consume one coordinate; return it and the one after it."""
+        if self.buf.shape[0] - self.pos < 2:
+            self._ensure(2)
+        i, nxt = int(self.buf[self.pos]), int(self.buf[self.pos + 1])
+        self.pos += 1
+        return i, nxt
+
     def next_after(self, j: int = 0) -> int:
         """The coordinate j places ahead, without consuming (cheap scalar form of peek)."""
         self._ensure(j + 1)
@@ -598,7 +606,7 @@ class _ClientState:
         self.logcap = math.inf
         m = S.shape[1]
         self.w = np.zeros(S.shape[0])
-        self.wnorm2 = 0.0
+        self.wnorm2 = np.zeros(1)
         self.u = np.zeros(m)
         self.Lr = np.zeros(m)
         self.pr = np.zeros(m)
@@ -613,8 +621,10 @@ class _ClientState:
         self.next_coord = -1
         self.acc_new = np.zeros(seg_lo.shape[0])     # per segment: <S_i*(t+1), p[t+1]>, prepared in rounds 2-4
         self.acc_old = np.zeros(seg_lo.shape[0])     # per segment: <S_i*(t+1), p[t]>
-        self.prepared = False
         self.first = True
+        k = seg_lo.shape[0] // 2
+        self.rows2 = np.zeros((k, 2))                   # reply buffers (fresh copies are sent)
+        self.rows4 = np.zeros((k, 4))
 
 
 class SaddleClient(NodeProgram):
@@ -679,65 +689,40 @@ class SaddleClient(NodeProgram):
         st.shift[:] = k_ * (-np.log(counts)) / (g_ + k_) + np.log(counts)
 
     def _delta(self, st: _ClientState, i: int) -> np.ndarray:
-        expected = int(st.coords.take(1)[0])
+        expected, st.next_coord = st.coords.advance()
         if i != expected:
             from ..errors import ProtocolError
 
             raise ProtocolError(f"the server sent coordinate {i} where the shared coordinate stream has {expected}")
         st.i_star = i
-        st.next_coord = st.coords.next_after(0)
         theta = st.const.theta
         if st.first:                                          # iteration 0: eta[-1] = eta[0], no momentum
             seg = np.empty(st.seg_lo.shape[0])
             K.clients_delta(st.S[i], st.pr, st.p_prev, st.seg_lo, st.seg_hi, st.seg_class, st.mult, st.cap,
                             theta, seg)
             st.first = False
-        else:                                                 # lines 5-6 from the sums prepared in rounds 2-4
-            seg = (1.0 + theta) * st.acc_new - theta * st.acc_old
-        rows = seg.reshape(-1, 2)
-        rows[:, 1] *= -1.0                                    # delta- = <X-_i*, xi_bar> = -(signed sum)
-        return rows
+            rows = seg.reshape(-1, 2)
+            rows[:, 1] *= -1.0                                # delta- = <X-_i*, xi_bar> = -(signed sum)
+            return rows
+        K.client_delta_rows(st.acc_new, st.acc_old, theta, st.rows2)   # lines 5-6 from the prepared sums
+        return st.rows2.copy()
 
     def _mirror(self, st: _ClientState, sums: np.ndarray) -> np.ndarray:
         c = st.const
-        i = st.i_star
-        wi = st.w[i]
-        wnew = (wi + c.sigma * (sums[0] - sums[1])) / (c.sigma + 1.0)   # line 12
-        dw = wnew - wi
-        st.w[i] = wnew
-        st.wnorm2 += wnew * wnew - wi * wi
-        wnorm_hat = math.sqrt(max(st.wnorm2, 0.0)) + (c.d - 1) * abs(dw)
-        np.maximum(st.shift, wnorm_hat / (c.gamma + c.kappa) - K._EXP_HEADROOM, out=st.shift)
-        z = np.empty(st.seg_lo.shape[0])
-        K.clients_mirror_next(st.S[i], st.S[st.next_coord], st.u, st.Lr, st.pr, st.seg_lo, st.seg_hi, st.seg_class,
-                              dw, c.d, c.kappa, c.gamma, st.off, st.logcap, st.mult, st.cap, st.shift, z,
-                              st.acc_new, st.acc_old)
-        return z.reshape(-1, 2)                                # lines 13-15
+        K.client_mirror_round(st.S, st.i_star, st.next_coord, st.w, st.wnorm2, st.u, st.Lr, st.pr, st.seg_lo,
+                              st.seg_hi, st.seg_class, c.sigma, c.kappa, c.gamma, st.off, st.logcap, st.mult,
+                              st.cap, st.shift, float(sums[0]), float(sums[1]), st.rows2, st.acc_new, st.acc_old)
+        return st.rows2.copy()                                 # lines 12-15
 
     def _normalise(self, st: _ClientState, sums: np.ndarray) -> None:
-        for c in range(2):                                     # lines 20-21, lazily
-            st.mult[c] = 1.0 / sums[c]
-            st.mult_capped[c] = 0.0
-            st.off[c] = st.shift[c] + math.log(sums[c])
-            st.shift[c] = st.off[c]
-        if st.cap == math.inf:                                 # acc_new held sum S_next*pr_new: normalise it
-            st.acc_new *= st.mult[st.seg_class]
+        K.client_normalise(sums, st.mult, st.mult_capped, st.off, st.shift, st.acc_new, st.seg_class,
+                           st.cap == math.inf)                 # lines 20-21, lazily
 
-    def _cap_report(self, st: _ClientState) -> np.ndarray:
-        excess = np.empty(st.seg_lo.shape[0])
-        below = np.empty(st.seg_lo.shape[0])
-        K.clients_cap_sums_dot(st.S[st.next_coord], st.pr, st.seg_lo, st.seg_hi, st.seg_class, st.mult,
-                               st.mult_capped, st.cap, excess, below, st.acc_new)
-        e, b = excess.reshape(-1, 2), below.reshape(-1, 2)
-        return np.column_stack([e[:, 0], e[:, 1], b[:, 0], b[:, 1]])   # [s+, s-, O+, O-] (line 29)
-
-    def _apply_cap(self, st: _ClientState, sums: np.ndarray) -> None:
-        for c in range(2):                                     # lines 33-34: scale the entries below nu
-            if sums[c] > 0.0 and sums[2 + c] > 0.0:
-                f = 1.0 + sums[c] / sums[2 + c]
-                st.mult_capped[c] = st.mult[c]                 # entries above the cap now are capped
-                st.mult[c] *= f
-                st.off[c] -= math.log(f)
+    def _cap_report(self, st: _ClientState, sums: np.ndarray | None) -> np.ndarray:
+        K.client_cap_round(st.S[st.next_coord], st.pr, st.seg_lo, st.seg_hi, st.seg_class,
+                           sums if sums is not None else st.rows4[0], sums is not None, st.mult, st.mult_capped,
+                           st.off, st.cap, st.rows4, st.acc_new)
+        return st.rows4.copy()                                 # [s+, s-, O+, O-] per client (line 29)
 
     def step(self, st: _ClientState, inbox, round_):
         out = Outbox()
@@ -751,10 +736,9 @@ class SaddleClient(NodeProgram):
         if "z_sum" in inbox:
             self._normalise(st, inbox["z_sum"].row(0))
             if st.cap < math.inf:
-                out.send(MessageBatch.gather("cap", ids, 0, self._cap_report(st)))
+                out.send(MessageBatch.gather("cap", ids, 0, self._cap_report(st, None)))
         if "cap_sum" in inbox:
-            self._apply_cap(st, inbox["cap_sum"].row(0))
-            out.send(MessageBatch.gather("cap", ids, 0, self._cap_report(st)))
+            out.send(MessageBatch.gather("cap", ids, 0, self._cap_report(st, inbox["cap_sum"].row(0))))
         if "coord" in inbox:
             out.send(MessageBatch.gather("delta", ids, 0, self._delta(st, int(inbox["coord"].row(0)[0]))))
         if "delta_sum" in inbox:

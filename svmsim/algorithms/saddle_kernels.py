@@ -667,3 +667,77 @@ def clients_cap_sums_dot(row_next, pr, seg_lo, seg_hi, seg_class, mult, mult_cap
         c = seg_class[s]
         out_excess[s], out_below[s], out_dot[s] = segment_cap_sums_dot(row_next, pr, seg_lo[s], seg_hi[s], mult[c],
                                                                        mult_capped[c], cap)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One call per client round (all the small per-round arithmetic of a group of clients in compiled code).
+# Segments come in pairs per client: [client c's +1 points, client c's -1 points].
+# ---------------------------------------------------------------------------------------------------------------
+
+@numba.njit(cache=True, nogil=True)
+def client_delta_rows(acc_new, acc_old, theta, rows):
+    """Round 1 replies from prepared sums: rows[c] = [delta+_c, delta-_c] (delta- = -signed sum, line 6)."""
+    for c in range(rows.shape[0]):
+        rows[c, 0] = (1.0 + theta) * acc_new[2 * c] - theta * acc_old[2 * c]
+        rows[c, 1] = -((1.0 + theta) * acc_new[2 * c + 1] - theta * acc_old[2 * c + 1])
+
+
+@numba.njit(cache=True, nogil=True)
+def client_mirror_round(S, i, i_next, w, wnorm2, u, Lr, pr, seg_lo, seg_hi, seg_class, sigma, kappa, gamma, off,
+                        logcap, mult, cap, shift, delta_plus, delta_minus, rows_z, acc_new, acc_old):
+    """Round 2 for a group of clients: the w step (line 12), the shift guard, and the fused pass per segment.
+
+    wnorm2 is a one-element array holding |w|^2. rows_z[c] = [Z+_c, Z-_c] (line 15).
+    """
+    d = S.shape[0]
+    wi = w[i]
+    wnew = (wi + sigma * (delta_plus - delta_minus)) / (sigma + 1.0)
+    dw = wnew - wi
+    w[i] = wnew
+    wnorm2[0] += wnew * wnew - wi * wi
+    wnorm_hat = math.sqrt(max(wnorm2[0], 0.0)) + (d - 1) * abs(dw)
+    floor = wnorm_hat / (gamma + kappa) - _EXP_HEADROOM
+    for c in range(2):
+        if shift[c] < floor:
+            shift[c] = floor
+    row = S[i]
+    row_next = S[i_next]
+    for s in range(seg_lo.shape[0]):
+        c = seg_class[s]
+        z, a_new, a_old = segment_mirror_next(row, row_next, u, Lr, pr, seg_lo[s], seg_hi[s], dw, d, kappa, gamma,
+                                              off[c], logcap, mult[c], cap, shift[c])
+        rows_z[s // 2, s % 2] = z
+        acc_new[s] = a_new
+        acc_old[s] = a_old
+
+
+@numba.njit(cache=True, nogil=True)
+def client_normalise(sums, mult, mult_capped, off, shift, acc_new, seg_class, hard):
+    """Round 3 (lines 20-21), lazily: eta = eta/S.Z+ and xi = xi/S.Z- become per-class multipliers."""
+    for c in range(2):
+        mult[c] = 1.0 / sums[c]
+        mult_capped[c] = 0.0
+        off[c] = shift[c] + math.log(sums[c])
+        shift[c] = off[c]
+    if hard:                              # the prepared sum S_next*pr_new becomes S_next*p[t+1]
+        for s in range(acc_new.shape[0]):
+            acc_new[s] *= mult[seg_class[s]]
+
+
+@numba.njit(cache=True, nogil=True)
+def client_cap_round(row_next, pr, seg_lo, seg_hi, seg_class, sums, apply, mult, mult_capped, off, cap, rows,
+                     acc_new):
+    """Round 4 (lines 27-34): apply the previous sums (when `apply`) and report [s+, s-, O+, O-] per client."""
+    if apply:
+        for c in range(2):
+            if sums[c] > 0.0 and sums[2 + c] > 0.0:
+                f = 1.0 + sums[c] / sums[2 + c]
+                mult_capped[c] = mult[c]
+                mult[c] *= f
+                off[c] -= math.log(f)
+    for s in range(seg_lo.shape[0]):
+        c = seg_class[s]
+        e, b, dot = segment_cap_sums_dot(row_next, pr, seg_lo[s], seg_hi[s], mult[c], mult_capped[c], cap)
+        rows[s // 2, s % 2] = e
+        rows[s // 2, 2 + s % 2] = b
+        acc_new[s] = dot
