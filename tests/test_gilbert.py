@@ -25,3 +25,20 @@ def test_gilbert_runs_from_a_scenario():
                       "output": {"eval_every": 10, "progress": False}}, write=False)
     assert res.final["rel_gap"] <= 1e-3
     assert res.final["hull_distance"] == pytest.approx(0.8300, rel=1e-3)
+
+
+def test_distributed_gilbert_certifies_and_its_ledger_equals_the_declared_count():
+    from svmsim.algorithms.gilbert import dgilbert_scalars_per_iteration
+
+    k = 5
+    res = svmsim.run({"name": "dgilbert-iris", "data": {"name": "iris"},
+                      "algorithm": {"name": "dgilbert", "clients": k},
+                      "stop": {"gap": 1e-3, "max_iterations": 100000},
+                      "output": {"eval_every": 10, "progress": False}}, write=False)
+    T = res.final["iteration"]
+    assert res.final["rel_gap"] <= 1e-3
+    assert res.final["hull_distance"] == pytest.approx(0.8300, rel=1e-3)
+    assert res.ledger.totals["scalars"] == T * dgilbert_scalars_per_iteration(k, 4) == res.summary["declared_scalars"]
+    tags = {t: v[1] for t, v in res.ledger.by_tag.items()}
+    assert tags["point"] == T * k * 4 and tags["extremes"] == 2 * k * T
+    assert tags["vertex_p"] == tags["vertex_q"] == 4 * T and tags["request_p"] == T

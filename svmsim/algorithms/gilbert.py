@@ -150,3 +150,191 @@ register(AlgorithmInfo(
     distributed=False, Params=GilbertParams, build=build_gilbert,
     description="Gilbert's algorithm: hard-margin SVM as the nearest point of the Minkowski difference",
     topologies=("star",)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Distributed Gilbert (Liu et al. 2016, as paper 000 and notes-000 section 4 describe it): one server, k clients
+# ---------------------------------------------------------------------------------------------------------------
+#
+# Per iteration (every scalar counted; d is the data's own dimension):
+#   server -> every client  "point"    [x]                          k*d
+#   client -> server        "extremes" [min_P <x,p>, max_Q <x,q>]   2k   (+inf / -inf for a class it lacks)
+#   server -> 2 clients     "request_p", "request_q" [iteration]     2    (to the holders of the extremes)
+#   client -> server        "vertex_p", "vertex_q"   [the point]     2d
+# Iteration 0 broadcasts x = 0 and takes the first vertices found as x = p - q.
+
+from dataclasses import dataclass  # noqa: E402
+
+from ..comm.message import MessageBatch, Outbox, frozen_ids  # noqa: E402
+from ..program import NodeProgram, RoleSpec  # noqa: E402
+
+
+def dgilbert_scalars_per_iteration(k: int, d: int) -> int:
+    """Scalars one distributed Gilbert iteration sends: k*d + 2k + 2 + 2d (about one unit of k*d)."""
+    return k * d + 2 * k + 2 + 2 * d
+
+
+@dataclass
+class _GServer:
+    clients: np.ndarray
+    x: np.ndarray
+    iteration: int = 0
+    extremes: np.ndarray | None = None
+    vertex_p: np.ndarray | None = None
+    vertex_q: np.ndarray | None = None
+    phase: str = "point"
+
+
+class GilbertServer(NodeProgram):
+    role = "server"
+    initiator = True
+
+    def __init__(self, d: int):
+        self.d = d
+
+    def init(self, node_ids, node_data, seed):
+        return _GServer(frozen_ids(node_data[0]["clients"]), np.zeros(self.d))
+
+    def step(self, st: _GServer, inbox, round_):
+        out = Outbox()
+        if "extremes" in inbox:
+            b = inbox["extremes"]
+            rows = b.payload
+            ip, iq = int(np.argmin(rows[:, 0])), int(np.argmax(rows[:, 1]))
+            st.extremes = (float(rows[ip, 0]), float(rows[iq, 1]))
+            tag = np.array([st.iteration], dtype=np.int64)
+            out.send(MessageBatch.single("request_p", 0, int(b.src[ip]), tag))
+            out.send(MessageBatch.single("request_q", 0, int(b.src[iq]), tag))
+            st.phase = "vertex"
+        elif "vertex_p" in inbox:
+            s = inbox["vertex_p"].row(0) - inbox["vertex_q"].row(0)
+            x = st.x
+            if st.iteration == 0:
+                st.x = s.copy()
+            else:
+                diff = x - s
+                dd = float(diff @ diff)
+                lam = min(1.0, max(0.0, (float(x @ x) - float(x @ s)) / dd)) if dd > 0 else 0.0
+                st.x = (1.0 - lam) * x + lam * s
+            st.iteration += 1
+            st.phase = "point"
+            out.signals = {"iteration": st.iteration, "wake": True}
+        elif st.phase == "point":
+            out.send(MessageBatch.broadcast("point", 0, st.clients, st.x))
+            st.phase = "extremes"
+        return st, out
+
+    def observe(self, st: _GServer):
+        return {"x": st.x.copy(), "iteration": st.iteration}
+
+
+@dataclass
+class _GClient:
+    node_ids: np.ndarray
+    parts: list          # per client: (X_pos, X_neg) as CSR or dense
+    x: np.ndarray | None = None
+
+
+class GilbertClient(NodeProgram):
+    role = "client"
+
+    def init(self, node_ids, node_data, seed):
+        parts = []
+        for data in node_data:
+            X, y = data["X"], np.asarray(data["y"])
+            parts.append((X[y > 0], X[y < 0]))
+        return _GClient(frozen_ids(node_ids), parts)
+
+    def step(self, st: _GClient, inbox, round_):
+        out = Outbox()
+        if "point" in inbox:
+            x = st.x = inbox["point"].row(0)
+            rows = np.empty((len(st.parts), 2))
+            for c, (Xp, Xq) in enumerate(st.parts):        # one matrix-vector product per client shard
+                rows[c, 0] = np.min(Xp @ x) if Xp.shape[0] else np.inf
+                rows[c, 1] = np.max(Xq @ x) if Xq.shape[0] else -np.inf
+            out.send(MessageBatch.gather("extremes", st.node_ids, 0, rows))
+        pos = None
+        for tag, side, pick in (("request_p", 0, np.argmin), ("request_q", 1, np.argmax)):
+            if tag in inbox:
+                pos = pos or {int(n): i for i, n in enumerate(st.node_ids)}
+                node = int(inbox[tag].dst[0])
+                X = st.parts[pos[node]][side]
+                v = _row(X, int(pick(np.asarray(X @ st.x).ravel())))
+                out.send(MessageBatch.single("vertex_" + tag[-1], node, 0, v))
+        return st, out
+
+
+class DGilbertParams(BaseModel):
+    """``[algorithm]`` keys of dgilbert."""
+
+    model_config = ConfigDict(extra="forbid")
+    clients: int = Field(20, ge=1, description="number of clients k")
+    eps: float = Field(1e-3, gt=0, lt=1, description="target certified relative gap, for the bound lines")
+
+
+def certificate(X, y: np.ndarray, x: np.ndarray, X_test=None, y_test=None) -> dict:
+    """Hull-distance bounds of a point x of the Minkowski difference, and the accuracies of its bisector."""
+    proj = np.asarray(X @ x).ravel()
+    lo_p, hi_q = float(proj[y > 0].min()), float(proj[y < 0].max())
+    upper = float(np.linalg.norm(x))
+    lower = max(lo_p - hi_q, 0.0) / upper if upper > 0 else 0.0
+    b = 0.5 * (lo_p + hi_q)
+    out = {"hull_distance": upper, "hull_lower": lower, "margin": 0.5 * lower, "objective": upper,
+           "rel_gap": (upper - lower) / upper if upper > 0 else math.inf, "duality_gap": upper - lower,
+           "train_accuracy": float(np.mean(np.where(proj >= b, 1.0, -1.0) == y))}
+    if X_test is not None and y_test is not None and len(y_test):
+        st = np.asarray(X_test @ x).ravel() - b
+        out["test_accuracy"] = float(np.mean(np.where(st >= 0, 1.0, -1.0) == y_test))
+    return out
+
+
+def build_dgilbert(params: DGilbertParams, problem):
+    from ..data import partition
+    from ..deployment import Deployment
+    from ..errors import InfeasibleParameterError, TopologyError
+    from ..topology import build_topology
+
+    ds = problem.dataset
+    k = params.clients
+    if k > ds.n:
+        raise InfeasibleParameterError(f"clients = {k} exceeds the number of training points ({ds.n}); "
+                                       f"allowed: 1 <= clients <= {ds.n}")
+    parts = partition(ds.y, k, problem.partition_scheme, seed=problem.seed, **problem.partition_params)
+    G = problem.topology if problem.topology is not None else build_topology("star", k + 1, seed=problem.seed)
+    if G.number_of_nodes() != k + 1 or G.degree(0) != k:
+        raise TopologyError(f"dgilbert needs a star with the server at node 0 and {k} clients")
+    clients = np.arange(1, k + 1, dtype=np.int64)
+    roles = [RoleSpec("server", GilbertServer(ds.d), np.array([0], dtype=np.int64), [{"clients": clients}]),
+             RoleSpec("client", GilbertClient(), clients,
+                      [{"X": ds.X[idx], "y": ds.y[idx]} for idx in parts])]
+
+    def evaluate(obs):
+        srv = obs["server"][0]
+        out = certificate(ds.X, ds.y, srv["x"], ds.X_test, ds.y_test)
+        out["iteration"] = srv["iteration"]
+        return out
+
+    def declared(obs):
+        return obs["server"][0]["iteration"] * dgilbert_scalars_per_iteration(k, ds.d)
+
+    def model(obs):
+        x = obs["server"][0]["x"]
+        c = certificate(ds.X, ds.y, x)
+        proj = np.asarray(ds.X @ x).ravel()
+        lo_p, hi_q = float(proj[ds.y > 0].min()), float(proj[ds.y < 0].max())
+        factor = 2.0 / (lo_p - hi_q) if lo_p > hi_q else 1.0
+        return {"coef": factor * x, "intercept": -factor * 0.5 * (lo_p + hi_q), "hull_distance": c["hull_distance"]}
+
+    names = ["server"] + [f"client-{i}" for i in range(k)]
+    return Deployment(roles=roles, topology=G, node_names=names, evaluate=evaluate, declared_scalars=declared,
+                      bound=lambda eps: {"upper": k * ds.d / eps, "lower": k * min(ds.d, 1.0 / eps)},
+                      comm_unit=("kd", float(k * ds.d)), model=model,
+                      info={"k": k, "scalars_per_iteration": dgilbert_scalars_per_iteration(k, ds.d)})
+
+
+register(AlgorithmInfo(
+    name="dgilbert", family="saddle", paper="000_ff8faf4b278c4a32.txt, baseline (Liu et al. 2016)",
+    distributed=True, Params=DGilbertParams, build=build_dgilbert,
+    description="Distributed Gilbert: server + k clients, k*d + 2k + 2 + 2d scalars per iteration",
+    topologies=("star",)))
