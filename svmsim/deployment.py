@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import networkx as nx
 import numpy as np
@@ -10,7 +10,7 @@ import numpy as np
 from .data import Dataset
 from .program import RoleSpec
 
-__all__ = ["Problem", "Deployment", "SingleMachineRun"]
+__all__ = ["Problem", "Deployment", "SingleMachineRun", "ServerClientLayout", "server_client_layout"]
 
 
 @dataclass
@@ -69,3 +69,33 @@ class SingleMachineRun:
     fit: Callable[[Callable[[dict], bool], int], dict]
     info: dict = field(default_factory=dict)
     bound: Callable[[float], dict] | None = None
+
+
+@dataclass
+class ServerClientLayout:
+    """Where a server-client algorithm's nodes and data go: server = node 0, clients = nodes 1..k."""
+
+    parts: list[np.ndarray]      # training indices of each client
+    topology: nx.Graph           # a star with the server at its hub
+    clients: np.ndarray          # client node ids 1..k
+    node_names: list[str]        # "server", "client-0", ...
+
+
+def server_client_layout(problem: Problem, k: int, algorithm: str) -> ServerClientLayout:
+    """Partition the training data over k clients and check (or build) the star they talk over."""
+    from .data import partition
+    from .errors import InfeasibleParameterError, TopologyError
+    from .topology import build_topology
+
+    n = problem.dataset.n
+    if k > n:
+        raise InfeasibleParameterError(f"clients = {k} exceeds the number of training points ({n}); "
+                                       f"allowed: 1 <= clients <= {n}")
+    parts = partition(problem.dataset.y, k, problem.partition_scheme, seed=problem.seed,
+                      **problem.partition_params)
+    G = problem.topology if problem.topology is not None else build_topology("star", k + 1, seed=problem.seed)
+    if G.number_of_nodes() != k + 1 or G.degree(0) != k:
+        raise TopologyError(f"{algorithm} needs a star with the server at node 0 and {k} clients; the given "
+                            f"graph has {G.number_of_nodes()} nodes and node 0 has degree {G.degree(0)}")
+    return ServerClientLayout(parts, G, np.arange(1, k + 1, dtype=np.int64),
+                              ["server"] + [f"client-{i}" for i in range(k)])

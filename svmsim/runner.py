@@ -22,7 +22,7 @@ from .data import make_dataset
 from .deployment import Deployment, Problem, SingleMachineRun
 from .engine import make_engine
 from .engine.base import Engine
-from .errors import ScenarioError, SvmsimError
+from .errors import ScenarioError
 from .scenario import Scenario, load_scenario
 from .schedule.sync import StopReason, SyncScheduler
 from .topology import from_networkx

@@ -182,6 +182,7 @@ def test_dsvc_ledger_equals_declared_count(load, kw):
 
 
 def test_dsvc_reaches_certified_gap_on_mushrooms_with_k20(data_env):
+    # 2e-3 keeps this under a minute; the slow suite runs scenarios/saddle_dsvc_mushrooms.toml to 1e-3
     import svmsim
 
     res = svmsim.run({"name": "dsvc-mushrooms-test", "seed": 0, "data": {"name": "mushrooms"},

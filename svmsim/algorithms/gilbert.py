@@ -22,6 +22,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..errors import DataError
 from .registry import AlgorithmInfo, register
+from .saddle import hull_lower_bound
 
 __all__ = ["GilbertSVC", "GilbertParams"]
 
@@ -276,10 +277,9 @@ class DGilbertParams(BaseModel):
 def certificate(X, y: np.ndarray, x: np.ndarray, X_test=None, y_test=None) -> dict:
     """Hull-distance bounds of a point x of the Minkowski difference, and the accuracies of its bisector."""
     proj = np.asarray(X @ x).ravel()
-    lo_p, hi_q = float(proj[y > 0].min()), float(proj[y < 0].max())
+    gap, b = hull_lower_bound(X, y, x, math.inf, proj)
     upper = float(np.linalg.norm(x))
-    lower = max(lo_p - hi_q, 0.0) / upper if upper > 0 else 0.0
-    b = 0.5 * (lo_p + hi_q)
+    lower = max(gap, 0.0) / upper if upper > 0 else 0.0
     out = {"hull_distance": upper, "hull_lower": lower, "margin": 0.5 * lower, "objective": upper,
            "rel_gap": (upper - lower) / upper if upper > 0 else math.inf, "duality_gap": upper - lower,
            "train_accuracy": float(np.mean(np.where(proj >= b, 1.0, -1.0) == y))}
@@ -290,21 +290,12 @@ def certificate(X, y: np.ndarray, x: np.ndarray, X_test=None, y_test=None) -> di
 
 
 def build_dgilbert(params: DGilbertParams, problem):
-    from ..data import partition
-    from ..deployment import Deployment
-    from ..errors import InfeasibleParameterError, TopologyError
-    from ..topology import build_topology
+    from ..deployment import Deployment, server_client_layout
 
     ds = problem.dataset
     k = params.clients
-    if k > ds.n:
-        raise InfeasibleParameterError(f"clients = {k} exceeds the number of training points ({ds.n}); "
-                                       f"allowed: 1 <= clients <= {ds.n}")
-    parts = partition(ds.y, k, problem.partition_scheme, seed=problem.seed, **problem.partition_params)
-    G = problem.topology if problem.topology is not None else build_topology("star", k + 1, seed=problem.seed)
-    if G.number_of_nodes() != k + 1 or G.degree(0) != k:
-        raise TopologyError(f"dgilbert needs a star with the server at node 0 and {k} clients")
-    clients = np.arange(1, k + 1, dtype=np.int64)
+    layout = server_client_layout(problem, k, "dgilbert")
+    parts, G, clients = layout.parts, layout.topology, layout.clients
     roles = [RoleSpec("server", GilbertServer(ds.d), np.array([0], dtype=np.int64), [{"clients": clients}]),
              RoleSpec("client", GilbertClient(), clients,
                       [{"X": ds.X[idx], "y": ds.y[idx]} for idx in parts])]
@@ -320,14 +311,11 @@ def build_dgilbert(params: DGilbertParams, problem):
 
     def model(obs):
         x = obs["server"][0]["x"]
-        c = certificate(ds.X, ds.y, x)
-        proj = np.asarray(ds.X @ x).ravel()
-        lo_p, hi_q = float(proj[ds.y > 0].min()), float(proj[ds.y < 0].max())
-        factor = 2.0 / (lo_p - hi_q) if lo_p > hi_q else 1.0
-        return {"coef": factor * x, "intercept": -factor * 0.5 * (lo_p + hi_q), "hull_distance": c["hull_distance"]}
+        gap, b = hull_lower_bound(ds.X, ds.y, x, math.inf)
+        factor = 2.0 / gap if gap > 0 else 1.0          # canonical scaling: min y (w.x - b) = 1
+        return {"coef": factor * x, "intercept": -factor * b, "hull_distance": float(np.linalg.norm(x))}
 
-    names = ["server"] + [f"client-{i}" for i in range(k)]
-    return Deployment(roles=roles, topology=G, node_names=names, evaluate=evaluate, declared_scalars=declared,
+    return Deployment(roles=roles, topology=G, node_names=layout.node_names, evaluate=evaluate, declared_scalars=declared,
                       bound=lambda eps: {"upper": k * ds.d / eps, "lower": k * min(ds.d, 1.0 / eps)},
                       comm_unit=("kd", float(k * ds.d)), model=model,
                       info={"k": k, "scalars_per_iteration": dgilbert_scalars_per_iteration(k, ds.d)})

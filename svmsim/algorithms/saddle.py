@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -822,27 +822,13 @@ def build_saddle_svc(params: SaddleParams, problem):
 
 
 def build_saddle_dsvc(params: SaddleDSVCParams, problem):
-    from ..data import partition
-    from ..deployment import Deployment
-    from ..topology import build_topology
+    from ..deployment import Deployment, server_client_layout
 
     ds = problem.dataset
     k = params.clients
-    if k > ds.n:
-        raise InfeasibleParameterError(f"clients = {k} exceeds the number of training points ({ds.n}); "
-                                       f"allowed: 1 <= clients <= {ds.n}")
+    layout = server_client_layout(problem, k, "saddle-dsvc")
     cap = _cap_for(params, ds.y)
-    parts = partition(ds.y, k, problem.partition_scheme, seed=problem.seed, **problem.partition_params)
-    if problem.topology is not None:
-        G = problem.topology
-        if G.number_of_nodes() != k + 1 or G.degree(0) != k:
-            from ..errors import TopologyError
-
-            raise TopologyError(f"saddle-dsvc needs a star with the server at node 0 and {k} clients; the given "
-                                f"graph has {G.number_of_nodes()} nodes and node 0 has degree {G.degree(0)}")
-    else:
-        G = build_topology("star", k + 1, seed=problem.seed)
-    clients = np.arange(1, k + 1, dtype=np.int64)
+    parts, G, clients = layout.parts, layout.topology, layout.clients
     X = ds.X
     node_data = [{"X": X[idx], "y": ds.y[idx], "index": idx} for idx in parts]
     server = SaddleServer(ds.d, ds.n, params.eps, params.beta, params.q, nu_mode=cap < math.inf)
@@ -878,9 +864,8 @@ def build_saddle_dsvc(params: SaddleDSVCParams, problem):
     def model(obs):
         return _svm_model(evaluator, *gather(obs))
 
-    names = ["server"] + [f"client-{i}" for i in range(k)]
-    return Deployment(roles=roles, topology=G, node_names=names, evaluate=evaluate, declared_scalars=declared,
-                      bound=lambda eps: dsvc_bound(k, d_pad, eps), comm_unit=("kd", float(k * ds.d)),
+    return Deployment(roles=roles, topology=G, node_names=layout.node_names, evaluate=evaluate,
+                      declared_scalars=declared, bound=lambda eps: dsvc_bound(k, d_pad, eps), comm_unit=("kd", float(k * ds.d)),
                       model=model, info={"k": k, "cap": cap, "d_pad": d_pad, "n": ds.n,
                                          "scalars_per_iteration_hard": dsvc_scalars_per_iteration(k, False)})
 
