@@ -93,10 +93,15 @@ class _Progress:
             self.bar.close()
 
 
-def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float) -> str | None:
+def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float, previous: dict | None) -> str | None:
+    """The metric-based stopping rules: certified gap, objective change between evaluation points, time."""
     stop = scenario.stop
     if stop.gap is not None and metrics.get("rel_gap", math.inf) <= stop.gap:
         return "certified relative gap <= %g" % stop.gap
+    if stop.objective_change is not None and previous is not None:
+        change = abs(metrics.get("objective", math.nan) - previous.get("objective", math.nan))
+        if change < stop.objective_change:           # NaN (no objective) never stops
+            return "objective changed by < %g" % stop.objective_change
     if stop.max_seconds is not None and time.perf_counter() - started >= stop.max_seconds:
         return "time budget"
     return None
@@ -124,11 +129,12 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
         m = deployment.evaluate(observations())
         m.update(iteration=iteration, round=round_, messages=meter.messages, scalars=meter.scalars,
                  bytes=meter.bytes, comm_units=meter.scalars / unit, wall_time=time.perf_counter() - started)
+        previous = rows[-1] if rows else None
         rows.append(m)
         bar.update(iteration, m)
         if live is not None:
             live.update(meter, m, deployment)
-        why = _stop_by_metrics(scenario, m, started)
+        why = _stop_by_metrics(scenario, m, started, previous)
         if why:
             reason_box.append(why)
             return True
@@ -162,9 +168,10 @@ def _run_single(scenario: Scenario, solver: SingleMachineRun, progress: bool):
     def on_check(info: dict) -> bool:
         m = dict(info)
         m.update(round=0, messages=0, scalars=0, bytes=0, comm_units=0.0, wall_time=time.perf_counter() - started)
+        previous = rows[-1] if rows else None
         rows.append(m)
         bar.update(int(m["iteration"]), m)
-        why = _stop_by_metrics(scenario, m, started)
+        why = _stop_by_metrics(scenario, m, started, previous)
         if why is None and stop.max_iterations is not None and m["iteration"] >= stop.max_iterations:
             why = StopReason.ITERATIONS
         if why:

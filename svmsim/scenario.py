@@ -498,6 +498,9 @@ class StopSection(_Section):
     max_scalars: int | None = Field(None, ge=1)
     max_seconds: float | None = Field(None, gt=0)
     gap: float | None = Field(None, gt=0, lt=1)
+    # paper 000's practical rule (section 5): stop when the objective changed by less than this between two
+    # consecutive evaluation points; not certified, so not the default
+    objective_change: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _some_rule(self) -> "StopSection":

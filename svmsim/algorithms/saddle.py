@@ -240,7 +240,7 @@ class SaddleEvaluator:
     X: object
     y: np.ndarray
     cap: float
-    rotation: Rotation
+    rotation: Rotation | None = None     # only needed for iterates w in the rotated coordinates
     X_test: object = None
     y_test: np.ndarray | None = None
 
@@ -251,7 +251,12 @@ class SaddleEvaluator:
         return v, b, gap
 
     def __call__(self, w: np.ndarray, p: np.ndarray) -> dict:
-        v = self.rotation.to_original(w)
+        out = self.certify(self.rotation.to_original(w), p)
+        out["w_norm"] = float(np.linalg.norm(w))
+        return out
+
+    def certify(self, v: np.ndarray, p: np.ndarray) -> dict:
+        """The certificate of a direction v in the data's own coordinates and hull weights p (any solver's)."""
         proj = np.asarray(self.X @ v).ravel()
         gap, b = hull_lower_bound(self.X, self.y, v, self.cap, proj)
         z = np.asarray(self.X.T @ (self.y * p)).ravel()
@@ -263,7 +268,6 @@ class SaddleEvaluator:
             "hull_lower": lower,
             "margin": 0.5 * lower,
             "rel_gap": (upper - lower) / upper if upper > 0 else math.inf,
-            "w_norm": float(np.linalg.norm(w)),
         }
         if self.cap < 1.0:
             out["objective"] = -lower * lower / 8.0   # problem (5) at the best scaling of v

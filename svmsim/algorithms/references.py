@@ -1,0 +1,187 @@
+"""What users run today, as scenario algorithms: scikit-learn's `SVC`, `NuSVC` and `LinearSVC` (LIBSVM and
+LIBLINEAR underneath), on the same data and split as svmsim's solvers, recorded the same way.
+
+Each adapter fits once and reports one metrics row (fit time, objective, accuracies) through the runner, so one
+scenario family can compare svmsim's solvers with the reference on time, objective and accuracy:
+
+* ``sklearn-svc``: hard margin by `SVC(kernel="linear", C)` with a huge C. Its dual coefficients, normalised per
+  class, are hull weights p, so it gets the same certificate as Saddle-SVC and Gilbert (upper |sum y_j p_j x_j|,
+  lower gap(w)/|w|; objective = the hull distance).
+* ``sklearn-nusvc``: the nu-SVM with paper 000's cap nu (or alpha) through `NuSVC(nu = 2/(n nu))`
+  (notes-000 section 1); certified like Saddle-SVC (objective = -lower^2/8, problem (5)).
+* ``sklearn-linearsvc``: the C-SVM (paper 000 Table 4 uses C = 8) by LIBLINEAR; its objective is the C-SVM
+  primal 1/2|w|^2 + C sum loss (hinge or squared hinge, as fitted) -- a different problem, so the comparison is
+  on time and accuracy, as in the paper.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..reference import sklearn_nu
+from .registry import AlgorithmInfo, register
+from .saddle import SaddleEvaluator, resolve_cap
+
+__all__ = ["SVCParams", "NuSVCParams", "LinearSVCParams", "hull_weights", "csvm_primal"]
+
+
+def hull_weights(y: np.ndarray, support: np.ndarray, dual_coef) -> np.ndarray:
+    """Per-point hull weights p (each class's weights sum to 1) from a LIBSVM dual solution."""
+    if sp.issparse(dual_coef):
+        dual_coef = dual_coef.toarray()
+    a = np.abs(np.asarray(dual_coef, dtype=np.float64).ravel())
+    p = np.zeros(y.shape[0])
+    p[support] = a
+    for label in (1.0, -1.0):
+        mask = y == label
+        total = p[mask].sum()
+        if total > 0:
+            p[mask] /= total
+    return p
+
+
+def csvm_primal(X, y: np.ndarray, w: np.ndarray, b: float, C: float, loss: str = "hinge") -> float:
+    """The C-SVM primal 1/2 |w|^2 + C sum_i loss(y_i (w.x_i + b)), loss = hinge or squared_hinge."""
+    slack = np.maximum(0.0, 1.0 - y * (np.asarray(X @ w).ravel() + b))
+    if loss == "squared_hinge":
+        slack = slack * slack
+    return 0.5 * float(w @ w) + C * float(slack.sum())
+
+
+def _dense_coef(coef) -> np.ndarray:
+    return coef.toarray().ravel() if sp.issparse(coef) else np.asarray(coef, dtype=np.float64).ravel()
+
+
+def _fit_matrix(X, dense: bool | None):
+    """LIBSVM runs faster on a dense array when the data are dense-ish (> 30% non-zeros)."""
+    if dense is None:
+        dense = sp.issparse(X) and X.nnz > 0.3 * X.shape[0] * X.shape[1]
+    return X.toarray() if (dense and sp.issparse(X)) else X
+
+
+def _accuracies(ds, w: np.ndarray, b: float) -> dict:
+    out = {"train_accuracy": float(np.mean(np.where(np.asarray(ds.X @ w).ravel() + b >= 0, 1.0, -1.0) == ds.y))}
+    if ds.X_test is not None and ds.y_test is not None and len(ds.y_test):
+        st = np.asarray(ds.X_test @ w).ravel() + b
+        out["test_accuracy"] = float(np.mean(np.where(st >= 0, 1.0, -1.0) == ds.y_test))
+    return out
+
+
+def _hull_run(problem, make_estimator, cap: float, info: dict, dense: bool | None):
+    """A single fit of a LIBSVM dual solver, certified on the (reduced) hulls like Saddle-SVC."""
+    from ..deployment import SingleMachineRun
+
+    ds = problem.dataset
+
+    def fit(on_check, eval_every):
+        est = make_estimator()
+        Xf = _fit_matrix(ds.X, dense)
+        t0 = time.perf_counter()
+        est.fit(Xf, ds.y)
+        fit_time = time.perf_counter() - t0
+        w = _dense_coef(est.coef_)
+        p = hull_weights(ds.y, est.support_, est.dual_coef_)
+        metrics = SaddleEvaluator(ds.X, ds.y, cap, None, ds.X_test, ds.y_test).certify(w, p)
+        metrics.update(iteration=int(np.max(est.n_iter_)), fit_time=fit_time, n_support=int(est.support_.size))
+        on_check(metrics)
+        return {"coef": w, "intercept": float(est.intercept_[0]), "weights": p}
+
+    return SingleMachineRun(fit=fit, info=info)
+
+
+class SVCParams(BaseModel):
+    """``[algorithm]`` keys of sklearn-svc (hard margin)."""
+
+    model_config = ConfigDict(extra="forbid")
+    C: float = Field(1e10, gt=0, description="box constraint; a huge C solves the hard-margin problem")
+    tol: float = Field(1e-6, gt=0, description="LIBSVM's stopping tolerance")
+    dense: bool | None = Field(None, description="fit on a dense copy (default: when > 30% of entries are non-zero)")
+
+
+def build_svc(params: SVCParams, problem):
+    from sklearn.svm import SVC
+
+    return _hull_run(problem, lambda: SVC(kernel="linear", C=params.C, tol=params.tol), math.inf,
+                     {"C": params.C, "tol": params.tol, "n": problem.dataset.n}, params.dense)
+
+
+class NuSVCParams(BaseModel):
+    """``[algorithm]`` keys of sklearn-nusvc: paper 000's nu (a weight cap) or alpha, mapped to NuSVC's nu."""
+
+    model_config = ConfigDict(extra="forbid")
+    nu: float | None = Field(None, gt=0, le=1, description="weight cap of the nu-SVM (paper 000's nu)")
+    alpha: float | None = Field(None, gt=0, le=1, description="nu = 1/(alpha*min(n1,n2)); the paper uses 0.85")
+    tol: float = Field(1e-3, gt=0, description="LIBSVM's stopping tolerance")
+    dense: bool | None = Field(None, description="fit on a dense copy (default: when > 30% of entries are non-zero)")
+
+    @model_validator(mode="after")
+    def _one_of_nu_alpha(self):
+        if self.nu is not None and self.alpha is not None:
+            raise ValueError("set either nu or alpha, not both")
+        if self.nu is None and self.alpha is None:
+            raise ValueError("set nu or alpha (the nu-SVM needs its weight cap; for the hard margin use "
+                             "sklearn-svc)")
+        return self
+
+
+def build_nusvc(params: NuSVCParams, problem):
+    from sklearn.svm import NuSVC
+
+    ds = problem.dataset
+    cap = resolve_cap(int((ds.y > 0).sum()), int((ds.y < 0).sum()), params.nu, params.alpha)
+    cap_value = min(cap, 1.0)
+    mu = sklearn_nu(cap_value, ds.n)
+    return _hull_run(problem, lambda: NuSVC(nu=mu, kernel="linear", tol=params.tol), cap,
+                     {"cap": cap_value, "sklearn_nu": mu, "tol": params.tol, "n": ds.n}, params.dense)
+
+
+class LinearSVCParams(BaseModel):
+    """``[algorithm]`` keys of sklearn-linearsvc (the C-SVM by LIBLINEAR)."""
+
+    model_config = ConfigDict(extra="forbid")
+    C: float = Field(8.0, gt=0, description="C of the C-SVM (paper 000 Table 4 uses 8)")
+    loss: Literal["squared_hinge", "hinge"] = Field("squared_hinge", description="LIBLINEAR's loss")
+    tol: float = Field(1e-4, gt=0, description="LIBLINEAR's stopping tolerance")
+    max_iter: int = Field(1000, ge=1, description="LIBLINEAR's iteration limit")
+    fit_intercept: bool = True
+
+
+def build_linearsvc(params: LinearSVCParams, problem):
+    from sklearn.svm import LinearSVC
+
+    from ..deployment import SingleMachineRun
+
+    ds = problem.dataset
+
+    def fit(on_check, eval_every):
+        est = LinearSVC(C=params.C, loss=params.loss, tol=params.tol, max_iter=params.max_iter,
+                        fit_intercept=params.fit_intercept, dual="auto", random_state=problem.seed)
+        t0 = time.perf_counter()
+        est.fit(ds.X, ds.y)
+        fit_time = time.perf_counter() - t0
+        w, b = _dense_coef(est.coef_), float(est.intercept_[0])
+        metrics = {"iteration": int(est.n_iter_), "fit_time": fit_time,
+                   "objective": csvm_primal(ds.X, ds.y, w, b, params.C, params.loss), **_accuracies(ds, w, b)}
+        on_check(metrics)
+        return {"coef": w, "intercept": b}
+
+    return SingleMachineRun(fit=fit, info={"C": params.C, "loss": params.loss, "n": ds.n})
+
+
+_PAPER = "000_ff8faf4b278c4a32.txt, reference solvers (notes-000 section 4)"
+register(AlgorithmInfo(
+    name="sklearn-svc", family="references", paper=_PAPER, distributed=False, Params=SVCParams, build=build_svc,
+    description="scikit-learn SVC (LIBSVM), linear kernel, huge C: the exact hard-margin reference"))
+register(AlgorithmInfo(
+    name="sklearn-nusvc", family="references", paper=_PAPER, distributed=False, Params=NuSVCParams,
+    build=build_nusvc,
+    description="scikit-learn NuSVC (LIBSVM), linear kernel, nu = 2/(n nu_paper): the nu-SVM reference"))
+register(AlgorithmInfo(
+    name="sklearn-linearsvc", family="references", paper=_PAPER, distributed=False, Params=LinearSVCParams,
+    build=build_linearsvc,
+    description="scikit-learn LinearSVC (LIBLINEAR): the C-SVM users run today (paper 000 Table 4, C = 8)"))
