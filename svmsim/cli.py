@@ -1,4 +1,4 @@
-"""The `svmsim` command line: run, validate and list.
+"""The `svmsim` command line: run, sweep, validate and list.
 
 Errors in what the user gave (scenario, data, parameters) print one paragraph and exit with status 2; no
 traceback. Status 1 is reserved for failures inside svmsim, 130 for an interrupted run.
@@ -16,6 +16,7 @@ EPILOG = """\
 examples:
   svmsim run scenarios/quickstart.toml
   svmsim run scenarios/saddle_dsvc_mushrooms.toml --engine ray --set stop.max_iterations=2000
+  svmsim sweep scenarios/quickstart.toml --param eps=1e-1,1e-2,1e-3
   svmsim validate scenarios/quickstart.toml
   svmsim list algorithms
 
@@ -52,6 +53,32 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--overwrite", action="store_true", help="replace an existing run directory")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--quiet", "-q", action="store_true", help="print only the run directory")
+
+    sw = sub.add_parser(
+        "sweep", help="run a scenario over a grid of parameters (and algorithm variants) into one table",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a scenario for every combination of --param values (and every [[sweep.variants]] entry "
+                    "of the file), then write sweep.csv, sweep.md, the per-run directories and figures. With an "
+                    "eps grid, each point's cost is the ledger's scalars up to the first evaluated iterate with "
+                    "certified relative gap <= eps; the log-log slope of cost against 1/eps is fitted per "
+                    "variant and drawn with the bound k(d+sqrt(d/eps)) and the lower bound k*min(d,1/eps).",
+        epilog="examples:\n"
+               "  svmsim sweep scenarios/quickstart.toml --param eps=1e-1,1e-2,1e-3\n"
+               "  svmsim sweep scenarios/paper000_fig3_margin_vs_comm.toml\n"
+               "  svmsim sweep FILE --param d=8,32 --param k=5,20 --set stop.max_iterations=10000\n\n"
+               "short names: eps (algorithm.eps and stop.gap), d (data.d), n (data.n), k or clients "
+               "(algorithm.clients), seed; any dotted scenario key also works.")
+    sw.add_argument("scenario", help="path to a scenario TOML file (optionally with a [sweep] table)")
+    sw.add_argument("--param", dest="params", action="append", default=[], metavar="NAME=V1,V2,...",
+                    help="a grid axis (repeatable; replaces the file's sweep.grid entry of the same name)")
+    sw.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a scenario key in every run")
+    sw.add_argument("--engine", choices=("inproc", "ray", "ray-cgraph"), help="override engine.name")
+    sw.add_argument("--out", help="exact sweep directory (default: <output.dir>/sweep-<name>-<timestamp>)")
+    sw.add_argument("--overwrite", action="store_true", help="replace an existing sweep directory")
+    sw.add_argument("--no-runs", action="store_true", help="do not keep each run's own directory")
+    sw.add_argument("--dry-run", action="store_true", help="validate every point and list them; run nothing")
+    sw.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     v = sub.add_parser("validate", help="check a scenario file and print it resolved")
     v.add_argument("scenario", help="path to a scenario TOML file")
@@ -114,6 +141,27 @@ def _cmd_run(args) -> int:
             lines.append(f"{label:<10} {f[key]:.6g}")
     lines.append(f"run dir    {result.run_dir}")
     print("\n".join(lines))
+    return 0
+
+
+def _cmd_sweep(args) -> int:
+    from .scenario import parse_overrides
+    from .sweep import parse_param, plan_sweep, run_sweep
+
+    params = [parse_param(t) for t in args.params]
+    ov = parse_overrides(args.sets)
+    if args.engine:
+        ov["engine.name"] = args.engine
+    if args.dry_run:
+        spec, points = plan_sweep(args.scenario, params, ov)
+        print(f"# {len(points)} runs, all valid:")
+        for p in points:
+            print(f"  {p.slug}")
+        return 0
+    res = run_sweep(args.scenario, params, ov, out=args.out, overwrite=args.overwrite,
+                    progress=not args.no_progress, keep_runs=not args.no_runs)
+    print((res.directory / "sweep.md").read_text())
+    print(f"sweep dir  {res.directory}")
     return 0
 
 
@@ -184,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return {"run": _cmd_run, "validate": _cmd_validate, "list": _cmd_list}[args.command](args)
+        return {"run": _cmd_run, "sweep": _cmd_sweep, "validate": _cmd_validate,
+                "list": _cmd_list}[args.command](args)
     except SvmsimError as e:
         msg = str(e)
         first, _, rest = msg.partition("\n")

@@ -5,7 +5,16 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_run"]
+__all__ = ["plot_run", "plot_cost_vs_eps", "plot_sweep_curves"]
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | None = None,
@@ -13,10 +22,7 @@ def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | Non
     """Three panels against communication (scalars, or the paper's unit such as k*d): the objective, the
     certified relative gap (log scale, with the target eps), and train/test accuracy. The bounds
     k(d + sqrt(d/eps)) and k*min(d, 1/eps) are drawn as vertical lines where they apply."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     def col(name):
         return np.array([m.get(name, np.nan) if m.get(name) is not None else np.nan for m in metrics], dtype=float)
@@ -60,6 +66,91 @@ def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | Non
     for a in axes[1:]:
         a.legend(loc="best", fontsize=8)
     axes[0].legend(loc="best", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_cost_vs_eps(rows: list[dict], slopes: list[dict], path: Path, title: str = "") -> Path:
+    """Measured communication to a certified relative gap eps against 1/eps (log-log), one line per variant and
+    grid group, with the fitted slope in the legend, and the bound k(d+sqrt(d/eps)) and the lower bound
+    k*min(d, 1/eps) of each group drawn as they are (no constants fitted)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        key = tuple((k, v) for k, v in r.items() if k not in _ROW_RESULT_KEYS and k != "eps")
+        groups.setdefault(key, []).append(r)
+    slope_of = {tuple((k, v) for k, v in s.items() if k not in ("slope", "points", "bound_slope")): s["slope"]
+                for s in slopes}
+    drawn_bounds = set()
+    for i, (key, rs) in enumerate(groups.items()):
+        rs = sorted(rs, key=lambda r: -r["eps"])
+        inv = np.array([1.0 / r["eps"] for r in rs])
+        cost = np.array([r.get("cost_scalars", np.nan) for r in rs], dtype=float)
+        label = ", ".join(f"{v}" if k == "variant" else f"{k}={v}" for k, v in key)
+        slope = slope_of.get(key, np.nan)
+        ax.loglog(inv, cost, marker="o", color=f"C{i % 10}",
+                  label=f"{label} (slope {slope:.2f})" if np.isfinite(slope) else label)
+        upper = np.array([r.get("bound_upper") or np.nan for r in rs], dtype=float)
+        lower = np.array([r.get("bound_lower") or np.nan for r in rs], dtype=float)
+        bkey = (tuple(np.round(upper, 6)), tuple(np.round(lower, 6)))
+        if np.isfinite(upper).any() and bkey not in drawn_bounds:
+            drawn_bounds.add(bkey)
+            ax.loglog(inv, upper, linestyle="--", color=f"C{i % 10}", alpha=0.6, label=f"bound ({label})")
+            ax.loglog(inv, lower, linestyle=":", color=f"C{i % 10}", alpha=0.6, label=f"lower bound ({label})")
+            first = np.flatnonzero(np.isfinite(cost) & np.isfinite(upper))
+            if first.size:                       # the bound's shape through the first measured point
+                j = first[0]
+                ax.loglog(inv, upper * cost[j] / upper[j], linestyle="-.", color=f"C{i % 10}", alpha=0.35,
+                          label=f"bound shape, scaled ({label})")
+    ax.set_xlabel("1/eps")
+    ax.set_ylabel("scalars to a certified relative gap <= eps")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
+#: keys of a sweep row that are results, not grid coordinates
+_ROW_RESULT_KEYS = {"algorithm", "stop_reason", "iterations", "rounds", "scalars", "comm_units", "wall_time",
+                    "objective", "hull_distance", "margin", "rel_gap", "train_accuracy", "test_accuracy",
+                    "test_accuracy_std", "cost_scalars", "cost_iteration", "reached", "cost_units", "bound_upper",
+                    "bound_lower", "cost_resolution"}
+
+
+def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "comm_units", title: str = "",
+                      max_panels: int = 12) -> Path:
+    """One panel per grid point, one curve per variant: metric `y` against `x` (communication in the paper's
+    unit by default; single-machine runs, which send nothing, are drawn against wall time instead)."""
+    plt = _pyplot()
+    panels: dict[tuple, list] = {}
+    for point, metrics, unit in runs:
+        panels.setdefault(tuple(point.values.items()), []).append((point.variant, metrics, unit))
+    keys = list(panels)[:max_panels]
+    cols = min(3, len(keys))
+    nrows = int(np.ceil(len(keys) / cols))
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 3.9 * nrows), squeeze=False)
+    for ax, key in zip(axes.ravel(), keys):
+        for variant, metrics, unit in panels[key]:
+            xs = np.array([m.get(x, np.nan) for m in metrics], dtype=float)
+            xlabel = x if x != "comm_units" else f"communication ({unit[0] if unit else 'scalars'})"
+            if x in ("comm_units", "scalars") and not (np.nan_to_num(xs) > 0).any():
+                xs = np.array([m.get("wall_time", np.nan) for m in metrics], dtype=float)
+                variant = f"{variant} (wall time, s)"
+            ys = np.array([m.get(y, np.nan) if m.get(y) is not None else np.nan for m in metrics], dtype=float)
+            ax.plot(xs, ys, marker="." if len(xs) < 60 else None, label=variant)
+            ax.set_xlabel(xlabel)
+        ax.set_ylabel(y)
+        ax.set_title(", ".join(f"{k}={v}" for k, v in key) or title, fontsize=9)
+        ax.legend(fontsize=7, loc="best")
+    for ax in axes.ravel()[len(keys):]:
+        ax.set_visible(False)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

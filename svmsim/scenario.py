@@ -975,6 +975,9 @@ def load_scenario(source: str | os.PathLike | Mapping[str, Any],
     else:
         raise ScenarioError(f"a scenario must be a TOML file path or a dict, got {type(source).__name__}")
     raw = apply_overrides(raw, overrides, where)
+    if "sweep" in raw:                 # a sweep file's [sweep] table: checked here, used by `svmsim sweep`
+        raw = dict(raw)
+        check_sweep_table(raw.pop("sweep"), where)
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
@@ -982,6 +985,23 @@ def load_scenario(source: str | os.PathLike | Mapping[str, Any],
     if path is not None:
         scenario._source = str(path)
     return scenario
+
+
+def check_sweep_table(table: Any, where: str):
+    """The validated ``[sweep]`` table (a `svmsim.sweep.SweepSpec`), or a ScenarioError naming what is wrong."""
+    from .sweep import SweepSpec
+
+    if not isinstance(table, Mapping):
+        raise ScenarioError(f"{where}: sweep = {_show(table)} is not a table; allowed: a [sweep] table with grid, "
+                            "variants, plot, x, title")
+    try:
+        return SweepSpec.model_validate(dict(table))
+    except ScenarioError as exc:
+        raise ScenarioError(f"{where}: sweep.grid: {exc}") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in ("sweep",) + tuple(err["loc"]))
+        raise ScenarioError(f"{where}: {loc}: {err['msg']}") from None
 
 
 def validate_file(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None) -> Scenario:
