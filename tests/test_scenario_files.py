@@ -14,9 +14,19 @@ SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.t
 def test_scenario_validates_and_runs(path, data_env):
     scenario = svmsim.load_scenario(path)
     assert scenario.name
-    res = svmsim.run(scenario, overrides={"stop.max_iterations": 300, "output.eval_every": 100,
-                                          "output.progress": False}, write=False)
+    overrides = {"stop.max_iterations": 300, "output.eval_every": 100, "output.progress": False}
+    if scenario.data.is_synthetic and scenario.data.n * scenario.data.d > 4_000_000:
+        overrides["data.n"] = 2000                 # paper-scale synthetic sets: a smaller draw of the same kind
+    res = svmsim.run(scenario, overrides=overrides, write=False)
     assert res.final["iteration"] == 300 or res.stop_reason.startswith("certified")
     assert 0.0 <= res.final["train_accuracy"] <= 1.0
     if res.ledger is not None:
         assert res.summary["ledger_matches_declared"] is True
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_every_sweep_point_validates(path, data_env):
+    from svmsim.sweep import plan_sweep
+
+    spec, points = plan_sweep(path)
+    assert points and len({p.slug for p in points}) == len(points)
