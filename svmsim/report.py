@@ -121,7 +121,7 @@ def plot_cost_vs_eps(rows: list[dict], slopes: list[dict], path: Path, title: st
 _ROW_RESULT_KEYS = {"algorithm", "stop_reason", "iterations", "rounds", "scalars", "comm_units", "wall_time",
                     "objective", "hull_distance", "margin", "rel_gap", "train_accuracy", "test_accuracy",
                     "test_accuracy_std", "cost_scalars", "cost_iteration", "reached", "cost_units", "bound_upper",
-                    "bound_lower", "cost_resolution"}
+                    "bound_lower", "cost_resolution", "scalars_vs_first"}
 
 
 def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "comm_units", title: str = "",

@@ -257,6 +257,36 @@ def _row(point: SweepPoint, result) -> dict:
     return row
 
 
+def _compare_to_first_variant(rows: list[dict], keys: list[str]) -> None:
+    """Add `scalars_vs_first`: a run's scalars over the first variant's at the same grid point (e.g. 3.0 means
+    three times the communication of the first variant; at eps points the cost to eps is compared)."""
+    first: dict[tuple, float] = {}
+    label = rows[0]["variant"] if rows else None
+    for r in rows:
+        if r["variant"] == label:
+            first[tuple(r.get(k) for k in keys)] = r.get("cost_scalars", r["scalars"])
+    for r in rows:
+        ref = first.get(tuple(r.get(k) for k in keys))
+        mine = r.get("cost_scalars", r["scalars"])
+        if ref and mine and np.isfinite(ref) and np.isfinite(mine):
+            r["scalars_vs_first"] = mine / ref
+
+
+def _tag_table(points: list[SweepPoint], runs: list) -> str:
+    """Where the communication went: scalars per message tag of every distributed run."""
+    lines = []
+    for p, r in zip(points, runs):
+        if r.ledger is None or not r.ledger.by_tag:
+            continue
+        total = max(r.ledger.totals["scalars"], 1)
+        parts = ", ".join(f"{tag} {v[1]} ({100.0 * v[1] / total:.1f}%)"
+                          for tag, v in sorted(r.ledger.by_tag.items(), key=lambda kv: -kv[1][1]))
+        lines.append(f"| {p.slug} | {r.ledger.totals['scalars']} | {parts} |")
+    if not lines:
+        return ""
+    return "\n".join(["| run | scalars | by tag (scalars, share) |", "|---|---|---|"] + lines)
+
+
 def _slopes(rows: list[dict], keys: list[str]) -> list[dict]:
     """Slope of cost against 1/eps per variant and per combination of the other grid keys."""
     if "eps" not in keys:
@@ -296,7 +326,7 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
 
 def _columns(rows: list[dict], keys: list[str]) -> list[str]:
     first = ["variant"] + keys
-    preferred = ["iterations", "scalars", "comm_units", "cost_scalars", "cost_units", "cost_resolution",
+    preferred = ["iterations", "scalars", "comm_units", "scalars_vs_first", "cost_scalars", "cost_units", "cost_resolution",
                  "bound_upper", "bound_lower", "wall_time", *_FINAL_COLUMNS, "stop_reason"]
     present = {k for r in rows for k in r}
     return first + [c for c in preferred if c in present]
@@ -342,6 +372,7 @@ def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None =
             runs.append(res)
             if bar is not None:
                 bar.update(1)
+        _compare_to_first_variant(rows, keys)
         slopes = _slopes(rows, keys)
         result = SweepResult(final_dir, rows, slopes, runs)
         if write:
@@ -374,6 +405,9 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
         scols = list(dict.fromkeys(k for s in result.slopes for k in s))
         text += ["", "## slope of communication against 1/eps (log-log least squares)", "",
                  markdown_table(result.slopes, scols)]
+    tags = _tag_table(points, result.runs)
+    if tags:
+        text += ["", "## communication by message tag", "", tags]
     (directory / "sweep.md").write_text("\n".join(text) + "\n")
     (directory / "sweep.json").write_text(json.dumps(
         {"spec": spec.model_dump(), "slopes": result.slopes, "rows": result.rows}, indent=2, default=_plain))

@@ -75,6 +75,8 @@ def test_eps_sweep_measures_cost_to_the_certified_gap_and_fits_a_slope(tmp_path)
     rows = list(csv.DictReader(open(d / "sweep.csv")))
     assert [float(r["cost_scalars"]) for r in rows] == costs
     assert len(list((d / "runs").iterdir())) == 3
+    md = (d / "sweep.md").read_text()
+    assert "## communication by message tag" in md and "saddle-dsvc__eps=0.001" in md
 
 
 def test_variants_compare_algorithms_on_each_grid_point(tmp_path):
@@ -87,6 +89,8 @@ def test_variants_compare_algorithms_on_each_grid_point(tmp_path):
     assert all(r["rel_gap"] <= 1e-2 for r in res.rows)
     assert [run.scenario.algorithm.params.clients for run in res.runs] == [2, 4, 2, 4]
     assert res.runs[2].scenario.output.eval_every == 5
+    for mine, first in ((2, 0), (3, 1)):
+        assert res.rows[mine]["scalars_vs_first"] == pytest.approx(res.rows[mine]["scalars"] / res.rows[first]["scalars"])
 
 
 def test_fit_slope_ignores_points_that_did_not_reach_eps():
