@@ -32,7 +32,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from . import rundir
 from .errors import ScenarioError
 from .scenario import Scenario, _read_toml, apply_overrides, check_sweep_table, load_scenario
 
@@ -334,13 +334,7 @@ def _columns(rows: list[dict], keys: list[str]) -> list[str]:
 
 def _sweep_dir(name: str, out: str | Path | None, base_dir: str, overwrite: bool) -> tuple[Path, Path]:
     final = Path(out) if out is not None else Path(base_dir) / f"sweep-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if final.exists() and not overwrite:
-        raise ScenarioError(f"sweep directory '{final}' already exists; pass --overwrite or choose another --out")
-    tmp = final.parent / f".{final.name}.incomplete"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    return final, tmp
+    return final, rundir.begin(final, overwrite, "sweep directory", "pass --overwrite or choose another --out")
 
 
 def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None = None,
@@ -377,13 +371,10 @@ def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None =
         result = SweepResult(final_dir, rows, slopes, runs)
         if write:
             _write(tmp_dir, spec, points, result, keys)
-            if final_dir.exists():
-                shutil.rmtree(final_dir)
-            tmp_dir.rename(final_dir)
+            rundir.commit(tmp_dir, final_dir)
         return result
     except BaseException:
-        if tmp_dir is not None and tmp_dir.exists():
-            shutil.rmtree(tmp_dir, ignore_errors=True)
+        rundir.discard(tmp_dir)
         raise
     finally:
         if bar is not None:
