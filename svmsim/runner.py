@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +16,13 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from . import rundir
 from .comm.meter import Ledger, Meter
 from .data import make_dataset
 from .deployment import Deployment, Problem, SingleMachineRun
 from .engine import make_engine
 from .engine.base import Engine
-from .errors import ScenarioError
+from .faults import FaultPlan
 from .scenario import Scenario, load_scenario
 from .schedule.sync import StopReason, SyncScheduler
 from .topology import from_networkx
@@ -112,7 +112,8 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
     meter = Meter(deployment.n_nodes, deployment.adjacency(), deployment.node_names)
     groups = engine.plan(deployment.roles)
     engine.deploy(groups, scenario.seed)
-    scheduler = SyncScheduler(engine, groups, meter, deployment.n_nodes)
+    faults = _sync_faults(scenario, deployment.n_nodes)
+    scheduler = SyncScheduler(engine, groups, meter, deployment.n_nodes, faults=faults)
     unit = deployment.comm_unit[1] if deployment.comm_unit else 1.0
     rows: list[dict] = []
     started = time.perf_counter()
@@ -140,21 +141,133 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
             return True
         return False
 
+    failed = None
     try:
-        reason = scheduler.run(max_iterations=stop.max_iterations, max_rounds=stop.max_rounds,
-                               max_scalars=stop.max_scalars, observe_every=scenario.output.eval_every,
-                               on_iteration=on_iteration)
-        obs = observations()
-        if not rows or rows[-1]["iteration"] != scheduler.iteration:
-            on_iteration(scheduler.iteration, scheduler.round)
-        model = deployment.model(obs) if deployment.model else {}
-        declared = deployment.declared_scalars(obs) if deployment.declared_scalars else None
+        try:
+            reason = scheduler.run(max_iterations=stop.max_iterations, max_rounds=stop.max_rounds,
+                                   max_scalars=stop.max_scalars, observe_every=scenario.output.eval_every,
+                                   on_iteration=on_iteration)
+        except Exception as exc:          # noqa: BLE001 - under faults, a broken algorithm is a result
+            if faults is None:
+                raise
+            failed = reason = (f"algorithm {scenario.algorithm.name!r} failed under the fault model in round "
+                               f"{scheduler.round} ({type(exc).__name__}: {exc}); it assumes reliable delivery")
+        if failed is None:
+            obs = observations()
+            if not rows or rows[-1]["iteration"] != scheduler.iteration:
+                on_iteration(scheduler.iteration, scheduler.round)
+            model = deployment.model(obs) if deployment.model else {}
+            declared = deployment.declared_scalars(obs) if deployment.declared_scalars else None
+        else:                             # the state is not trustworthy: keep the rows measured before
+            model, declared = {}, None
     finally:
         bar.close()
     if reason == StopReason.OBSERVER and reason_box:
         reason = reason_box[0]
     extra = {"rounds": scheduler.round, "iterations": scheduler.iteration, "declared_scalars": declared,
              "ledger_matches_declared": None if declared is None else bool(declared == meter.scalars)}
+    if faults is not None:
+        extra["faults"] = faults.summary()
+        if reason == StopReason.QUIESCENT and extra["faults"]["dropped_total"]["messages"]:
+            reason = (f"{reason}: algorithm {scenario.algorithm.name!r} stalled after the fault model dropped a "
+                      "message it waited for (it assumes reliable delivery)")
+        extra["ledger_matches_declared"] = _ledger_matches(declared, meter, extra["faults"])
+        extra["failed_under_faults"] = failed is not None
+    return model, rows, meter.ledger(), reason, extra
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Faults and asynchronous gossip
+# ----------------------------------------------------------------------------------------------------------------
+
+def _sync_faults(scenario: Scenario, n_nodes: int) -> FaultPlan | None:
+    """The [faults] section bound for synchronous rounds (None when nothing can go wrong)."""
+    model = scenario.faults.model()
+    if model.is_empty:
+        return None
+    model.check_sync()
+    return model.bind(n_nodes, scenario.seed)
+
+
+def _ledger_matches(declared: int | None, meter: Meter, faults: dict) -> bool | None:
+    """With faults: what the programs sent plus the network's duplicates equals delivered plus dropped scalars."""
+    if declared is None:
+        return None
+    duplicated = sum(rec["scalars"] for rec in faults["duplicated"].values())
+    return bool(declared + duplicated == meter.scalars + faults["dropped_total"]["scalars"])
+
+
+def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, progress: bool):
+    """Run peer programs on the asynchronous gossip scheduler (virtual time; see `svmsim.schedule.gossip`).
+
+    Metrics rows are taken every ``[schedule] eval_time`` of virtual time (default: one round) and/or every
+    ``eval_messages`` messages: ``iteration`` and ``round`` are the whole rounds of virtual time elapsed
+    (``floor(virtual_time / round_time)``), ``virtual_time``, ``wakes`` (clock ticks), ``sent_messages`` and
+    ``in_flight`` come from the scheduler, and messages/scalars/bytes are what the meter has settled so far
+    (delivered or dropped; messages in flight are metered when they arrive, or at the end). Budgets:
+    ``[stop] max_rounds`` / ``max_iterations`` (rounds of virtual time), ``max_scalars`` (sent), ``max_seconds``,
+    ``gap`` (rel_gap at an evaluation point), and ``[schedule] max_time`` / ``max_messages``.
+    """
+    from .schedule.gossip import Clock, GossipScheduler, GossipStopReason, LatencyModel
+
+    stop, sched = scenario.stop, scenario.schedule
+    meter = Meter(deployment.n_nodes, deployment.adjacency(), deployment.node_names)
+    groups = engine.plan(deployment.roles)
+    engine.deploy(groups, scenario.seed)
+    round_time = sched.effective_round_time
+    scheduler = GossipScheduler(
+        engine, groups, meter, deployment.topology, clock=Clock(sched.clock, sched.rate, sched.jitter),
+        latency=LatencyModel(sched.latency_distribution(), sched.bandwidth, sched.edge_spread),
+        faults=scenario.faults.model(), seed=scenario.seed, round_time=round_time,
+        compiled=None if sched.compiled else False)
+    budgets = [sched.max_time] + [r * round_time for r in (stop.max_rounds, stop.max_iterations) if r is not None]
+    max_time = min((b for b in budgets if b is not None), default=None)
+    unit = deployment.comm_unit[1] if deployment.comm_unit else 1.0
+    rows: list[dict] = []
+    started = time.perf_counter()
+    bar = _Progress(progress, None if max_time is None else int(max_time / round_time), scenario.name)
+    reason_box: list[str] = []
+
+    def observations():
+        obs: dict[str, list] = {}
+        for gid, o in sorted(engine.observe().items()):
+            obs.setdefault(groups[gid].role, []).append(o)
+        return obs
+
+    def on_observe(p) -> bool:
+        m = deployment.evaluate(observations())
+        m.update(iteration=p.round, round=p.round, virtual_time=p.time, wakes=p.wakes, sent_messages=p.sent,
+                 in_flight=p.in_flight, messages=meter.messages, scalars=meter.scalars, bytes=meter.bytes,
+                 comm_units=meter.scalars / unit, wall_time=time.perf_counter() - started)
+        previous = rows[-1] if rows else None
+        rows.append(m)
+        bar.update(p.round, m)
+        why = _stop_by_metrics(scenario, m, started, previous)
+        if why:
+            reason_box.append(why)
+            return True
+        return False
+
+    eval_time = sched.eval_time if sched.eval_time is not None else (None if sched.eval_messages else round_time)
+    try:
+        reason = scheduler.run(max_time=max_time, max_messages=sched.max_messages, max_scalars=stop.max_scalars,
+                               max_seconds=stop.max_seconds, eval_time=eval_time, eval_messages=sched.eval_messages,
+                               on_observe=on_observe)
+        if not rows or rows[-1]["virtual_time"] != scheduler.now or rows[-1]["wakes"] != scheduler.progress().wakes:
+            on_observe(scheduler.progress())
+        fault_summary = scheduler.finish()
+        obs = observations()
+        model = deployment.model(obs) if deployment.model else {}
+        declared = deployment.declared_scalars(obs) if deployment.declared_scalars else None
+    finally:
+        bar.close()
+    if reason == GossipStopReason.OBSERVER and reason_box:
+        reason = reason_box[0]
+    progress_ = scheduler.progress()
+    extra = {"rounds": progress_.round, "iterations": progress_.round, "virtual_time": progress_.time,
+             "wakes": progress_.wakes, "events": progress_.events, "sent_messages": progress_.sent,
+             "round_time": round_time, "compiled_loop": scheduler.compiled, "declared_scalars": declared,
+             "ledger_matches_declared": _ledger_matches(declared, meter, fault_summary), "faults": fault_summary}
     return model, rows, meter.ledger(), reason, extra
 
 
@@ -191,15 +304,8 @@ def _run_single(scenario: Scenario, solver: SingleMachineRun, progress: bool):
 
 def _prepare_run_dir(scenario: Scenario, out_dir: Path | None) -> tuple[Path, Path]:
     final = Path(out_dir) if out_dir is not None else scenario.run_directory()
-    if final.exists():
-        if not scenario.output.overwrite:
-            raise ScenarioError(f"run directory '{final}' already exists; set output.overwrite = true, choose "
-                                f"another output.run_dir, or remove it")
-    tmp = final.parent / f".{final.name}.incomplete"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    return final, tmp
+    return final, rundir.begin(final, scenario.output.overwrite, "run directory",
+                               "set output.overwrite = true, choose another output.run_dir, or remove it")
 
 
 def _json_default(o: Any):
@@ -277,7 +383,10 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
 
                 live = LiveMetrics(scenario.name)
             try:
-                model, rows, ledger, reason, extra = _run_distributed(scenario, built, eng, progress, live)
+                if scenario.schedule.kind == "gossip":
+                    model, rows, ledger, reason, extra = _run_gossip(scenario, built, eng, progress)
+                else:
+                    model, rows, ledger, reason, extra = _run_distributed(scenario, built, eng, progress, live)
             finally:
                 if own_engine:
                     eng.close()
@@ -294,11 +403,8 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
         result = RunResult(scenario, model, rows, ledger, reason, final_dir, summary)
         if write:
             _write_outputs(tmp_dir, result, bound, comm_unit)
-            if final_dir.exists():
-                shutil.rmtree(final_dir)
-            tmp_dir.rename(final_dir)
+            rundir.commit(tmp_dir, final_dir)
         return result
     except BaseException:
-        if tmp_dir is not None and tmp_dir.exists():
-            shutil.rmtree(tmp_dir, ignore_errors=True)
+        rundir.discard(tmp_dir)
         raise

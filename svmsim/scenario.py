@@ -52,6 +52,8 @@ from svmsim.algorithms.registry import ALGORITHMS, AlgorithmInfo, get_algorithm
 from svmsim.data import BUILTIN_DATASETS, PARTITION_SCHEMES, SYNTHETIC_KINDS
 from svmsim.engine import ENGINES
 from svmsim.errors import ScenarioError, TopologyError
+from svmsim.faults import FAULT_KEYS, FaultModel
+from svmsim.schedule.gossip import CLOCKS, Distribution
 from svmsim.topology import TOPOLOGIES, ParamSpec, resolve_params
 
 __all__ = [
@@ -63,6 +65,8 @@ __all__ = [
     "AlgorithmSection",
     "StopSection",
     "OutputSection",
+    "ScheduleSection",
+    "FaultsSection",
     "SECTIONS",
     "SYNTHETIC_KEYS",
     "RAY_ENGINES",
@@ -75,7 +79,7 @@ __all__ = [
 ]
 
 #: The tables of a scenario file, in the order they are written.
-SECTIONS = ("data", "partition", "topology", "engine", "algorithm", "stop", "output")
+SECTIONS = ("data", "partition", "topology", "engine", "algorithm", "stop", "output", "schedule", "faults")
 
 #: Keys of ``[data]`` that only apply to ``name = "synthetic"`` (forwarded to the generator).
 SYNTHETIC_KEYS = ("kind", "n", "d", "beta", "flip_band", "density")
@@ -533,6 +537,145 @@ class OutputSection(_Section):
         return _as_plain_str(value)
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# [schedule] and [faults]
+# ----------------------------------------------------------------------------------------------------------------
+
+#: schedulers: "auto" takes the algorithm's own (its Params' ``scheduler`` class attribute, else "sync")
+SCHEDULERS = ("auto", "sync", "gossip")
+
+#: [schedule] keys that only the gossip scheduler uses
+GOSSIP_SCHEDULE_KEYS = ("clock", "rate", "jitter", "latency", "bandwidth", "edge_spread", "round_time", "eval_time",
+                        "eval_messages", "max_time", "max_messages", "compiled")
+
+
+class ScheduleSection(_Section):
+    """``[schedule]``: synchronous rounds or asynchronous gossip, and gossip's virtual-time model.
+
+    ``kind = "auto"`` (the default) takes the algorithm's scheduler: gossip for peer algorithms (pushsum, gadget),
+    synchronous rounds for server-client ones. Gossip keys (see `svmsim.schedule.gossip`): every node's clock
+    (``clock`` poisson | periodic, ``rate`` ticks per unit of virtual time, ``jitter`` for periodic clocks); a
+    message's ``latency`` (a number, or a table ``{kind = "constant" | "uniform" | "exponential" | "lognormal",
+    ...}``), ``edge_spread`` (sigma of a fixed log-normal factor per edge) and ``bandwidth`` (adds bytes/bandwidth);
+    ``round_time``, the virtual time of one ledger round and one metrics ``iteration`` (default 1/rate); evaluation
+    every ``eval_time`` of virtual time (default round_time) or every ``eval_messages`` messages; the budgets
+    ``max_time`` (virtual time) and ``max_messages`` (beside [stop]'s: max_rounds and max_iterations count rounds
+    of virtual time); ``compiled = false`` forces the Python event loop (same results, slower).
+    """
+
+    kind: str = "auto"
+    clock: str = "poisson"
+    rate: float = Field(1.0, gt=0)
+    jitter: float = Field(0.0, ge=0, lt=1)
+    latency: Any = Field(0.01, validate_default=True, json_schema_extra=_allowed(
+        "a number >= 0, or a table {kind = ..., ...} with kind constant (value), uniform (low, high), exponential "
+        "(mean) or lognormal (median, sigma)"))
+    bandwidth: float | None = Field(None, gt=0)
+    edge_spread: float = Field(0.0, ge=0)
+    round_time: float | None = Field(None, gt=0)
+    eval_time: float | None = Field(None, gt=0)
+    eval_messages: int | None = Field(None, ge=1)
+    max_time: float | None = Field(None, gt=0)
+    max_messages: int | None = Field(None, ge=1)
+    compiled: bool = True
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value not in SCHEDULERS:
+            raise _choice("kind", value, "a scheduler", SCHEDULERS)
+        return value
+
+    @field_validator("clock")
+    @classmethod
+    def _known_clock(cls, value: str) -> str:
+        if value not in CLOCKS:
+            raise _choice("clock", value, "a clock", CLOCKS)
+        return value
+
+    @field_validator("latency", mode="before")
+    @classmethod
+    def _latency_distribution(cls, value: Any) -> dict:
+        try:
+            return Distribution.from_config(value, "latency").to_config()
+        except ScenarioError as exc:
+            raise _fail(str(exc), ("schedule", "latency")) from None
+
+    @model_validator(mode="after")
+    def _clock_keys(self) -> "ScheduleSection":
+        if self.jitter and self.clock != "periodic":
+            raise _fail(f"jitter = {_show(self.jitter)} applies to the periodic clock only; allowed: "
+                        "clock = \"periodic\", or jitter = 0", ("schedule", "jitter"))
+        return self
+
+    def gossip_keys_given(self) -> list[str]:
+        """The gossip-only keys that the file sets."""
+        return [k for k in GOSSIP_SCHEDULE_KEYS if k in self.model_fields_set]
+
+    def latency_distribution(self) -> Distribution:
+        return Distribution.from_config(self.latency, "latency")
+
+    @property
+    def effective_round_time(self) -> float:
+        """Virtual time per ledger round / metrics iteration."""
+        return self.round_time if self.round_time is not None else 1.0 / self.rate
+
+
+class FaultsSection(_Section):
+    """``[faults]``: what goes wrong; by default nothing (see `svmsim.faults` for what each key does).
+
+    drop, duplicate: per-message probabilities in [0, 1); delay with delay_time: probability and distribution of
+    an extra delay; crash (a fraction) or crash_nodes (a list), crash_time, recover_time, recover_state; stragglers
+    or straggler_nodes with straggler_factor; churn_rate, churn_downtime, churn_state; seed (default: the scenario's).
+    """
+
+    drop: float = Field(0.0, ge=0, lt=1)
+    duplicate: float = Field(0.0, ge=0, lt=1)
+    delay: float = Field(0.0, ge=0, le=1)
+    delay_time: Any = Field(None, json_schema_extra=_allowed(
+        "a number >= 0, or a table {kind = ..., ...} with kind constant, uniform, exponential or lognormal"))
+    crash: float = Field(0.0, ge=0, le=1)
+    crash_nodes: list[int] = Field(default_factory=list)
+    crash_time: float = Field(0.0, ge=0)
+    recover_time: float | None = Field(None, gt=0)
+    recover_state: bool = True
+    stragglers: float = Field(0.0, ge=0, le=1)
+    straggler_nodes: list[int] = Field(default_factory=list)
+    straggler_factor: float = Field(4.0, ge=1)
+    churn_rate: float = Field(0.0, ge=0)
+    churn_downtime: float = Field(1.0, gt=0)
+    churn_state: bool = True
+    seed: int | None = Field(None, ge=0)
+
+    @field_validator("delay_time", mode="before")
+    @classmethod
+    def _delay_distribution(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return Distribution.from_config(value, "delay_time").to_config()
+        except ScenarioError as exc:
+            raise _fail(str(exc), ("faults", "delay_time")) from None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "FaultsSection":
+        try:
+            self.model()
+        except ScenarioError as exc:
+            text = str(exc)
+            key = next((k for k in FAULT_KEYS if text.startswith(f"faults.{k} ")), None)
+            raise _fail(text.removeprefix("faults."), ("faults", key) if key else ("faults",)) from None
+        return self
+
+    def model(self) -> FaultModel:
+        """The fault model these settings describe."""
+        return FaultModel.from_config(self.model_dump())
+
+    @property
+    def is_empty(self) -> bool:
+        return self.model().is_empty
+
+
 def _optional_section() -> Any:
     """An optional table: when it is left out, its defaults are validated like a given table."""
     return Field(default_factory=dict, validate_default=True)
@@ -556,6 +699,8 @@ class Scenario(_Section):
     algorithm: AlgorithmSection
     stop: StopSection = _optional_section()
     output: OutputSection = _optional_section()
+    schedule: ScheduleSection = _optional_section()
+    faults: FaultsSection = _optional_section()
 
     _source: str | None = PrivateAttr(default=None)
 
@@ -575,7 +720,36 @@ class Scenario(_Section):
                 f"allowed: {', '.join(supported)}",
                 ("topology", "kind"),
             )
+        self._check_schedule()
         return self
+
+    def _check_schedule(self) -> None:
+        """Resolve ``[schedule] kind = "auto"`` to the algorithm's scheduler; keys and faults must fit it."""
+        info = self.algorithm.info
+        natural = getattr(info.Params, "scheduler", "sync")
+        schedule = self.schedule
+        if schedule.kind == "auto":
+            schedule.kind = natural
+        elif schedule.kind != natural:
+            raise _fail(f"kind = {schedule.kind!r} is not supported by algorithm {self.algorithm.name!r} (it runs "
+                        f"{'in synchronous rounds' if natural == 'sync' else 'on the gossip scheduler'}); allowed: "
+                        f"{natural!r} or 'auto'", ("schedule", "kind"))
+        if schedule.kind == "gossip" and self.engine.is_ray:
+            raise _fail(f"name = {self.engine.name!r}: the gossip scheduler runs on the in-process engine for now; "
+                        "allowed: name = \"inproc\"", ("engine", "name"))
+        if schedule.kind != "gossip":
+            given = schedule.gossip_keys_given()
+            if given:
+                raise _fail(f"{given[0]} applies to the gossip scheduler, but algorithm {self.algorithm.name!r} runs "
+                            "in synchronous rounds; allowed keys with kind = \"sync\": kind", ("schedule", given[0]))
+            if not self.faults.is_empty:
+                if not info.distributed:
+                    raise _fail(f"algorithm {self.algorithm.name!r} runs on a single machine, so there are no "
+                                "messages or nodes to fail; allowed: no [faults] section", ("faults",))
+                try:
+                    self.faults.model().check_sync()
+                except ScenarioError as exc:
+                    raise _fail(str(exc), ("faults",)) from None
 
     def __eq__(self, other: object) -> bool:
         """Scenarios are equal when all their settings are (where they were loaded from does not matter)."""
@@ -604,6 +778,8 @@ class Scenario(_Section):
                 body = {"kind": model.kind, **model.params}
             elif section == "algorithm":
                 body = {"name": model.name, **_plain(model.params)}
+            elif (section == "schedule" and model.kind != "gossip") or (section == "faults" and model.is_empty):
+                continue                                       # synchronous rounds, no faults: the defaults
             else:
                 body = model.model_dump()
             out[section] = _plain(body)

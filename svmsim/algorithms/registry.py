@@ -53,4 +53,4 @@ def get_algorithm(name: str) -> AlgorithmInfo:
 
 def _load_builtin() -> None:
     """Import the algorithm families so that they register themselves."""
-    from . import gilbert, hogwild, references, saddle  # noqa: F401  (they register themselves)
+    from . import gadget, gilbert, hogwild, pegasos, pushsum, references, saddle  # noqa: F401  (they register themselves)

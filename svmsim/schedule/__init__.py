@@ -1,5 +1,8 @@
-"""Schedulers: synchronous rounds (here) and asynchronous gossip on a virtual clock (a later module,
-`schedule/gossip.py`, with an event heap keyed by (time, sequence) so that replays are exact)."""
+"""Schedulers: synchronous rounds (`sync`) and asynchronous gossip on a virtual clock (`gossip`: per-node seeded
+clocks, per-edge latencies, faults, one event heap keyed by (time, priority, sequence) so that replays are exact)."""
+from .gossip import (Clock, Distribution, GossipKernel, GossipProgram, GossipProgress, GossipScheduler,
+                     GossipStopReason, LatencyModel)
 from .sync import StopReason, SyncScheduler
 
-__all__ = ["SyncScheduler", "StopReason"]
+__all__ = ["SyncScheduler", "StopReason", "GossipScheduler", "GossipProgram", "GossipKernel", "GossipProgress",
+           "GossipStopReason", "Clock", "LatencyModel", "Distribution"]

@@ -1,0 +1,537 @@
+"""Gossip averaging: Push-Sum (Kempe, Dobra & Gehrke 2003; paper 002's Algorithm 1), its loss-tolerant
+running-sum form, and randomised pairwise averaging (Boyd et al. 2006, what the GADGET authors' code runs).
+
+Read beside notes-002.md section 2. Node i starts with a value x_i (a d-vector: the mean of its training points,
+or random numbers) and every node wants the network average. Nodes run on the gossip scheduler's clocks; when
+node i's clock ticks it picks a target j from row i of a mixing matrix of the topology (``mixing``: the random
+walk "neighbour" b_ij = 1/deg(i), "metropolis" (Metropolis-Hastings) or "uniform" 1/(deg(i)+1), self included;
+j = i sends nothing that tick).
+
+Variants (``variant``):
+
+* ``pushsum`` -- Push-Vector with sums and weights: node i holds (s_i, w_i) = (x_i, 1); on a tick it keeps
+  (1 - share)(s_i, w_i) and sends share * (s_i, w_i) to j (tag "push", d + 1 scalars); the receiver adds it. The
+  estimate is s_i / w_i. Mass conservation: sum of s (and of w) over nodes plus messages in flight is invariant;
+  a lost message destroys its mass.
+* ``running-sum`` -- the same pushes, but node i keeps per out-edge the running total sigma_ij of all it ever
+  pushed to j and sends sigma_ij (tag "push_cumulative", d + 1 scalars). Node j keeps rho_ji, the last total it
+  applied from i, adds sigma - rho and sets rho = sigma. A message whose total weight is not larger than rho's is
+  stale (overtaken or duplicated) and ignored. A lost message's mass arrives with the next message on that edge:
+  sum_i s_i + sum_edges (sigma - rho) = sum_i x_i exactly, whatever is lost, duplicated or reordered (the
+  running-sum / push-flow idea of Hadjicostis, Dominguez-Garcia and Charalambous).
+* ``pairwise`` -- randomised pairwise averaging: i sends x_i ("average", d scalars); j sets
+  x_j <- (x_i + x_j)/2 and answers with the negated change it made ("average_reply", d scalars), which i adds.
+  Conserves sum x even when exchanges overlap; a lost request changes nothing, a lost reply loses its part.
+
+``weighted = true`` averages with the nodes' point counts n_i as weights (s_i = n_i * mean_i, w_i = n_i), the
+average over all training points (notes-002: the analysis' sum n_i w_i / N).
+
+The numerics live in numba functions (`pushsum_wake`, `pushsum_receive`) that both the Python methods and the
+compiled event loop call, so both give the same run bit for bit. Metrics: ``consensus_error`` =
+max_i |estimate_i - average| / max_i |x_i - average| (relative, 1 at the start; also reported as ``rel_gap``
+so that ``[stop] gap`` stops the run), ``consensus_rms`` (root mean square, same scale), ``weight_at_nodes``
+(sum w over nodes / its initial value: mass in flight or lost shows here).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import networkx as nx
+import numba
+import numpy as np
+import scipy.sparse as sp
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..comm.message import MessageBatch, Outbox
+from ..errors import DataError, InfeasibleParameterError, ScenarioError, TopologyError
+from ..program import RoleSpec
+from ..schedule.gossip import STREAM_PROGRAM, GossipKernel, GossipProgram, counter_uniform, stream_keys
+from ..topology import (TOPOLOGIES, build_topology, check_connected, lazy_random_walk, metropolis_hastings_weights,
+                        neighbours, spectral_gap, uniform_weights)
+from .registry import AlgorithmInfo, register
+
+__all__ = ["PushSum", "PushSumParams", "build_pushsum", "pushsum_wake", "pushsum_receive", "mass", "tag_widths",
+           "gossip_topology_info", "VARIANTS", "MIXINGS", "TAGS", "SPECTRAL_MAX_NODES", "MIXING_TIME_EPS"]
+
+VARIANTS = ("pushsum", "running-sum", "pairwise")
+MIXINGS = {"neighbour": lambda G: lazy_random_walk(G, 0.0), "metropolis": metropolis_hastings_weights,
+           "uniform": uniform_weights}
+#: message tags by tag id (the compiled loop's tag ids)
+TAGS = ("push", "push_cumulative", "average", "average_reply")
+TAG_PUSH, TAG_CUMULATIVE, TAG_AVERAGE, TAG_REPLY = range(4)
+_TAG_ID = {t: i for i, t in enumerate(TAGS)}
+# ip (integer parameters) and counts columns
+IP_VARIANT, IP_MAX_WAKES, IP_DIM, IP_DONE, IP_SIZE = range(5)
+CT_WAKES, CT_PUSH, CT_CUMULATIVE, CT_AVERAGE, CT_REPLY, CT_RECEIVED = range(6)
+
+
+#: above this many nodes `gossip_topology_info` leaves out the spectral facts and the diameter (dense eigenvalues)
+SPECTRAL_MAX_NODES = 2000
+#: the accuracy of the reported mixing time, log(1/eps)/gap
+MIXING_TIME_EPS = 1e-2
+
+
+def gossip_topology_info(G: nx.Graph, mixing: str = "neighbour", share: float = 0.5) -> dict:
+    """The topology facts that decide how fast gossip mixes, for a run's ``algorithm_info`` (and sweep rows).
+
+    ``spectral_gap`` is 1 - |mu_2| of the gossip chain W = (1 - share) I + share B, where B is the target
+    distribution (``mixing``: neighbour 1/deg i, metropolis, or uniform 1/(deg i + 1) with self) and share the
+    fraction a tick moves (1/2 for Push-Sum and for GADGET). It is the decay rate per round of the expected
+    disagreement (every node ticks once per round on average: E[s] evolves by exp(-share (I - B^T)) per round),
+    so rounds to a relative consensus error gamma are about log(1/gamma) / spectral_gap; ``mixing_time`` =
+    log(1/MIXING_TIME_EPS) / gap is that count for gamma = 0.01. B is reversible for all three choices, so the
+    spectrum is read from a symmetric similar matrix (real, exact). Also: ``inv_spectral_gap``, ``edges``,
+    ``mean_degree``, ``max_degree``, ``diameter`` and the Metropolis-Hastings matrix's gap
+    ``spectral_gap_metropolis``. The spectral facts and the diameter need N <= SPECTRAL_MAX_NODES.
+    """
+    import math
+
+    import scipy.sparse.csgraph as csgraph
+
+    n = G.number_of_nodes()
+    A = nx.to_scipy_sparse_array(G, nodelist=range(n), dtype=np.float64, format="csr")
+    A.setdiag(0)
+    A.eliminate_zeros()
+    A.data[:] = 1.0
+    deg = np.asarray(A.sum(axis=1)).ravel()
+    info: dict = {"topology": G.graph.get("kind", "graph"), "edges": int(A.nnz // 2),
+                  "mean_degree": float(deg.mean()), "max_degree": int(deg.max()), "gossip_share": float(share),
+                  "gossip_mixing": mixing}
+    if n > SPECTRAL_MAX_NODES:
+        return info
+    dense = A.toarray()
+    if mixing == "neighbour":
+        r = 1.0 / np.sqrt(np.maximum(deg, 1.0))
+        S = r[:, None] * dense * r[None, :]
+    elif mixing == "uniform":
+        r = 1.0 / np.sqrt(deg + 1.0)
+        S = r[:, None] * (dense + np.eye(n)) * r[None, :]
+    else:
+        S = metropolis_hastings_weights(G)
+    lam = np.linalg.eigvalsh((S + S.T) / 2.0)                # ascending; lam[-1] = 1
+    mu = np.sort(np.abs((1.0 - share) + share * lam[:-1]))[::-1] if n > 1 else np.zeros(1)
+    gap = float(min(1.0, max(0.0, 1.0 - mu[0])))
+    if mixing == "metropolis":
+        lam_mh = lam
+    else:
+        lam_mh = np.linalg.eigvalsh(metropolis_hastings_weights(G))
+    info.update(spectral_gap=gap, inv_spectral_gap=(1.0 / gap) if gap > 0 else math.inf,
+                mixing_time=(math.log(1.0 / MIXING_TIME_EPS) / gap) if gap > 0 else math.inf,
+                spectral_gap_metropolis=float(min(1.0, max(0.0, 1.0 - np.max(np.abs(lam_mh[:-1]))))))
+    dist = csgraph.shortest_path(A, method="D", directed=False, unweighted=True)
+    info["diameter"] = int(dist.max()) if np.isfinite(dist).all() else None
+    return info
+
+
+def tag_widths(d: int) -> np.ndarray:
+    """Scalars per message of each tag: pushes carry (s, w) (d + 1), averaging messages carry x (d)."""
+    return np.array([d + 1, d + 1, d, d], dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Numerics (shared by the Python methods and the compiled event loop)
+# ----------------------------------------------------------------------------------------------------------------
+
+@numba.njit(cache=True)
+def _edge_slot(nbr_ptr, nbr, i, j):
+    """Position of neighbour j in local node i's sorted neighbour list (its edge slot)."""
+    lo = nbr_ptr[i]
+    hi = nbr_ptr[i + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if nbr[mid] < j:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(cache=True)
+def pushsum_wake(arrays, node, t, out_dst, out_tag, out_pay):
+    """Node `node`'s clock ticked: pick a target from its mixing row and push (or ask for an average)."""
+    (local_of, s0, w0, s, w, sigma, rho, nbr_ptr, nbr, cand_ptr, cand_node, cand_slot, cand_cum, target_key,
+     counts, ip, fp) = arrays
+    i = local_of[node]
+    k = counts[i, CT_WAKES]
+    counts[i, CT_WAKES] = k + 1
+    max_wakes = ip[IP_MAX_WAKES]
+    if max_wakes >= 0:
+        if k >= max_wakes:
+            return 0, ip[IP_DONE] >= ip[IP_SIZE]
+        if k + 1 == max_wakes:
+            ip[IP_DONE] += 1
+    done = ip[IP_DONE] >= ip[IP_SIZE]
+    u = counter_uniform(target_key[i], k)
+    c = cand_ptr[i]
+    last = cand_ptr[i + 1] - 1
+    while c < last and u >= cand_cum[c]:
+        c += 1
+    j = cand_node[c]
+    if j == node:
+        return 0, done
+    d = ip[IP_DIM]
+    share = fp[0]
+    variant = ip[IP_VARIANT]
+    if variant == 0:                                   # push-sum: send a share of (s, w)
+        for q in range(d):
+            part = share * s[i, q]
+            s[i, q] = s[i, q] - part
+            out_pay[0, q] = part
+        part = share * w[i]
+        w[i] = w[i] - part
+        out_pay[0, d] = part
+        out_tag[0] = TAG_PUSH
+        counts[i, CT_PUSH] += 1
+    elif variant == 1:                                 # running sum: add the share to the edge's total, send it
+        e = cand_slot[c]
+        for q in range(d):
+            part = share * s[i, q]
+            s[i, q] = s[i, q] - part
+            sigma[e, q] = sigma[e, q] + part
+            out_pay[0, q] = sigma[e, q]
+        part = share * w[i]
+        w[i] = w[i] - part
+        sigma[e, d] = sigma[e, d] + part
+        out_pay[0, d] = sigma[e, d]
+        out_tag[0] = TAG_CUMULATIVE
+        counts[i, CT_CUMULATIVE] += 1
+    else:                                              # pairwise: ask j to average with x_i
+        for q in range(d):
+            out_pay[0, q] = s[i, q]
+        out_tag[0] = TAG_AVERAGE
+        counts[i, CT_AVERAGE] += 1
+    out_dst[0] = j
+    return 1, done
+
+
+@numba.njit(cache=True)
+def pushsum_receive(arrays, dst, src, tag, payload, t, out_dst, out_tag, out_pay):
+    """A message from `src` arrived at `dst`: add the pushed mass, apply a running total, or average."""
+    (local_of, s0, w0, s, w, sigma, rho, nbr_ptr, nbr, cand_ptr, cand_node, cand_slot, cand_cum, target_key,
+     counts, ip, fp) = arrays
+    i = local_of[dst]
+    counts[i, CT_RECEIVED] += 1
+    d = ip[IP_DIM]
+    done = ip[IP_DONE] >= ip[IP_SIZE]
+    if tag == TAG_PUSH:
+        for q in range(d):
+            s[i, q] = s[i, q] + payload[q]
+        w[i] = w[i] + payload[d]
+        return 0, done
+    if tag == TAG_CUMULATIVE:
+        e = _edge_slot(nbr_ptr, nbr, i, src)
+        if payload[d] > rho[e, d]:                     # newer than what was applied: add the difference
+            for q in range(d):
+                s[i, q] = s[i, q] + (payload[q] - rho[e, q])
+                rho[e, q] = payload[q]
+            w[i] = w[i] + (payload[d] - rho[e, d])
+            rho[e, d] = payload[d]
+        return 0, done
+    if tag == TAG_AVERAGE:
+        for q in range(d):
+            old = s[i, q]
+            new = 0.5 * (payload[q] + old)
+            s[i, q] = new
+            out_pay[0, q] = old - new
+        out_dst[0] = src
+        out_tag[0] = TAG_REPLY
+        counts[i, CT_REPLY] += 1
+        return 1, done
+    for q in range(d):                                 # the reply to our averaging request
+        s[i, q] = s[i, q] + payload[q]
+    return 0, done
+
+
+@numba.njit(cache=True)
+def pushsum_recover(arrays, node, keep_state):
+    """A node comes back; without its state it restarts from its initial value and forgets its edge totals."""
+    (local_of, s0, w0, s, w, sigma, rho, nbr_ptr, nbr, cand_ptr, cand_node, cand_slot, cand_cum, target_key,
+     counts, ip, fp) = arrays
+    if keep_state:
+        return
+    i = local_of[node]
+    for q in range(s.shape[1]):
+        s[i, q] = s0[i, q]
+    w[i] = w0[i]
+    if sigma.shape[0] == 0:                            # only the running-sum variant keeps edge totals
+        return
+    for e in range(nbr_ptr[i], nbr_ptr[i + 1]):
+        for q in range(sigma.shape[1]):
+            sigma[e, q] = 0.0
+            rho[e, q] = 0.0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The node program
+# ----------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class PushSumState:
+    """A group's state: `arrays` is the tuple the numba functions act on (see `pushsum_wake` for its layout)."""
+
+    node_ids: np.ndarray
+    arrays: tuple
+    out_dst: np.ndarray
+    out_tag: np.ndarray
+    out_pay: np.ndarray
+    widths: np.ndarray          # scalars per message of each tag
+
+    @property
+    def dim(self) -> int:
+        return int(self.arrays[-2][IP_DIM])
+
+
+def _node_value(node: int, data, weighted: bool) -> tuple[np.ndarray, float]:
+    """(s0, w0) of one node: its value and weight 1, or (with weighted) its points' sum and count."""
+    if data is None:
+        raise DataError(f"node {node} has no data; push-sum needs every node's value (its training points or a "
+                        "'value' vector)")
+    if "value" in data:
+        return np.asarray(data["value"], dtype=np.float64).ravel(), 1.0
+    X = data["X"]
+    count = X.shape[0]
+    if count == 0:
+        raise DataError(f"node {node} has no data points; push-sum averages every node's mean point, so each node "
+                        "needs at least one (use fewer nodes, a partition that gives every node points, or "
+                        "values = \"random\")")
+    total = np.asarray(X.sum(axis=0), dtype=np.float64).ravel()
+    return (total, float(count)) if weighted else (total / count, 1.0)
+
+
+class PushSum(GossipProgram):
+    """Push-Sum, running-sum Push-Sum or pairwise averaging over `topology` (see the module docstring).
+
+    node_data per node: ``{"X": its training points}`` (value = their mean) or ``{"value": a vector}``.
+    max_wakes: each node stops after this many clock ticks; the program is done when all have (None: never).
+    """
+
+    role = "peer"
+
+    def __init__(self, topology: nx.Graph, variant: str = "pushsum", mixing: str = "neighbour", share: float = 0.5,
+                 max_wakes: int | None = None, weighted: bool = False):
+        if variant not in VARIANTS:
+            raise ScenarioError(f"variant = {variant!r} is not a push-sum variant; allowed: {', '.join(VARIANTS)}")
+        if mixing not in MIXINGS:
+            raise ScenarioError(f"mixing = {mixing!r} is not a mixing matrix; allowed: {', '.join(MIXINGS)}")
+        if not 0 < share < 1:
+            raise ScenarioError(f"share = {share!r} is out of range; allowed: a number in (0, 1)")
+        check_connected(topology, "push-sum topology")
+        self.variant, self.mixing, self.share = variant, mixing, float(share)
+        self.max_wakes = max_wakes
+        self.weighted = weighted
+        self.n_nodes = topology.number_of_nodes()
+        self._neighbours = neighbours(topology)
+        self._weights = MIXINGS[mixing](topology)
+
+    def init(self, node_ids, node_data, seed):
+        node_ids = np.asarray(node_ids, dtype=np.int64)
+        m = node_ids.shape[0]
+        values = [_node_value(int(v), data, self.weighted) for v, data in zip(node_ids, node_data)]
+        dims = {v[0].shape[0] for v in values}
+        if len(dims) != 1:
+            raise DataError(f"push-sum needs values of one length at every node; found lengths {sorted(dims)}")
+        d = dims.pop()
+        s0 = np.stack([v[0] for v in values])
+        w0 = np.array([v[1] for v in values])
+        local_of = np.full(self.n_nodes, -1, dtype=np.int64)
+        local_of[node_ids] = np.arange(m)
+        nbr_lists = [self._neighbours[v] for v in node_ids]
+        nbr_ptr = np.concatenate([[0], np.cumsum([len(a) for a in nbr_lists])]).astype(np.int64)
+        nbr = np.concatenate(nbr_lists).astype(np.int64) if nbr_lists else np.zeros(0, dtype=np.int64)
+        cand_node, cand_slot, cand_cum, cand_ptr = [], [], [], [0]
+        for i, v in enumerate(node_ids):
+            row = self._weights[v]
+            targets = np.flatnonzero(row > 0)
+            cum = np.cumsum(row[targets])
+            cum[-1] = 1.0                                  # every uniform in (0, 1) picks a target
+            slots = np.searchsorted(nbr_lists[i], targets)
+            cand_node.append(targets)
+            cand_slot.append(np.where(targets == v, -1, nbr_ptr[i] + slots))
+            cand_cum.append(cum)
+            cand_ptr.append(cand_ptr[-1] + targets.size)
+        edges = int(nbr_ptr[-1])
+        running = self.variant == "running-sum"
+        arrays = (local_of, s0, w0, s0.copy(), w0.copy(),
+                  np.zeros((edges if running else 0, d + 1)), np.zeros((edges if running else 0, d + 1)),
+                  nbr_ptr, nbr, np.array(cand_ptr, dtype=np.int64), np.concatenate(cand_node).astype(np.int64),
+                  np.concatenate(cand_slot).astype(np.int64), np.concatenate(cand_cum).astype(np.float64),
+                  stream_keys(seed, STREAM_PROGRAM, self.n_nodes)[node_ids],
+                  np.zeros((m, 6), dtype=np.int64),
+                  np.array([VARIANTS.index(self.variant), -1 if self.max_wakes is None else int(self.max_wakes), d,
+                            0, m, 0], dtype=np.int64),
+                  np.array([self.share]))
+        return PushSumState(node_ids, arrays, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                            np.zeros((1, d + 1)), tag_widths(d))
+
+    def _emit(self, state: PushSumState, out: Outbox, node: int, n_out: int) -> None:
+        for k in range(n_out):
+            tag = int(state.out_tag[k])
+            out.send(MessageBatch(TAGS[tag], np.array([node], dtype=np.int64), state.out_dst[k:k + 1].copy(),
+                                  state.out_pay[k:k + 1, :state.widths[tag]].copy()))
+
+    def wake(self, state: PushSumState, nodes, times):
+        out = Outbox()
+        done = False
+        for node, t in zip(np.asarray(nodes).tolist(), np.asarray(times).tolist()):
+            n_out, done = pushsum_wake(state.arrays, node, t, state.out_dst, state.out_tag, state.out_pay)
+            self._emit(state, out, node, n_out)
+        out.signals = {"done": bool(done)}
+        return state, out
+
+    def receive(self, state: PushSumState, batch: MessageBatch, times):
+        out = Outbox()
+        done = False
+        tag = _TAG_ID.get(batch.tag)
+        if tag is None:
+            raise ScenarioError(f"push-sum received a message with tag {batch.tag!r}; it knows {', '.join(TAGS)}")
+        rows = np.ascontiguousarray(batch.rows(), dtype=np.float64)
+        for i, (src, dst, t) in enumerate(zip(batch.src.tolist(), batch.dst.tolist(), np.asarray(times).tolist())):
+            n_out, done = pushsum_receive(state.arrays, dst, src, tag, rows[i], t, state.out_dst, state.out_tag,
+                                          state.out_pay)
+            self._emit(state, out, dst, n_out)
+        out.signals = {"done": bool(done)}
+        return state, out
+
+    def recover(self, state: PushSumState, nodes, keep_state):
+        for node in np.asarray(nodes).tolist():
+            pushsum_recover(state.arrays, node, keep_state)
+        return state
+
+    def kernel(self, state: PushSumState) -> GossipKernel:
+        return GossipKernel(arrays=state.arrays, wake=pushsum_wake, receive=pushsum_receive, tags=TAGS,
+                            widths=state.widths, max_out=1, recover=pushsum_recover)
+
+    def observe(self, state: PushSumState) -> dict:
+        (_, s0, w0, s, w, sigma, rho, *_rest) = state.arrays
+        counts = state.arrays[-3]
+        return {"node_ids": state.node_ids.copy(), "s": s.copy(), "w": w.copy(), "s0": s0.copy(), "w0": w0.copy(),
+                "edge_mass": sigma.sum(axis=0) - rho.sum(axis=0) if sigma.shape[0] else np.zeros(s.shape[1] + 1),
+                "sent": counts[:, [CT_PUSH, CT_CUMULATIVE, CT_AVERAGE, CT_REPLY]].sum(axis=0),
+                "wakes": int(counts[:, CT_WAKES].sum()), "received": int(counts[:, CT_RECEIVED].sum())}
+
+
+def mass(observations: list[dict]) -> tuple[np.ndarray, float]:
+    """(sum of s, sum of w) over the observed groups' nodes, plus what the running-sum edge totals still owe
+    (sum sigma - sum rho). For pushsum add the messages in flight to get the conserved total."""
+    s = sum(o["s"].sum(axis=0) + o["edge_mass"][:-1] for o in observations)
+    w = sum(float(o["w"].sum()) + float(o["edge_mass"][-1]) for o in observations)
+    return s, w
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Scenario algorithm
+# ----------------------------------------------------------------------------------------------------------------
+
+class PushSumParams(BaseModel):
+    """``[algorithm]`` keys of pushsum (runs on the gossip scheduler: see ``[schedule]``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    scheduler: ClassVar[str] = "gossip"
+
+    nodes: int = Field(20, ge=2, description="number of nodes (a graph given in Python sets it; it must then match)")
+    variant: Literal["pushsum", "running-sum", "pairwise"] = Field("pushsum", description="see the module docs")
+    mixing: Literal["neighbour", "metropolis", "uniform"] = Field("neighbour", description="target distribution")
+    share: float = Field(0.5, gt=0, lt=1, description="fraction of (s, w) pushed per tick")
+    values: Literal["data_mean", "random"] = Field("data_mean", description="what each node averages")
+    dim: int | None = Field(None, ge=1, description="length of the random vectors (values = \"random\"; default 10)")
+    weighted: bool = Field(False, description="weight nodes by their number of points (values = \"data_mean\")")
+    max_wakes: int | None = Field(None, ge=1, description="each node stops after this many clock ticks")
+
+    @model_validator(mode="after")
+    def _keys_that_apply(self) -> "PushSumParams":
+        if self.values == "random" and self.dim is None:
+            self.dim = 10
+        if self.dim is not None and self.values != "random":
+            raise ValueError(f"dim = {self.dim} applies to values = \"random\" only (with data_mean the data set's "
+                             "dimension is used)")
+        if self.weighted and self.values != "data_mean":
+            raise ValueError("weighted = true applies to values = \"data_mean\" only (random values have no points)")
+        return self
+
+
+def _values(params: PushSumParams, problem, n: int) -> tuple[list, int]:
+    """Per-node data and the dimension d."""
+    from ..data import partition
+
+    ds = problem.dataset
+    if params.values == "random":
+        rng = np.random.default_rng([problem.seed, 0x5EED])
+        values = rng.standard_normal((n, params.dim))
+        return [{"value": v} for v in values], params.dim
+    if n > ds.n:
+        raise InfeasibleParameterError(f"pushsum with values = \"data_mean\" gives each of the {n} nodes its mean "
+                                       f"training point, but {ds.name} has {ds.n} points; allowed: at most {ds.n} "
+                                       "nodes, or values = \"random\"")
+    parts = partition(ds.y, n, problem.partition_scheme, seed=problem.seed, **problem.partition_params)
+    X = ds.X.tocsr() if sp.issparse(ds.X) else np.asarray(ds.X)
+    return [{"X": X[idx]} for idx in parts], ds.d
+
+
+def build_pushsum(params: PushSumParams, problem):
+    from ..deployment import Deployment
+
+    if problem.topology is not None:
+        G = problem.topology
+        if "nodes" in params.model_fields_set and G.number_of_nodes() != params.nodes:
+            raise TopologyError(f"pushsum: nodes = {params.nodes} but the given graph has {G.number_of_nodes()} "
+                                "nodes; allowed: leave nodes out, or make it match")
+    else:
+        G = build_topology(problem.topology_kind, params.nodes, seed=problem.seed, **problem.topology_params)
+    check_connected(G, "push-sum topology")
+    n = G.number_of_nodes()
+    node_data, d = _values(params, problem, n)
+    program = PushSum(G, params.variant, params.mixing, params.share, params.max_wakes, params.weighted)
+    init = [_node_value(i, data, params.weighted) for i, data in enumerate(node_data)]
+    s0 = np.stack([v[0] for v in init])
+    w0 = np.array([v[1] for v in init])
+    target = s0.sum(axis=0) / w0.sum()
+    spread = float(np.max(np.linalg.norm(s0 / w0[:, None] - target, axis=1)))
+    scale = spread if spread > 0 else 1.0
+    widths = tag_widths(d)
+
+    def gathered(obs):
+        groups = obs["peer"]
+        ids = np.concatenate([o["node_ids"] for o in groups])
+        order = np.argsort(ids)
+        s = np.concatenate([o["s"] for o in groups])[order]
+        w = np.concatenate([o["w"] for o in groups])[order]
+        return s, w
+
+    def estimates(obs):
+        s, w = gathered(obs)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(w[:, None] > 0, s / w[:, None], np.nan)
+
+    def evaluate(obs):
+        s, w = gathered(obs)
+        est = estimates(obs)
+        err = np.linalg.norm(est - target, axis=1)
+        err = np.where(np.isfinite(err), err, np.inf)
+        total_s, total_w = mass(obs["peer"])
+        return {"consensus_error": float(err.max()) / scale, "rel_gap": float(err.max()) / scale,
+                "consensus_rms": float(np.sqrt(np.mean(err ** 2))) / scale,
+                "objective": float(np.sqrt(np.mean(err ** 2))) / scale,
+                "weight_at_nodes": float(w.sum() / w0.sum()),
+                "wakes": sum(o["wakes"] for o in obs["peer"])}
+
+    def declared(obs):
+        return int(sum(int(o["sent"] @ widths) for o in obs["peer"]))
+
+    def model(obs):
+        est = estimates(obs)
+        return {"target": target, "estimates": est, "average": np.nanmean(est, axis=0)}
+
+    info = {"nodes": n, "d": int(d), "variant": params.variant, "mixing": params.mixing, "share": params.share,
+            "scalars_per_message": {t: int(w) for t, w in zip(TAGS, widths)}, "scheduler": "gossip",
+            "initial_spread": spread, **gossip_topology_info(G, params.mixing, params.share)}
+    return Deployment(roles=[RoleSpec("peer", program, np.arange(n, dtype=np.int64), node_data)], topology=G,
+                      node_names=[f"peer-{i}" for i in range(n)], evaluate=evaluate, declared_scalars=declared,
+                      comm_unit=("messages (d+1 scalars)", float(d + 1)), model=model, info=info)
+
+
+register(AlgorithmInfo(
+    name="pushsum", family="gossip", paper="002_a14c5840ff10f4b6.txt, Algorithm 1 (Kempe et al. 2003); notes-002 s. 2",
+    distributed=True, Params=PushSumParams, build=build_pushsum,
+    description="Push-Sum gossip averaging (also running-sum and pairwise averaging), d+1 scalars per push",
+    topologies=tuple(sorted(TOPOLOGIES))))
