@@ -1,0 +1,678 @@
+"""GADGET SVM (paper 002, Algorithm 2): every node runs Pegasos on its own data and gossips its model.
+
+Read beside notes-002.md sections 2-3 and 7. Node i holds the shard M_i and a model w_i (0 at the start). Each time
+its clock ticks, a node that has not finished does, with its own step counter t = 1, 2, ...
+
+    (a) pick one instance (x, y) uniformly from M_i
+    (b) it is a margin violator when y <w_i, x> < 1                  (M_i^+, tested on the sampled point only)
+    (c) L = y x for a violator, else 0
+    (d) alpha = 1/(lam t)
+    (e) w_i <- (1 - lam alpha) w_i + alpha L = (1 - 1/t) w_i + y x/(lam t) [violator]
+    (f) [optional] w_i <- min(1, (1/sqrt(lam))/|w_i|) w_i
+    (g) gossip w_i with one neighbour j drawn from row i of B
+    (h) [optional] project the node's model after the gossip, as in (f)
+
+and Eq. 1's f(w) = lam/2 |w|^2 + mean hinge is the objective every node approximates. Gossip (g) has two forms:
+
+* ``push-sum`` (Algorithm 1, Kempe et al.): node i keeps a Push-Sum weight omega_i next to its model, which plays
+  the ratio s_i/omega_i. It keeps half of (s_i, omega_i) and sends the other half (omega_i/2 w_i, omega_i/2), d+1
+  scalars, to j; the receiver adds it: w_j <- (omega_j w_j + s)/(omega_j + omega), omega_j += omega. The local step
+  acts on the ratio, i.e. s <- omega step(s/omega) (notes-002 section 7, item 3). The weights start at 1, or at
+  n_i/mean(n) with ``size_weighted`` so that the consensus is the n_i-weighted average of the analysis.
+* ``pairwise`` (the authors' code): i sends w_i (d scalars) to j; j sets w_j <- (w_i + w_j)/2 and answers with
+  minus its change (d scalars), which i adds: both end at (w_i + w_j)/2, and the sum of the models is conserved
+  even when exchanges overlap (a local step i took meanwhile is kept).
+
+``rounds`` = R gossip ticks per local step ("Push-Sum to termination" approximated by R rounds): a node gossips at
+every tick of its clock and takes a local step at every R-th one. The peer j is drawn from row i of B
+(``mixing``, the names of `svmsim.algorithms.pushsum`): ``neighbour`` b_ij = 1/deg i (the random walk the paper
+suggests and the authors' code uses), ``metropolis`` b_ij = 1/(1 + max(deg i, deg j)) or ``uniform``
+b_ij = 1/(deg i + 1); the remainder b_ii is a tick without an exchange.
+
+Stopping (notes-002 section 3, the authors' rule): after each local step F = 1[y <w, x> < 1] + lam/2 |w_i|^2 on the
+step's sample; a node whose counter of consecutive |F - F_prev| <= eps (0.001) reaches ``patience`` (10), or that
+has taken ``iterations`` (T) steps, is finished: it stops local steps and stops initiating gossip, but still answers
+and absorbs messages as a peer. The run is done when every node has finished or is down: under faults
+(`svmsim.faults`) a crashed node cannot finish, so it does not hold the run up (a node that would have come back
+later misses the end; the fault summary lists it in ``down_at_end``).
+
+A node's output model is its last iterate (the paper's experiments) or, with ``average`` and T steps, the average of
+its iterates over its last T/2 steps (Theorem 5 averages the iterates; the suffix form drops the early ones).
+
+The node programs run on svmsim's asynchronous gossip scheduler (`svmsim.schedule.gossip`). A clock tick is `_tick`
+and a delivery `_deliver`, numba functions on the group's preallocated arrays that both the Python methods
+(`wake`, `receive`) and the scheduler's compiled event loop (`GadgetPeer.kernel`) call, so both give the same run.
+Per-node random streams keep the results independent of how nodes are grouped. Evaluation (never metered): every
+node's Eq. 1 objective and train/test accuracy as mean and std over nodes, the average model's, and the consensus
+error mean_i |w_i - w_bar| (and its max) of the gossiped models. Nodes that are down at an evaluation point are left
+out of these means (their models cannot be reached); ``nodes_up`` and ``test_accuracy_all_nodes`` (every node's
+model, down ones included) are then reported too. The deployment's ``info`` carries the topology's spectral facts
+(`svmsim.algorithms.pushsum.gossip_topology_info`: spectral gap of the gossip chain, 1/gap, mixing time).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..comm.message import MessageBatch, Outbox, frozen_ids
+from ..program import RoleSpec
+from ..schedule.gossip import GossipKernel, GossipProgram
+from .pegasos import (PAPER_EPS, PAPER_PATIENCE, as_rows, next_index, next_uniform, row_axpy, row_dot,
+                      seed_streams, stopping_update)
+from .registry import AlgorithmInfo, register
+
+__all__ = ["GadgetPeer", "GadgetParams", "gadget_scalars_per_message", "selection_probabilities",
+           "GOSSIP_MODES", "MIXINGS", "build_gadget"]
+
+GOSSIP_MODES = ("push-sum", "pairwise")
+MIXINGS = ("neighbour", "metropolis", "uniform")
+
+#: message tags
+PUSH, AVERAGE, AVERAGE_REPLY = "push", "average", "average_reply"
+
+# per-node integer slots
+_STEPS, _TICKS, _HITS, _DONE, _SENT_PUSH, _SENT_AVERAGE, _SENT_REPLY, _AVERAGED, _DOWN = range(9)
+_N_INTS = 9
+# per-node float slots: Push-Sum weight omega, previous F, last |dF|
+_OMEGA, _F_PREV, _LAST_DF = range(3)
+#: a Push-Sum weight below this is not split any further (it would underflow after ~1000 unanswered pushes)
+_TINY_OMEGA = 1e-250
+
+
+def gadget_scalars_per_message(d: int, gossip: str) -> int:
+    """Scalars in one GADGET message: d + 1 for a Push-Sum share (s, omega), d for a pairwise-averaging model."""
+    return d + 1 if gossip == "push-sum" else d
+
+
+def selection_probabilities(neighbours: list[np.ndarray], mixing: str) -> list[np.ndarray]:
+    """Row i of B over node i's neighbours (same order): 'neighbour' 1/deg i, 'metropolis'
+    1/(1 + max(deg i, deg j)), 'uniform' 1/(deg i + 1). The remainder b_ii is a tick without an exchange."""
+    deg = np.array([len(nb) for nb in neighbours], dtype=np.float64)
+    if mixing == "neighbour":
+        return [np.full(len(nb), 1.0 / len(nb)) for nb in neighbours]
+    if mixing == "uniform":
+        return [np.full(len(nb), 1.0 / (len(nb) + 1.0)) for nb in neighbours]
+    if mixing == "metropolis":
+        return [1.0 / (1.0 + np.maximum(deg[i], deg[nb])) for i, nb in enumerate(neighbours)]
+    raise ValueError(f"mixing = {mixing!r}; allowed: {', '.join(MIXINGS)}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Kernels: one node's clock tick and one message's delivery, shared by the Python methods and the compiled loop
+# ---------------------------------------------------------------------------------------------------------------
+
+# slots of the program's constants (one array)
+_LAM, _RADIUS, _EPS, _PATIENCE, _MAX_STEPS, _TICKS_PER_STEP, _PROJECT_LOCAL, _PROJECT_GOSSIP, _PUSH_SUM, \
+    _AVERAGE = range(10)
+# message kinds inside the kernels (index into the program's tags): Push-Sum uses 0; pairwise 0 = request, 1 = reply
+_REQUEST, _REPLY = 0, 1
+
+
+@numba.njit(inline="always", cache=True)
+def _project_row(W, j, radius):
+    """(f)/(h): scale row j of W onto the ball of radius 1/sqrt(lam); returns |w_j|^2 afterwards."""
+    d = W.shape[1]
+    nrm2 = 0.0
+    for c in range(d):
+        nrm2 += W[j, c] * W[j, c]
+    if nrm2 > radius * radius:
+        f = radius / math.sqrt(nrm2)
+        for c in range(d):
+            W[j, c] *= f
+        return radius * radius
+    return nrm2
+
+
+@numba.njit(cache=True)
+def _tick(node, arrays, message):
+    """One tick of `node`'s clock: a local step (a)-(f) at every R-th tick, then the gossip send (g) written to
+    `message`. Returns the destination, or -1 when nothing is sent."""
+    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config = arrays
+    lam, radius, eps = config[_LAM], config[_RADIUS], config[_EPS]
+    patience, max_steps, ticks_per_step = int(config[_PATIENCE]), int(config[_MAX_STEPS]), int(config[_TICKS_PER_STEP])
+    d = W.shape[1]
+    j = local_of[node]
+    if ints[j, _DONE]:
+        return -1
+    ints[j, _TICKS] += 1
+    if (ints[j, _TICKS] - 1) % ticks_per_step == 0:
+        t = ints[j, _STEPS] + 1
+        ints[j, _STEPS] = t
+        if config[_AVERAGE] != 0.0 and 2 * t > max_steps:                   # sum of w_j^(t), t in (T/2, T]
+            for c in range(d):
+                W_sum[j, c] += W[j, c]
+            ints[j, _AVERAGED] += 1
+        lo = row_start[j]
+        i = lo + next_index(rng, j, row_start[j + 1] - lo)                   # (a)
+        wj = W[j]
+        violated = y[i] * row_dot(X, i, wj) < 1.0                            # (b), (c)
+        shrink = 1.0 - 1.0 / t                                                # (d), (e): 1 - lam alpha = 1 - 1/t
+        for c in range(d):
+            wj[c] *= shrink
+        if violated:
+            row_axpy(X, i, y[i] / (lam * t), wj)
+        if config[_PROJECT_LOCAL] != 0.0:                                     # (f)
+            nrm2 = _project_row(W, j, radius)
+        else:
+            nrm2 = 0.0
+            for c in range(d):
+                nrm2 += wj[c] * wj[c]
+        F = (1.0 if violated else 0.0) + 0.5 * lam * nrm2                     # the authors' single-sample F
+        floats[j, _LAST_DF] = abs(F - floats[j, _F_PREV])
+        ints[j, _HITS] = stopping_update(F, floats[j, _F_PREV], ints[j, _HITS], eps) if eps > 0.0 else 0
+        floats[j, _F_PREV] = F
+    # (g) one neighbour drawn from row j of B (past the last cumulative share: no exchange this tick)
+    dst = -1
+    u = next_uniform(rng, j)
+    k, hi = nbr_ptr[j], nbr_ptr[j + 1]
+    while k < hi and nbr_cum[k] <= u:
+        k += 1
+    if config[_PUSH_SUM] != 0.0:
+        if k < hi and floats[j, _OMEGA] >= 2.0 * _TINY_OMEGA:
+            half = 0.5 * floats[j, _OMEGA]                                     # keep half of (s, omega), send half
+            floats[j, _OMEGA] = half
+            for c in range(d):
+                message[c] = half * W[j, c]
+            message[d] = half
+            ints[j, _SENT_PUSH] += 1
+            dst = nbr_ids[k]
+    elif k < hi:
+        for c in range(d):
+            message[c] = W[j, c]
+        ints[j, _SENT_AVERAGE] += 1
+        dst = nbr_ids[k]
+    # finished: the stopping rule or T steps, once the last step's R gossip ticks are over
+    if ints[j, _TICKS] % ticks_per_step == 0 and (
+            (eps > 0.0 and ints[j, _HITS] >= patience) or (max_steps > 0 and ints[j, _STEPS] >= max_steps)):
+        ints[j, _DONE] = 1
+        progress[0] += 1
+    return dst
+
+
+@numba.njit(cache=True)
+def _deliver(node, kind, message, arrays, reply):
+    """A message reaches `node`: Push-Sum adds the share (s, omega) to the node's pair (its model is the ratio);
+    pairwise averaging moves the peer to the mean of the two and answers with minus its change (written to
+    `reply`, returns True), which the initiator adds. Then (h)."""
+    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config = arrays
+    d = W.shape[1]
+    j = local_of[node]
+    answered = False
+    if config[_PUSH_SUM] != 0.0:
+        total = floats[j, _OMEGA] + message[d]
+        keep = floats[j, _OMEGA] / total
+        for c in range(d):
+            W[j, c] = keep * W[j, c] + message[c] / total
+        floats[j, _OMEGA] = total
+    elif kind == _REQUEST:                                    # w_j <- (w_i + w_j)/2; answer minus the change
+        answered = True
+        for c in range(d):
+            change = 0.5 * (message[c] - W[j, c])
+            W[j, c] += change
+            reply[c] = -change
+        ints[j, _SENT_REPLY] += 1
+    else:                                                     # the initiator adds the answer
+        for c in range(d):
+            W[j, c] += message[c]
+    if config[_PROJECT_GOSSIP] != 0.0:
+        _project_row(W, j, config[_RADIUS])
+    return answered
+
+
+@numba.njit(cache=True)
+def _wake_nodes(nodes, arrays, routes, payload):
+    """`_tick` for each of `nodes` in order; messages go to rows 0.. of routes (sources, destinations) and payload.
+    Returns how many."""
+    n_out = 0
+    for q in range(nodes.shape[0]):
+        dst = _tick(nodes[q], arrays, payload[n_out])
+        if dst >= 0:
+            routes[0, n_out] = nodes[q]
+            routes[1, n_out] = dst
+            n_out += 1
+    return n_out
+
+
+@numba.njit(cache=True)
+def _deliver_rows(dst, kind, payload, arrays, replies):
+    """`_deliver` for each row in order (replies to requests in the rows of `replies`)."""
+    for r in range(dst.shape[0]):
+        _deliver(dst[r], kind, payload[r], arrays, replies[r] if replies.shape[0] else payload[r])
+
+
+@numba.njit(cache=True)
+def _kernel_wake(arrays, node, t, out_dst, out_tag, out_payload):
+    dst = _tick(node, arrays, out_payload[0])
+    progress = arrays[12]
+    if dst < 0:
+        return 0, progress[0] + progress[2] >= progress[1]
+    out_dst[0] = dst
+    out_tag[0] = _REQUEST
+    return 1, progress[0] + progress[2] >= progress[1]
+
+
+@numba.njit(cache=True)
+def _kernel_receive(arrays, dst, src, tag, payload, t, out_dst, out_tag, out_payload):
+    progress = arrays[12]
+    if _deliver(dst, tag, payload, arrays, out_payload[0]):
+        out_dst[0] = src
+        out_tag[0] = _REPLY
+        return 1, progress[0] + progress[2] >= progress[1]
+    return 0, progress[0] + progress[2] >= progress[1]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The peer program
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class GadgetState:
+    """The nodes of one group (struct of arrays, row j = the j-th node of the group)."""
+
+    node_ids: np.ndarray        # global ids (read-only)
+    local_of: np.ndarray        # global id -> row (-1 for nodes of other groups)
+    rows: object                # the group's shards stacked: dense array or CSR triple (kernels' row access)
+    y: np.ndarray
+    row_start: np.ndarray       # node j's points are rows row_start[j]:row_start[j+1]
+    W: np.ndarray               # models w_j (Push-Sum: the ratio s_j/omega_j)
+    W_sum: np.ndarray           # with `average`: sum of w_j^(t) over the last half of node j's steps
+    ints: np.ndarray            # steps, ticks, hits, done, messages sent (push, request, reply), averaged steps
+    floats: np.ndarray          # omega, F_prev, last |dF|
+    rng: np.ndarray             # one splitmix64 stream per node
+    nbr_ptr: np.ndarray         # neighbours of node j: nbr_ids[nbr_ptr[j]:nbr_ptr[j+1]], cumulative B row nbr_cum
+    nbr_ids: np.ndarray
+    nbr_cum: np.ndarray
+    progress: np.ndarray        # [finished nodes, nodes, nodes down that have not finished]
+    shard_sizes: np.ndarray
+    config: np.ndarray          # the program's constants
+
+    def __post_init__(self):
+        # what the kernels take (in this order)
+        self.arrays = (self.local_of, self.rows, self.y, self.row_start, self.W, self.W_sum, self.ints,
+                       self.floats, self.rng, self.nbr_ptr, self.nbr_ids, self.nbr_cum, self.progress, self.config)
+
+    @property
+    def all_done(self) -> bool:
+        return self.progress[0] + self.progress[2] >= self.progress[1]
+
+
+class GadgetPeer(GossipProgram):
+    """A GADGET node (every node is a peer). Per-node data: {"X", "y", "neighbours", "probs", "omega"}."""
+
+    role = "peer"
+
+    def __init__(self, d: int, lam: float, gossip: str = "push-sum", rounds: int = 1, project_local: bool = True,
+                 project_gossip: bool = True, eps: float = PAPER_EPS, patience: int = PAPER_PATIENCE,
+                 iterations: int | None = None, average: bool = False):
+        if gossip not in GOSSIP_MODES:
+            raise ValueError(f"gossip = {gossip!r}; allowed: {', '.join(GOSSIP_MODES)}")
+        if average and not iterations:
+            raise ValueError("average = True averages the last half of T steps: it needs iterations = T")
+        self.d = int(d)
+        self.lam = float(lam)
+        self.radius = 1.0 / math.sqrt(lam)
+        self.gossip = gossip
+        self.push_sum = gossip == "push-sum"
+        self.rounds = int(rounds)
+        self.project_local = bool(project_local)
+        self.project_gossip = bool(project_gossip)
+        self.eps = float(eps)
+        self.patience = int(patience)
+        self.iterations = int(iterations or 0)
+        self.average = bool(average)
+        self.width = gadget_scalars_per_message(self.d, gossip)
+        self.tags = (PUSH,) if self.push_sum else (AVERAGE, AVERAGE_REPLY)
+        self._no_replies = np.empty((0, self.d))
+
+    def _config(self) -> np.ndarray:
+        config = np.zeros(10)
+        config[[_LAM, _RADIUS, _EPS, _PATIENCE, _MAX_STEPS, _TICKS_PER_STEP, _PROJECT_LOCAL, _PROJECT_GOSSIP,
+                _PUSH_SUM, _AVERAGE]] = (self.lam, self.radius, self.eps, self.patience, self.iterations,
+                                         self.rounds, self.project_local, self.project_gossip, self.push_sum,
+                                         self.average)
+        return config
+
+    # -- interface ----------------------------------------------------------------------------------------------
+    def init(self, node_ids, node_data, seed):
+        node_ids = frozen_ids(node_ids)
+        m = node_ids.shape[0]
+        Xs = [nd["X"] for nd in node_data]
+        X = sp.vstack(Xs, format="csr") if any(sp.issparse(x) for x in Xs) else np.vstack(Xs)
+        sizes = np.array([x.shape[0] for x in Xs], dtype=np.int64)
+        if (sizes == 0).any():
+            from ..errors import DataError
+
+            empty = node_ids[np.flatnonzero(sizes == 0)]
+            raise DataError(f"node {int(empty[0])} has no data points ({empty.size} such node(s)); every GADGET node "
+                            "takes Pegasos steps on its own shard, so each needs at least one (use fewer nodes or a "
+                            "partition that gives every node points)")
+        nbrs = [np.asarray(nd["neighbours"], dtype=np.int64) for nd in node_data]
+        cums = [np.cumsum(np.asarray(nd["probs"], dtype=np.float64)) for nd in node_data]
+        top = int(max(node_ids.max(), max((int(nb.max()) for nb in nbrs if nb.size), default=0)))
+        local_of = np.full(top + 1, -1, dtype=np.int64)
+        local_of[node_ids] = np.arange(m)
+        floats = np.zeros((m, 3))
+        floats[:, _OMEGA] = [float(nd.get("omega", 1.0)) for nd in node_data]
+        floats[:, _F_PREV] = np.nan
+        return GadgetState(
+            node_ids=node_ids, local_of=local_of, rows=as_rows(X),
+            y=np.concatenate([np.asarray(nd["y"], dtype=np.float64) for nd in node_data]),
+            row_start=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), W=np.zeros((m, self.d)),
+            W_sum=np.zeros((m, self.d) if self.average else (0, self.d)), ints=np.zeros((m, _N_INTS), dtype=np.int64),
+            floats=floats, rng=seed_streams(seed, node_ids),
+            nbr_ptr=np.concatenate([[0], np.cumsum([nb.size for nb in nbrs])]).astype(np.int64),
+            nbr_ids=np.concatenate(nbrs).astype(np.int64), nbr_cum=np.concatenate(cums),
+            progress=np.array([0, m, 0], dtype=np.int64), shard_sizes=sizes, config=self._config())
+
+    def wake(self, st: GadgetState, nodes, times):
+        k = nodes.shape[0]
+        routes, payload = np.empty((2, k), dtype=np.int64), np.empty((k, self.width))
+        n_out = _wake_nodes(nodes, st.arrays, routes, payload)
+        out = Outbox()
+        if n_out == k:
+            out.batches.append(MessageBatch(self.tags[0], routes[0], routes[1], payload))
+        elif n_out:
+            out.batches.append(MessageBatch(self.tags[0], routes[0, :n_out], routes[1, :n_out], payload[:n_out]))
+        if st.all_done:
+            out.signals = {"done": True}
+        return st, out
+
+    def receive(self, st: GadgetState, batch: MessageBatch, times):
+        out = Outbox()
+        kind = self.tags.index(batch.tag)
+        payload = batch.rows()
+        if kind == _REQUEST and not self.push_sum:
+            replies = np.empty((batch.n_messages, self.d))
+            _deliver_rows(batch.dst, kind, payload, st.arrays, replies)
+            out.batches.append(MessageBatch(AVERAGE_REPLY, batch.dst, batch.src, replies))
+        else:
+            _deliver_rows(batch.dst, kind, payload, st.arrays, self._no_replies)
+        if st.all_done:
+            out.signals = {"done": True}
+        return st, out
+
+    def kernel(self, st: GadgetState) -> GossipKernel:
+        """The compiled form for the gossip scheduler's compiled loop (the same `_tick` and `_deliver`)."""
+        widths = np.array([self.width] * len(self.tags), dtype=np.int64)
+        return GossipKernel(arrays=st.arrays, wake=_kernel_wake, receive=_kernel_receive, tags=self.tags,
+                            widths=widths, max_out=1, crash=_kernel_crash, recover=_kernel_recover)
+
+    def observe(self, st: GadgetState):
+        ints = st.ints
+        w_out = st.W.copy()
+        if self.average:                            # the averaged iterate where a node has one
+            counts = ints[:, _AVERAGED]
+            has = counts > 0
+            w_out[has] = st.W_sum[has] / counts[has, None]
+        return {"nodes": st.node_ids, "w": st.W.copy(), "w_out": w_out, "steps": ints[:, _STEPS].copy(),
+                "done": ints[:, _DONE].astype(bool), "sent_push": ints[:, _SENT_PUSH].copy(),
+                "sent_average": ints[:, _SENT_AVERAGE].copy(), "sent_reply": ints[:, _SENT_REPLY].copy(),
+                "last_dF": st.floats[:, _LAST_DF].copy(), "omega": st.floats[:, _OMEGA].copy(),
+                "shard_sizes": st.shard_sizes, "down": ints[:, _DOWN].astype(bool)}
+
+    def crash(self, st: GadgetState, nodes):
+        """A crashed node keeps its state; the scheduler neither wakes it nor delivers to it. It is marked down:
+        while it is, the run does not wait for it to finish (see `_kernel_crash`)."""
+        for node in np.asarray(nodes, dtype=np.int64).tolist():
+            _kernel_crash(st.arrays, node)
+        return st
+
+    def recover(self, st: GadgetState, nodes, keep_state: bool):
+        """A node that comes back without its state restarts from w = 0, t = 0 (its Push-Sum weight is kept, so
+        the network's total weight is unchanged)."""
+        for node in np.asarray(nodes, dtype=np.int64).tolist():
+            _kernel_recover(st.arrays, node, keep_state)
+        return st
+
+
+@numba.njit(cache=True)
+def _kernel_crash(arrays, node):
+    """`node` went down (a crash, or it left by churn): mark it. A node that is down cannot finish, so the program
+    is done when every node has finished or is down (progress[0] + progress[2] == nodes): a permanent crash does
+    not hold the run up until its budget. A node that would come back later misses the end of the run; it is
+    listed in the fault summary's ``down_at_end``."""
+    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config = arrays
+    j = local_of[node]
+    if ints[j, _DOWN] == 0:
+        ints[j, _DOWN] = 1
+        if ints[j, _DONE] == 0:
+            progress[2] += 1
+
+
+@numba.njit(cache=True)
+def _kernel_recover(arrays, node, keep_state):
+    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config = arrays
+    j = local_of[node]
+    if ints[j, _DOWN] == 1:
+        ints[j, _DOWN] = 0
+        if ints[j, _DONE] == 0:
+            progress[2] -= 1
+    if keep_state:
+        return
+    progress[0] -= ints[j, _DONE]
+    W[j, :] = 0.0
+    if W_sum.shape[0]:
+        W_sum[j, :] = 0.0
+    ints[j, _STEPS] = 0
+    ints[j, _TICKS] = 0
+    ints[j, _HITS] = 0
+    ints[j, _DONE] = 0
+    ints[j, _AVERAGED] = 0
+    floats[j, _F_PREV] = np.nan
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Evaluation: every node's model against Eq. 1 and the test set, and the nodes' consensus
+# ---------------------------------------------------------------------------------------------------------------
+
+def gather_nodes(observations: list[dict]) -> dict:
+    """The groups' observations as arrays ordered by global node id."""
+    nodes = np.concatenate([o["nodes"] for o in observations])
+    order = np.argsort(nodes, kind="stable")
+    out = {"nodes": nodes[order]}
+    for key in ("w", "w_out", "steps", "done", "sent_push", "sent_average", "sent_reply", "last_dF", "omega",
+                "shard_sizes", "down"):
+        out[key] = np.concatenate([o[key] for o in observations])[order]
+    return out
+
+
+@numba.njit(cache=True)
+def _score_columns(S, y, owner):
+    """Per column i of the scores S (points x models): the summed hinge loss, the correct predictions (a score of
+    0 counts as +1), and the correct predictions and count over the rows whose owner is i (owner -1: none)."""
+    n, m = S.shape
+    hinge, correct = np.zeros(m), np.zeros(m)
+    own_correct, own_count = np.zeros(m), np.zeros(m)
+    for r in range(n):
+        yr = y[r]
+        for i in range(m):
+            margin = yr * S[r, i]
+            if margin < 1.0:
+                hinge[i] += 1.0 - margin
+            if (S[r, i] >= 0.0) == (yr > 0.0):
+                correct[i] += 1.0
+        o = owner[r]
+        if o >= 0:
+            own_count[o] += 1.0
+            if (S[r, o] >= 0.0) == (yr > 0.0):
+                own_correct[o] += 1.0
+    return hinge, correct, own_correct, own_count
+
+
+class ConsensusEvaluator:
+    """Metrics of the node models W (m x d): per-node Eq. 1 objective and accuracies (mean and std over nodes),
+    the average model, and the disagreement |w_i - w_bar| of the gossiped models (W unless given). Test accuracy
+    is on the whole test set; the paper's protocol (each node on its own test shard) is `test_accuracy_shard`."""
+
+    def __init__(self, X, y, lam: float, X_test=None, y_test=None, test_shards: list[np.ndarray] | None = None):
+        self.X, self.y, self.lam = X, np.asarray(y, dtype=np.float64), float(lam)
+        self.X_test = X_test
+        self.y_test = None if y_test is None else np.asarray(y_test, dtype=np.float64)
+        self.no_owner = np.full(self.y.shape[0], -1, dtype=np.int64)
+        self.test_owner = None
+        if self.y_test is not None:
+            self.test_owner = np.full(self.y_test.shape[0], -1, dtype=np.int64)
+            for i, idx in enumerate(test_shards or []):
+                self.test_owner[idx] = i
+        self.n_shards = len(test_shards or [])
+
+    def __call__(self, W: np.ndarray, weights: np.ndarray | None = None, gossiped: np.ndarray | None = None,
+                 up: np.ndarray | None = None) -> dict:
+        """Metrics of the node models; with `up` (a mask) the means, stds and the consensus are over the nodes that
+        are up, and ``nodes_up``, ``test_accuracy_all_nodes`` (every node, down ones included) are added."""
+        m = W.shape[0]
+        live = np.arange(m) if up is None else np.flatnonzero(up)
+        if live.size == 0:                                    # every node is down: report them all
+            live = np.arange(m)
+        lw = None if weights is None else np.asarray(weights)[live]
+        w_bar = np.average(W[live], axis=0, weights=lw)
+        models = np.vstack([W, w_bar])                       # the nodes' models, then their average
+        S = np.ascontiguousarray(self.X @ models.T)
+        hinge, correct, _, _ = _score_columns(S, self.y, self.no_owner)
+        objective = 0.5 * self.lam * np.einsum("ij,ij->i", models, models) + hinge / self.y.shape[0]
+        train_acc = correct / self.y.shape[0]
+        G = (W if gossiped is None else gossiped)[live]
+        dist = np.linalg.norm(G - np.average(G, axis=0, weights=lw), axis=1)
+        nodes = live
+        out = {"objective": float(objective[nodes].mean()), "objective_std": float(objective[nodes].std()),
+               "objective_min": float(objective[nodes].min()), "objective_max": float(objective[nodes].max()),
+               "train_accuracy": float(train_acc[nodes].mean()), "train_accuracy_std": float(train_acc[nodes].std()),
+               "consensus_error": float(dist.mean()), "consensus_max": float(dist.max()),
+               "model_norm": float(np.linalg.norm(W[nodes], axis=1).mean()), "nodes": m,
+               "average_model_objective": float(objective[m])}
+        if up is not None:
+            out["nodes_up"] = int(np.count_nonzero(up))
+        if self.X_test is not None and self.y_test is not None and self.y_test.size:
+            S = np.ascontiguousarray(self.X_test @ models.T)
+            _, correct, own_correct, own_count = _score_columns(S, self.y_test, self.test_owner)
+            test_acc = correct / self.y_test.shape[0]
+            out["test_accuracy"] = float(test_acc[nodes].mean())
+            out["test_accuracy_std"] = float(test_acc[nodes].std())
+            out["average_model_test_accuracy"] = float(test_acc[m])
+            if up is not None:
+                out["test_accuracy_all_nodes"] = float(test_acc[:m].mean())
+            if self.n_shards == m:
+                shard_acc = own_correct[:m] / np.maximum(own_count[:m], 1.0)
+                out["test_accuracy_shard"] = float(shard_acc[nodes].mean())
+                out["test_accuracy_shard_std"] = float(shard_acc[nodes].std())
+        return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scenario parameters, deployment and registration
+# ---------------------------------------------------------------------------------------------------------------
+
+class GadgetParams(BaseModel):
+    """``[algorithm]`` keys of gadget."""
+
+    model_config = ConfigDict(extra="forbid")
+    scheduler: ClassVar[str] = "gossip"
+
+    nodes: int = Field(10, ge=2, description="number of nodes m (the paper uses 10)")
+    lam: float = Field(1e-4, gt=0, description="regularisation lambda of Eq. 1 (paper Table 2: 3.07e-5 for a9a)")
+    gossip: Literal["push-sum", "pairwise"] = Field("push-sum", description="Push-Sum shares or pairwise averaging")
+    rounds: int = Field(1, ge=1, description="gossip ticks per local step (R Push-Sum rounds per step)")
+    mixing: Literal["neighbour", "metropolis", "uniform"] = Field(
+        "neighbour", description="row i of B: 1/deg i, Metropolis-Hastings, or 1/(deg i + 1) with self")
+    size_weighted: bool = Field(True, description="Push-Sum weights start at n_i/mean(n): n_i-weighted consensus")
+    project_local: bool = Field(True, description="step (f): project after the local step")
+    project_gossip: bool = Field(True, description="step (h): project after the gossip")
+    eps: float = Field(PAPER_EPS, ge=0, description="paper's stopping rule threshold on |dF| (0: off)")
+    patience: int = Field(PAPER_PATIENCE, ge=1, description="consecutive steps with |dF| <= eps to finish")
+    iterations: int | None = Field(None, ge=1, description="T: local steps after which a node finishes")
+    average: bool = Field(False, description="each node outputs the average of its last T/2 iterates (needs T)")
+
+    @model_validator(mode="after")
+    def _average_needs_iterations(self):
+        if self.average and self.iterations is None:
+            raise ValueError("average = true averages the last half of T local steps; set iterations = T")
+        return self
+
+
+def build_gadget(params: GadgetParams, problem):
+    from ..data import partition
+    from ..deployment import Deployment
+    from ..errors import InfeasibleParameterError
+    from ..topology import build_topology, ensure_usable, neighbours
+    from .pushsum import gossip_topology_info
+
+    ds = problem.dataset
+    m, d = params.nodes, ds.d
+    if m > ds.n:
+        raise InfeasibleParameterError(f"nodes = {m} exceeds the number of training points ({ds.n}); "
+                                       f"allowed: 2 <= nodes <= {ds.n}")
+    if problem.topology is not None:
+        G = problem.topology
+    else:
+        G = build_topology(problem.topology_kind, m, seed=problem.seed, **problem.topology_params)
+    ensure_usable(G, "gadget topology")
+    if G.number_of_nodes() != m:
+        raise InfeasibleParameterError(f"the topology has {G.number_of_nodes()} nodes but nodes = {m}; "
+                                       f"allowed: a graph on exactly {m} nodes")
+    parts = partition(ds.y, m, problem.partition_scheme, seed=problem.seed, **problem.partition_params)
+    nbrs = neighbours(G)
+    probs = selection_probabilities(nbrs, params.mixing)
+    sizes = np.array([p.size for p in parts], dtype=np.float64)
+    omega = sizes / sizes.mean() if (params.size_weighted and params.gossip == "push-sum") else np.ones(m)
+    node_data = [{"X": ds.X[idx], "y": ds.y[idx], "neighbours": nbrs[i], "probs": probs[i], "omega": omega[i]}
+                 for i, idx in enumerate(parts)]
+    program = GadgetPeer(d, params.lam, gossip=params.gossip, rounds=params.rounds,
+                         project_local=params.project_local, project_gossip=params.project_gossip, eps=params.eps,
+                         patience=params.patience, iterations=params.iterations, average=params.average)
+    roles = [RoleSpec("peer", program, np.arange(m, dtype=np.int64), node_data)]
+    test_shards = None
+    if ds.y_test is not None and len(ds.y_test) >= m:
+        test_shards = partition(len(ds.y_test), m, "iid", seed=problem.seed + 1)
+    evaluator = ConsensusEvaluator(ds.X, ds.y, params.lam, ds.X_test, ds.y_test, test_shards)
+    per_message = gadget_scalars_per_message(d, params.gossip)
+    consensus_weights = sizes if params.gossip == "push-sum" and params.size_weighted else None
+
+    def evaluate(obs):
+        g = gather_nodes(obs["peer"])
+        # a node that is down (crashed, or away by churn) is left out of the means and the consensus; the metrics
+        # then also give nodes_up and test_accuracy_all_nodes
+        out = evaluator(g["w_out"], consensus_weights, g["w"], up=~g["down"] if g["down"].any() else None)
+        steps = g["steps"]
+        out.update(steps_mean=float(steps.mean()), local_steps=int(steps.sum()), steps_min=int(steps.min()),
+                   steps_max=int(steps.max()), finished_nodes=int(g["done"].sum()),
+                   last_dF=float(np.nanmean(g["last_dF"])) if np.isfinite(g["last_dF"]).any() else math.nan,
+                   gossip_messages=int(g["sent_push"].sum() + g["sent_average"].sum() + g["sent_reply"].sum()))
+        return out
+
+    def declared(obs):
+        g = gather_nodes(obs["peer"])
+        return int(g["sent_push"].sum() + g["sent_average"].sum() + g["sent_reply"].sum()) * per_message
+
+    def model(obs):
+        g = gather_nodes(obs["peer"])
+        live = np.flatnonzero(~g["down"]) if not g["down"].all() else np.arange(m)
+        weights = None if consensus_weights is None else consensus_weights[live]
+        return {"coef": np.average(g["w_out"][live], axis=0, weights=weights), "intercept": 0.0,
+                "node_coef": g["w_out"], "node_down": g["down"]}
+
+    return Deployment(roles=roles, topology=G, node_names=[f"peer-{i}" for i in range(m)], evaluate=evaluate,
+                      declared_scalars=declared, comm_unit=("d", float(d)), model=model,
+                      info={"nodes": m, "d": d, "gossip": params.gossip, "rounds": params.rounds,
+                            "mixing": params.mixing, "scheduler": "gossip",
+                            "scalars_per_message": {tag: per_message for tag in program.tags},
+                            "shard_sizes": sizes.astype(int).tolist(),
+                            **gossip_topology_info(G, params.mixing, 0.5)})
+
+
+def _peer_topologies() -> tuple[str, ...]:
+    from ..topology import TOPOLOGIES
+
+    return tuple(k for k in TOPOLOGIES if k != "star")
+
+
+register(AlgorithmInfo(
+    name="gadget", family="gadget", paper="002_a14c5840ff10f4b6.txt, Algorithm 2 (GADGET SVM)", distributed=True,
+    Params=GadgetParams, build=build_gadget,
+    description="GADGET SVM: per-node Pegasos steps on one local sample, Push-Sum or pairwise-averaging gossip",
+    topologies=_peer_topologies()))
