@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
                     "variant and drawn with the bound k(d+sqrt(d/eps)) and the lower bound k*min(d,1/eps).",
         epilog="examples:\n"
                "  svmsim sweep scenarios/quickstart.toml --param eps=1e-1,1e-2,1e-3\n"
-               "  svmsim sweep scenarios/paper000_fig3_margin_vs_comm.toml\n"
+               "  svmsim sweep scenarios/paper000_fig3_synthetic.toml\n"
                "  svmsim sweep FILE --param d=8,32 --param k=5,20 --set stop.max_iterations=10000\n\n"
                "short names: eps (algorithm.eps and stop.gap), d (data.d), n (data.n), k or clients "
                "(algorithm.clients), seed; any dotted scenario key also works.")
@@ -189,8 +189,8 @@ def _cmd_list(args) -> int:
         out.append("algorithms:")
         for name, info in sorted(ALGORITHMS.items()):
             keys = ", ".join(info.Params.model_fields)
-            out.append(f"  {name:<14} {info.description}")
-            out.append(f"  {'':<14} paper {info.paper}; keys: {keys}")
+            out.append(f"  {name:<18} {info.description}")
+            out.append(f"  {'':<18} paper {info.paper}; keys: {keys}")
     if what in ("all", "topologies"):
         from .topology import TOPOLOGIES
 
