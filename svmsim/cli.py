@@ -122,6 +122,9 @@ def _cmd_run(args) -> int:
     from .scenario import load_scenario
 
     scenario = load_scenario(args.scenario, overrides=_overrides(args))
+    warning = _unbounded_gossip_warning(scenario)
+    if warning:
+        print(textwrap.fill(f"svmsim: warning: {warning}", width=110, subsequent_indent="  "), file=sys.stderr)
     result = run(scenario, out_dir=args.out, progress=not (args.no_progress or args.quiet))
     if args.quiet:
         print(result.run_dir)
@@ -135,6 +138,7 @@ def _cmd_run(args) -> int:
         lines.append(f"ledger     {t['messages']} messages, {t['scalars']} scalars, {t['bytes']} bytes"
                      + ("" if result.summary.get("ledger_matches_declared") in (None, True)
                         else "  (differs from the algorithm's declared count!)"))
+    lines += _fault_lines(result.summary.get("faults"), f)
     for key, label in (("objective", "objective"), ("hull_distance", "hull dist"), ("rel_gap", "rel. gap"),
                        ("train_accuracy", "train acc"), ("test_accuracy", "test acc")):
         if f.get(key) is not None:
@@ -142,6 +146,68 @@ def _cmd_run(args) -> int:
     lines.append(f"run dir    {result.run_dir}")
     print("\n".join(lines))
     return 0
+
+
+_CAUSE_WORDS = {"lost": "lost in the network", "dead_receiver": "sent to a node that was down",
+                "dead_sender": "sent by a node that was down"}
+
+
+def _fault_lines(faults: dict | None, final: dict) -> list[str]:
+    """What the [faults] did, for `svmsim run`'s result (nothing when no fault was configured)."""
+    if not faults or not faults.get("model"):
+        return []
+    model = ", ".join(f"{k} = {v}" for k, v in faults["model"].items())
+    total = faults["dropped_total"]
+    parts = [f"{rec['messages']} {tag} {_CAUSE_WORDS.get(cause, cause)}"
+             for cause, per_tag in faults.get("dropped", {}).items() for tag, rec in per_tag.items()]
+    lines = [f"faults     {model}",
+             f"lost       {total['messages']} messages, {total['scalars']} scalars"
+             + (f" ({'; '.join(parts)})" if parts else "")]
+    dup = sum(rec["messages"] for rec in faults.get("duplicated", {}).values())
+    if dup:
+        lines.append(f"duplicated {dup} messages (each copy metered)")
+    if faults.get("delayed_messages"):
+        lines.append(f"delayed    {faults['delayed_messages']} message copies")
+    nodes = []
+    if faults.get("crashed_nodes"):
+        crashed = faults["crashed_nodes"]
+        nodes.append(f"{len(crashed)} crashed {_ids(crashed)}")
+    if faults.get("stragglers"):
+        nodes.append(f"{len(faults['stragglers'])} straggling")
+    events = faults.get("node_events") or {}
+    if events:
+        nodes.append("events: " + ", ".join(f"{k} {v}" for k, v in events.items()))
+    if faults.get("down_at_end"):
+        down = faults["down_at_end"]
+        up = f"; metrics over the {final['nodes_up']} up" if final.get("nodes_up") is not None else ""
+        nodes.append(f"{len(down)} down at the end {_ids(down)}{up}")
+    if nodes:
+        lines.append("nodes      " + "; ".join(nodes))
+    flight = sum(rec["messages"] for rec in faults.get("in_flight_at_end", {}).values())
+    if flight:
+        lines.append(f"in flight  {flight} messages at the end (metered as delivered)")
+    return lines
+
+
+def _ids(nodes: list[int], shown: int = 8) -> str:
+    return "[" + ", ".join(map(str, nodes[:shown])) + (", ..." if len(nodes) > shown else "") + "]"
+
+
+def _unbounded_gossip_warning(scenario) -> str | None:
+    """A gossip run with no budget stops only by stop.gap / objective_change or when every node has finished,
+    which faults (lost mass, crashed nodes) or a program that never finishes can prevent: say so before running."""
+    if scenario.schedule.kind != "gossip":
+        return None
+    stop, sched = scenario.stop, scenario.schedule
+    budgets = (stop.max_iterations, stop.max_rounds, stop.max_scalars, stop.max_seconds, sched.max_time,
+               sched.max_messages)
+    if any(b is not None for b in budgets):
+        return None
+    why = " (with faults, Push-Sum's consensus error may never reach stop.gap: lost messages take their mass " \
+          "with them and crashed nodes keep stale values)" if not scenario.faults.is_empty else ""
+    return ("this gossip run has no budget ([stop] max_rounds, max_iterations, max_scalars, max_seconds or "
+            "[schedule] max_time, max_messages), so it stops only when its stopping rule is met or every node has "
+            f"finished{why}; interrupt it with Ctrl-C, or set a budget")
 
 
 def _cmd_sweep(args) -> int:

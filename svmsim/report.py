@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_run", "plot_cost_vs_eps", "plot_sweep_curves"]
+__all__ = ["plot_run", "plot_cost_vs_eps", "plot_sweep_curves", "plot_scaling"]
 
 
 def _pyplot():
@@ -73,15 +73,20 @@ def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | Non
     return Path(path)
 
 
-def plot_cost_vs_eps(rows: list[dict], slopes: list[dict], path: Path, title: str = "") -> Path:
+def plot_cost_vs_eps(rows: list[dict], slopes: list[dict], path: Path, title: str = "",
+                     group_keys: list[str] | None = None) -> Path:
     """Measured communication to a certified relative gap eps against 1/eps (log-log), one line per variant and
     grid group, with the fitted slope in the legend, and the bound k(d+sqrt(d/eps)) and the lower bound
-    k*min(d, 1/eps) of each group drawn as they are (no constants fitted)."""
+    k*min(d, 1/eps) of each group drawn as they are (no constants fitted). `group_keys`: the grid keys other than
+    eps (default: every row key that is not a known result column)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 5))
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        key = tuple((k, v) for k, v in r.items() if k not in _ROW_RESULT_KEYS and k != "eps")
+        if group_keys is not None:
+            key = (("variant", r["variant"]),) + tuple((k, r.get(k)) for k in group_keys)
+        else:
+            key = tuple((k, v) for k, v in r.items() if k not in _ROW_RESULT_KEYS and k != "eps")
         groups.setdefault(key, []).append(r)
     slope_of = {tuple((k, v) for k, v in s.items() if k not in ("slope", "points", "bound_slope")): s["slope"]
                 for s in slopes}
@@ -121,7 +126,61 @@ def plot_cost_vs_eps(rows: list[dict], slopes: list[dict], path: Path, title: st
 _ROW_RESULT_KEYS = {"algorithm", "stop_reason", "iterations", "rounds", "scalars", "comm_units", "wall_time",
                     "objective", "hull_distance", "margin", "rel_gap", "train_accuracy", "test_accuracy",
                     "test_accuracy_std", "cost_scalars", "cost_iteration", "reached", "cost_units", "bound_upper",
-                    "bound_lower", "cost_resolution", "scalars_vs_first"}
+                    "bound_lower", "cost_resolution", "scalars_vs_first", "messages", "virtual_time",
+                    "dropped_messages", "dropped_scalars", "crashed_nodes", "objective_std", "train_accuracy_std",
+                    "test_accuracy_shard", "test_accuracy_shard_std", "average_model_test_accuracy",
+                    "consensus_error", "nodes_up", "test_accuracy_all_nodes", "nodes", "spectral_gap",
+                    "inv_spectral_gap", "mixing_time", "diameter", "mean_degree", "spectral_gap_metropolis",
+                    "target", "cost_messages", "cost_messages_per_node", "cost_rounds", "cost_virtual_time",
+                    "cost_wall_time", "cost_round_resolution"}
+
+
+_MARKERS = "osD^v<>phX*"
+
+
+def plot_scaling(rows: list[dict], fits: list[dict], path: Path, x: str, ys: list[str], by: str | None = None,
+                 title: str = "") -> Path:
+    """One log-log panel per column in `ys` against column `x`: every run a point (colour by the grid key `by`,
+    marker by variant), the least-squares line of each variant with its slope in the legend, and a slope-1 guide
+    through the points' geometric mean. Runs that did not reach the target (NaN cost) are left out."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(ys), figsize=(6.4 * len(ys), 4.8), squeeze=False)
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    colours = list(dict.fromkeys(r.get(by) for r in rows)) if by else variants
+    for ax, y in zip(axes.ravel(), ys):
+        allx, ally = [], []
+        for r in rows:
+            xv, yv = r.get(x), r.get(y)
+            if not isinstance(xv, (int, float)) or not isinstance(yv, (int, float)):
+                continue
+            if not (np.isfinite(xv) and np.isfinite(yv) and xv > 0 and yv > 0):
+                continue
+            c = colours.index(r.get(by) if by else r["variant"])
+            m = _MARKERS[variants.index(r["variant"]) % len(_MARKERS)]
+            ax.loglog([xv], [yv], linestyle="none", marker=m, color=f"C{c % 10}", alpha=0.85)
+            allx.append(xv)
+            ally.append(yv)
+        for i, c in enumerate(colours):                      # legend entries for the colours
+            ax.plot([], [], linestyle="none", marker="o", color=f"C{i % 10}", label=f"{by}={c}" if by else str(c))
+        if allx:
+            lo, hi = min(allx), max(allx)
+            grid = np.geomspace(lo, hi, 50) if hi > lo else np.array([lo])
+            for f in fits:
+                if f["y"] != y or not np.isfinite(f.get("slope", np.nan)):
+                    continue
+                ax.loglog(grid, np.exp(f["intercept"]) * grid ** f["slope"], linestyle="--", color="k",
+                          alpha=0.7, label=f"{f['variant']}: slope {f['slope']:.2f} (r² {f['r2']:.3f})")
+            gx, gy = np.exp(np.mean(np.log(allx))), np.exp(np.mean(np.log(ally)))
+            ax.loglog(grid, gy * grid / gx, linestyle=":", color="gray", alpha=0.8, label="slope 1")
+        ax.set_xlabel(x)
+        ax.set_ylabel(y)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
 
 
 def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "comm_units", title: str = "",

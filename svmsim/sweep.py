@@ -24,6 +24,46 @@ the resolution; the table reports it). For an eps grid the sweep fits the log-lo
 per variant and draws the measured costs with the bound k(d + sqrt(d/eps)) and the lower bound
 k*min(d, 1/eps) (paper 000, Theorems 8-9).
 
+Without an eps grid, ``target`` gives the same cost columns for a fixed threshold on any metric
+(``target_metric``, default ``rel_gap``; e.g. Push-Sum's consensus error): each row gets the scalars
+(``cost_scalars``), metered messages (``cost_messages``), rounds (``cost_rounds``), virtual time
+(``cost_virtual_time``, gossip runs) and wall time (``cost_wall_time``) at the first evaluation point whose metric
+is <= the threshold (``reached`` says whether one was). Runs of peer algorithms (pushsum, gadget) also carry their
+topology's facts in every row: ``spectral_gap`` of the gossip chain, ``inv_spectral_gap``, ``mixing_time``,
+``diameter``, ``mean_degree`` (see `svmsim.algorithms.pushsum.gossip_topology_info`).
+
+Scaling against a column::
+
+    [sweep]
+    target = 1e-3                   # cost = first evaluation point with rel_gap <= 1e-3
+    against = "inv_spectral_gap"    # x of a log-log plot (a row column or a grid key)
+    against_y = ["cost_rounds", "cost_messages"]    # default: cost_rounds (else cost_scalars)
+    against_by = "topology.kind"    # a grid key whose values get their own colour
+    exclude = [{"topology.kind" = "ring", "algorithm.nodes" = 1000}]   # grid points left out
+
+draws ``scaling.png`` (one panel per y column: the points, a least-squares line per variant, a slope-1 guide) and
+writes the slopes (log y against log x, with intercept, r^2 and the median ratio y/x) to ``sweep.md`` and
+``sweep.json``. ``exclude`` drops grid points that match every key of one of its tables (``variant`` may be used).
+
+Seeded trials::
+
+    [sweep]
+    trials = "seed"                 # a grid key whose values are repetitions
+    [sweep.grid]
+    seed = [0, 1, 2, 3, 4]
+
+adds a table of mean +- std over the trials per variant and remaining grid point (``trials.csv``, a section of
+``sweep.md``, ``SweepResult.trials``). For a metric that a run reports as a mean over nodes with a ``<metric>_std``
+companion (GADGET's test accuracy, objective, ...), the spread is split into ``<metric>_std_nodes`` (root mean
+square over trials of the std over nodes), ``<metric>_std_trials`` (std over trials of the node means) and
+``<metric>_std`` = sqrt(std_nodes^2 + std_trials^2), the std over all (node, trial) pairs (notes-002: std =
+sqrt(Var_nodes + Var_trials); population stds, so the split is exact). Other columns get ``<c>_mean`` and
+``<c>_std`` over trials. ``trials_columns`` chooses the columns shown in sweep.md (accuracies in percent).
+
+``warmup = true`` runs each variant's first point for one iteration before the sweep and discards it, so that
+one-time compilation does not inflate the first run's wall time (numba compiles the gossip event loop once per
+process, about a second).
+
 Every point is validated before the first one runs, so a bad grid fails at once; the sweep directory is
 written atomically like a run directory.
 """
@@ -45,7 +85,7 @@ from .errors import ScenarioError
 from .scenario import Scenario, _read_toml, apply_overrides, check_sweep_table, load_scenario
 
 __all__ = ["SweepSpec", "Variant", "SweepPoint", "SweepResult", "parse_param", "plan_sweep", "run_sweep",
-           "fit_slope", "SHORT_NAMES"]
+           "fit_slope", "fit_loglog", "aggregate_trials", "SHORT_NAMES", "INFO_COLUMNS", "COST_COLUMNS"]
 
 #: short parameter names and the scenario keys they stand for (eps also sets stop.gap)
 SHORT_NAMES = {"eps": "algorithm.eps", "d": "data.d", "n": "data.n", "k": "algorithm.clients",
@@ -55,16 +95,19 @@ _SCALAR = (bool, int, float, str)
 
 
 class Variant(BaseModel):
-    """One algorithm compared on every grid point: its ``[algorithm]`` table and other dotted overrides."""
+    """One algorithm compared on every grid point: its ``[algorithm]`` table, other dotted overrides, and the
+    dotted keys or tables of the file it leaves out (``unset``, e.g. ``["topology", "schedule"]`` for a
+    single-machine baseline beside a peer algorithm)."""
 
     model_config = ConfigDict(extra="forbid")
     label: str = Field(min_length=1)
     algorithm: dict[str, Any] | None = None
     set: dict[str, Any] = Field(default_factory=dict)
+    unset: list[str] = Field(default_factory=list)
 
 
 class SweepSpec(BaseModel):
-    """The ``[sweep]`` table of a scenario file."""
+    """The ``[sweep]`` table of a scenario file (see the module docstring for each key)."""
 
     model_config = ConfigDict(extra="forbid")
     grid: dict[str, list[Any]] = Field(default_factory=dict)
@@ -72,6 +115,20 @@ class SweepSpec(BaseModel):
     plot: str = "objective"
     x: Literal["comm_units", "scalars", "wall_time", "iteration"] = "comm_units"
     title: str = ""
+    target: float | None = Field(None, gt=0)
+    target_metric: str = Field("rel_gap", min_length=1)
+    against: str | None = Field(None, min_length=1)
+    against_y: list[str] = Field(default_factory=list)
+    against_by: str | None = Field(None, min_length=1)
+    exclude: list[dict[str, Any]] = Field(default_factory=list)
+    trials: str | None = Field(None, min_length=1)
+    trials_columns: list[str] | None = None
+    warmup: bool = False
+
+    @field_validator("against_y", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
 
     @field_validator("grid")
     @classmethod
@@ -144,6 +201,8 @@ class SweepResult:
     rows: list[dict]
     slopes: list[dict]
     runs: list = field(default_factory=list)
+    scaling: list[dict] = field(default_factory=list)      # fits of against_y against `against`, per variant
+    trials: list[dict] = field(default_factory=list)       # mean +- std over the `trials` grid key
 
 
 def _slug(label: str, values: dict[str, Any]) -> str:
@@ -187,15 +246,18 @@ def plan_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None 
     labels = [v.label for v in variants]
     if len(set(labels)) != len(labels):
         raise ScenarioError(f"{where}: sweep.variants have repeated labels {labels}; allowed: distinct labels")
+    _check_spec(spec, labels, where)
     keys = list(grid)
     points: list[SweepPoint] = []
     for variant in variants:
-        base = dict(raw)
+        base = _unset(raw, variant, where)
         if variant.algorithm is not None:
             base["algorithm"] = dict(variant.algorithm)
         base = apply_overrides(base, variant.set, where)
         for combo in itertools.product(*(grid[k] for k in keys)) if keys else [()]:
             values = dict(zip(keys, combo))
+            if _excluded(spec.exclude, variant.label, values):
+                continue
             ov: dict[str, Any] = {}
             for k, v in values.items():
                 ov.update(_grid_overrides(base.get("algorithm"), k, v))
@@ -208,7 +270,83 @@ def plan_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None 
                 raise ScenarioError(f"{where}: sweep point [{variant.label}{': ' + at if at else ''}]: {exc}") \
                     from None
             points.append(SweepPoint(variant.label, values, scenario, slug))
+    if not points:
+        raise ScenarioError(f"{where}: sweep.exclude leaves no point to run; allowed: exclude some points, not all")
     return spec, points
+
+
+def _unset(raw: dict, variant: Variant, where: str) -> dict:
+    """A copy of the raw scenario without the variant's `unset` keys (dotted; a table goes whole)."""
+    import copy
+
+    out = copy.deepcopy(raw)
+    for dotted in variant.unset:
+        parts = dotted.split(".")
+        node = out
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or parts[-1] not in node or dotted in ("name", "data", "algorithm"):
+            raise ScenarioError(f"{where}: sweep variant {variant.label!r}: unset names {dotted!r}, which "
+                                + ("a scenario cannot do without" if dotted in ("name", "data", "algorithm") else
+                                   "the scenario does not set") + "; allowed: keys or tables the file sets, such as "
+                                "topology or schedule.eval_time")
+        del node[parts[-1]]
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a == b and isinstance(a, bool) == isinstance(b, bool)
+
+
+def _excluded(exclude: list[dict[str, Any]], label: str, values: dict[str, Any]) -> bool:
+    """Whether a point matches every key of one of the `exclude` tables."""
+    here = {"variant": label, **values}
+    return any(all(k in here and _same(here[k], v) for k, v in entry.items()) for entry in exclude)
+
+
+def _check_spec(spec: SweepSpec, labels: list[str], where: str) -> None:
+    """Cross-checks of the [sweep] keys against the (merged) grid; a ScenarioError names the key and what is
+    allowed."""
+    keys = list(spec.grid)
+    if spec.target is not None and "eps" in keys:
+        raise ScenarioError(f"{where}: sweep.target = {spec.target!r} and an eps grid both set the cost threshold; "
+                            "allowed: one of them (eps sets the algorithm's eps and stop.gap too)")
+    has_cost = spec.target is not None or "eps" in keys
+    if spec.target_metric != "rel_gap" and not has_cost:
+        raise ScenarioError(f"{where}: sweep.target_metric = {spec.target_metric!r} needs a threshold; allowed: set "
+                            "sweep.target, or an eps grid")
+    if spec.against is not None:
+        allowed_x = keys + list(_AGAINST_COLUMNS)
+        if spec.against not in allowed_x and spec.against not in _FINAL_COLUMNS:
+            raise ScenarioError(f"{where}: sweep.against = {spec.against!r} is not a column; allowed: a grid key "
+                                f"({', '.join(keys) or 'none'}) or one of {', '.join(_AGAINST_COLUMNS)}")
+        for y in spec.against_y:
+            if y in COST_COLUMNS and not has_cost:
+                raise ScenarioError(f"{where}: sweep.against_y names {y!r}, which needs a threshold; allowed: set "
+                                    "sweep.target (or an eps grid)")
+        if spec.against_by is not None and spec.against_by not in keys + ["variant"]:
+            raise ScenarioError(f"{where}: sweep.against_by = {spec.against_by!r} is not a grid key; allowed: "
+                                f"{', '.join(keys + ['variant'])}")
+    elif spec.against_y or spec.against_by:
+        raise ScenarioError(f"{where}: sweep.against_y/against_by are given without sweep.against; allowed: set "
+                            "against (the x column of the scaling plot)")
+    for i, entry in enumerate(spec.exclude):
+        if not entry:
+            raise ScenarioError(f"{where}: sweep.exclude[{i}] is empty; allowed: a table of grid keys and values")
+        for k, v in entry.items():
+            if k == "variant":
+                if v not in labels:
+                    raise ScenarioError(f"{where}: sweep.exclude[{i}]: variant = {v!r} is not a variant; allowed: "
+                                        f"{', '.join(map(repr, labels))}")
+            elif k not in keys:
+                raise ScenarioError(f"{where}: sweep.exclude[{i}]: {k!r} is not a grid key; allowed: "
+                                    f"{', '.join(keys + ['variant'])}")
+            elif not any(_same(v, g) for g in spec.grid[k]):
+                raise ScenarioError(f"{where}: sweep.exclude[{i}]: {k} = {v!r} is not one of the grid's values "
+                                    f"{spec.grid[k]}")
+    if spec.trials is not None and spec.trials not in keys:
+        raise ScenarioError(f"{where}: sweep.trials = {spec.trials!r} is not a grid key; allowed: "
+                            f"{', '.join(keys) or 'none (add e.g. seed = [0, 1, 2] to [sweep.grid])'}")
 
 
 def fit_slope(inv_eps: np.ndarray, cost: np.ndarray) -> float:
@@ -220,40 +358,106 @@ def fit_slope(inv_eps: np.ndarray, cost: np.ndarray) -> float:
     return float(np.polyfit(np.log(inv_eps[ok]), np.log(cost[ok]), 1)[0])
 
 
-def _cost_at(metrics: list[dict], eps: float) -> tuple[float, float]:
-    """(scalars, iteration) at the first evaluated iterate with certified relative gap <= eps (NaN if none)."""
+def fit_loglog(x, y) -> dict:
+    """Least-squares line of log(y) against log(x): slope, intercept (y ~ exp(intercept) x^slope), r2 and the
+    number of points used (finite and positive); slope NaN with fewer than two."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    out = {"points": int(ok.sum()), "slope": math.nan, "intercept": math.nan, "r2": math.nan}
+    if ok.sum() < 2 or np.ptp(np.log(x[ok])) == 0:
+        return out
+    lx, ly = np.log(x[ok]), np.log(y[ok])
+    slope, intercept = np.polyfit(lx, ly, 1)
+    resid = ly - (slope * lx + intercept)
+    total = float(((ly - ly.mean()) ** 2).sum())
+    out.update(slope=float(slope), intercept=float(intercept),
+               r2=float(1.0 - (resid ** 2).sum() / total) if total > 0 else math.nan)
+    return out
+
+
+def _first_reaching(metrics: list[dict], threshold: float, metric: str = "rel_gap") -> dict | None:
+    """The first evaluation point whose `metric` is <= threshold (None if there is none)."""
     for m in metrics:
-        gap = m.get("rel_gap")
-        if gap is not None and gap <= eps:
-            return float(m.get("scalars", math.nan)), float(m.get("iteration", math.nan))
-    return math.nan, math.nan
+        v = m.get(metric)
+        if v is not None and v <= threshold:
+            return m
+    return None
+
+
+def _num(v: Any) -> float:
+    return math.nan if v is None else float(v)
+
+
+def _costs(metrics: list[dict], threshold: float, metric: str) -> dict:
+    """The cost columns at the first evaluation point with `metric` <= threshold (NaN where none reached it)."""
+    m = _first_reaching(metrics, threshold, metric)
+    if m is None:
+        out = {c: math.nan for c in COST_COLUMNS}
+        out["reached"] = False
+        return out
+    return {"cost_scalars": _num(m.get("scalars")), "cost_messages": _num(m.get("messages")),
+            "cost_rounds": _num(m.get("round")), "cost_virtual_time": _num(m.get("virtual_time")),
+            "cost_wall_time": _num(m.get("wall_time")), "cost_iteration": _num(m.get("iteration")), "reached": True}
 
 
 _FINAL_COLUMNS = ("objective", "hull_distance", "margin", "rel_gap", "train_accuracy", "test_accuracy",
-                  "test_accuracy_std")
+                  "test_accuracy_std", "objective_std", "train_accuracy_std", "test_accuracy_shard",
+                  "test_accuracy_shard_std", "average_model_test_accuracy", "consensus_error", "nodes_up",
+                  "test_accuracy_all_nodes")
+#: topology facts copied from a run's algorithm_info into its row (peer algorithms: pushsum, gadget)
+INFO_COLUMNS = ("nodes", "spectral_gap", "inv_spectral_gap", "mixing_time", "diameter", "mean_degree",
+                "spectral_gap_metropolis")
+#: the columns of the first evaluation point that reaches eps or target
+COST_COLUMNS = ("cost_scalars", "cost_messages", "cost_rounds", "cost_virtual_time", "cost_wall_time",
+                "cost_iteration", "cost_messages_per_node")
+#: row columns that `against` may name besides the grid keys (and the final metrics of the algorithm)
+_AGAINST_COLUMNS = INFO_COLUMNS + ("iterations", "rounds", "messages", "scalars", "comm_units", "wall_time",
+                                   "virtual_time", "target")
 
 
-def _row(point: SweepPoint, result) -> dict:
+def _row(point: SweepPoint, result, spec: SweepSpec | None = None) -> dict:
     final = result.final
+    summary = result.summary
     row: dict[str, Any] = {"variant": point.variant, **point.values, "algorithm": point.scenario.algorithm.name,
                            "stop_reason": result.stop_reason, "iterations": final.get("iteration"),
-                           "rounds": result.summary.get("rounds"), "scalars": final.get("scalars", 0),
+                           "rounds": summary.get("rounds"), "scalars": final.get("scalars", 0),
                            "comm_units": final.get("comm_units", 0.0), "wall_time": final.get("wall_time")}
+    if result.ledger is not None:
+        row["messages"] = result.ledger.totals["messages"]
+    if summary.get("virtual_time") is not None:
+        row["virtual_time"] = summary["virtual_time"]
+    faults = summary.get("faults")
+    if faults and faults.get("model"):
+        row.update(dropped_messages=faults["dropped_total"]["messages"],
+                   dropped_scalars=faults["dropped_total"]["scalars"],
+                   crashed_nodes=len(faults.get("crashed_nodes", [])))
     for c in _FINAL_COLUMNS:
         if final.get(c) is not None:
             row[c] = final[c]
-    if "eps" in point.values:
-        eps = float(point.values["eps"])
-        cost, at = _cost_at(result.metrics, eps)
-        row.update(cost_scalars=cost, cost_iteration=at, reached=bool(np.isfinite(cost)))
-        unit = result.summary.get("comm_unit")
-        if unit and np.isfinite(cost):
-            row["cost_units"] = cost / unit[1]
-        bound = result.summary.get("bound")
-        if bound:
-            row.update(bound_upper=bound.get("upper"), bound_lower=bound.get("lower"))
+    info = summary.get("algorithm_info") or {}
+    for c in INFO_COLUMNS:
+        if isinstance(info.get(c), (int, float)) and not isinstance(info.get(c), bool):
+            row[c] = info[c]
+    metric = spec.target_metric if spec is not None else "rel_gap"
+    threshold = float(point.values["eps"]) if "eps" in point.values else (spec.target if spec is not None else None)
+    if threshold is not None:
+        if "eps" not in point.values:
+            row["target"] = threshold
+        row.update(_costs(result.metrics, threshold, metric))
+        unit = summary.get("comm_unit")
+        if unit and np.isfinite(row["cost_scalars"]):
+            row["cost_units"] = row["cost_scalars"] / unit[1]
+        if row.get("nodes"):
+            row["cost_messages_per_node"] = row["cost_messages"] / row["nodes"]
         evals = [m.get("scalars", 0) for m in result.metrics]
         row["cost_resolution"] = float(np.max(np.diff([0] + evals))) if evals else math.nan
+        rounds = [m.get("round") for m in result.metrics if m.get("round") is not None]
+        if rounds:
+            row["cost_round_resolution"] = float(np.max(np.diff([0] + rounds)))
+    if "eps" in point.values:
+        bound = summary.get("bound")
+        if bound:
+            row.update(bound_upper=bound.get("upper"), bound_lower=bound.get("lower"))
     return row
 
 
@@ -308,6 +512,113 @@ def _slopes(rows: list[dict], keys: list[str]) -> list[dict]:
     return out
 
 
+def _against_y(spec: SweepSpec, rows: list[dict]) -> list[str]:
+    if spec.against_y:
+        return list(spec.against_y)
+    return ["cost_rounds"] if any(np.isfinite(_num(r.get("cost_rounds"))) for r in rows) else ["cost_scalars"]
+
+
+def _scaling(spec: SweepSpec, rows: list[dict]) -> list[dict]:
+    """Per variant and y column: the log-log fit of y against the `against` column."""
+    if spec.against is None:
+        return []
+    out = []
+    for y in _against_y(spec, rows):
+        for label in dict.fromkeys(r["variant"] for r in rows):
+            rs = [r for r in rows if r["variant"] == label]
+            xs = np.array([_num(r.get(spec.against)) for r in rs])
+            ys = np.array([_num(r.get(y)) if not isinstance(r.get(y), str) else math.nan for r in rs])
+            fit = fit_loglog(xs, ys)
+            ok = np.isfinite(xs) & np.isfinite(ys) & (xs > 0) & (ys > 0)
+            ratio = float(np.median(ys[ok] / xs[ok])) if ok.any() else math.nan
+            out.append({"variant": label, "x": spec.against, "y": y, **fit, "median_y_over_x": ratio,
+                        "not_reached": int(sum(1 for r in rs if r.get("reached") is False))})
+    return out
+
+
+#: columns that a trials table never averages
+_NOT_AVERAGED = {"variant", "algorithm", "stop_reason", "reached"}
+
+
+def aggregate_trials(rows: list[dict], keys: list[str], trials_key: str) -> list[dict]:
+    """Mean and std over the values of grid key `trials_key`, per variant and combination of the other grid keys.
+
+    Every numeric column c gets ``c_mean`` and ``c_std`` (population std over trials). When the rows also have
+    ``c_std`` (a std over nodes reported by the run, e.g. ``test_accuracy_std``), the spread is split:
+    ``c_std_nodes`` = sqrt(mean over trials of the node variance), ``c_std_trials`` = std of the trial means, and
+    ``c_std`` = sqrt(c_std_nodes^2 + c_std_trials^2), the std over all (node, trial) pairs when every trial has
+    the same number of nodes."""
+    others = [k for k in keys if k != trials_key]
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["variant"],) + tuple(r.get(k) for k in others), []).append(r)
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    out = []
+    for key, rs in groups.items():
+        agg: dict[str, Any] = {"variant": key[0], **dict(zip(others, key[1:])), "trials": len(rs),
+                               trials_key + "_values": [r.get(trials_key) for r in rs]}
+        if all(r.get("reached") is not None for r in rs):
+            agg["reached"] = sum(bool(r.get("reached")) for r in rs)
+        for c in columns:
+            if c in _NOT_AVERAGED or c in keys or c.endswith("_std") and c[:-4] in columns:
+                continue
+            vals = [r.get(c) for r in rs]
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals if v is not None):
+                continue
+            v = np.array([_num(x) for x in vals], dtype=float)
+            v = v[np.isfinite(v)]
+            if v.size == 0:
+                continue
+            mean, std_trials = float(v.mean()), float(v.std())
+            agg[c + "_mean"] = mean
+            node_std = np.array([_num(r.get(c + "_std")) for r in rs], dtype=float)
+            if (c + "_std") in columns and np.isfinite(node_std).all():
+                std_nodes = float(np.sqrt(np.mean(node_std ** 2)))
+                agg.update({c + "_std_nodes": std_nodes, c + "_std_trials": std_trials,
+                            c + "_std": float(math.hypot(std_nodes, std_trials))})
+            else:
+                agg[c + "_std"] = std_trials
+        out.append(agg)
+    return out
+
+
+_TRIALS_DEFAULT = ("test_accuracy", "train_accuracy", "objective", "wall_time", "virtual_time", "messages",
+                   "scalars", "cost_rounds", "cost_virtual_time", "cost_messages", "dropped_messages")
+
+
+def _trials_markdown(trials: list[dict], keys: list[str], trials_key: str, columns: list[str] | None) -> str:
+    """The trials table: mean +- std per shown column (accuracies in percent), and the node/trial split."""
+    others = [k for k in keys if k != trials_key]
+    wanted = list(columns) if columns else [c for c in _TRIALS_DEFAULT if any(c + "_mean" in t for t in trials)]
+    header = ["variant"] + others + ["trials"]
+    cells = []
+    for c in wanted:
+        header.append(c + (" (%)" if "accuracy" in c else ""))
+        if any(c + "_std_nodes" in t for t in trials):
+            header.append(f"{c} std nodes / trials")
+    for t in trials:
+        line = [_fmt(t.get(k)) for k in ["variant"] + others] + [str(t["trials"])]
+        for c in wanted:
+            scale, digits = (100.0, 2) if "accuracy" in c else (1.0, None)
+            mean, std = t.get(c + "_mean"), t.get(c + "_std")
+            line.append("" if mean is None else _pm(mean * scale, std * scale if std is not None else None, digits))
+            if any(c + "_std_nodes" in u for u in trials):
+                a, b = t.get(c + "_std_nodes"), t.get(c + "_std_trials")
+                line.append("" if a is None else f"{_short(a * scale, digits)} / {_short(b * scale, digits)}")
+        cells.append(line)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(c) + " |" for c in cells]
+    return "\n".join(lines)
+
+
+def _short(v: float, digits: int | None) -> str:
+    return f"{v:.{digits}f}" if digits is not None else f"{v:.4g}"
+
+
+def _pm(mean: float, std: float | None, digits: int | None) -> str:
+    return _short(mean, digits) + ("" if std is None else f" ± {_short(std, digits)}")
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return ""
@@ -326,8 +637,11 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
 
 def _columns(rows: list[dict], keys: list[str]) -> list[str]:
     first = ["variant"] + keys
-    preferred = ["iterations", "scalars", "comm_units", "scalars_vs_first", "cost_scalars", "cost_units", "cost_resolution",
-                 "bound_upper", "bound_lower", "wall_time", *_FINAL_COLUMNS, "stop_reason"]
+    preferred = ["nodes", "spectral_gap", "inv_spectral_gap", "mixing_time", "iterations", "scalars", "comm_units",
+                 "scalars_vs_first", "target", "reached", "cost_scalars", "cost_units", "cost_resolution",
+                 "cost_messages", "cost_messages_per_node", "cost_rounds", "cost_virtual_time", "cost_wall_time",
+                 "bound_upper", "bound_lower",
+                 "wall_time", "virtual_time", "dropped_messages", "crashed_nodes", *_FINAL_COLUMNS, "stop_reason"]
     present = {k for r in rows for k in r}
     return first + [c for c in preferred if c in present]
 
@@ -357,18 +671,21 @@ def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None =
 
         bar = tqdm(total=len(points), desc="sweep", unit="run", dynamic_ncols=True)
     try:
+        if spec.warmup:
+            _warm_up(points, run)
         for p in points:
             if bar is not None:
                 bar.set_postfix_str(p.slug, refresh=True)
             run_dir = (tmp_dir / "runs" / p.slug) if (write and keep_runs) else None
             res = run(p.scenario, out_dir=run_dir, write=run_dir is not None, progress=False)
-            rows.append(_row(p, res))
+            rows.append(_row(p, res, spec))
             runs.append(res)
             if bar is not None:
                 bar.update(1)
         _compare_to_first_variant(rows, keys)
         slopes = _slopes(rows, keys)
-        result = SweepResult(final_dir, rows, slopes, runs)
+        result = SweepResult(final_dir, rows, slopes, runs, scaling=_scaling(spec, rows),
+                             trials=aggregate_trials(rows, keys, spec.trials) if spec.trials else [])
         if write:
             _write(tmp_dir, spec, points, result, keys)
             rundir.commit(tmp_dir, final_dir)
@@ -381,8 +698,21 @@ def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None =
             bar.close()
 
 
+def _warm_up(points: list[SweepPoint], run) -> None:
+    """``warmup = true``: run each variant's first point for one iteration (one round of virtual time for gossip)
+    and discard it, so that one-time compilation (numba's event loop is compiled once per process) is not counted
+    in the wall time of the first recorded run."""
+    seen = set()
+    for p in points:
+        if p.variant in seen:
+            continue
+        seen.add(p.variant)
+        short = load_scenario(p.scenario.to_dict(), overrides={"stop.max_iterations": 1})
+        run(short, write=False, progress=False)
+
+
 def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: SweepResult, keys: list[str]):
-    from .report import plot_cost_vs_eps, plot_sweep_curves
+    from .report import plot_cost_vs_eps, plot_scaling, plot_sweep_curves
 
     cols = _columns(result.rows, keys)
     extra = sorted({k for r in result.rows for k in r} - set(cols))
@@ -396,15 +726,40 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
         scols = list(dict.fromkeys(k for s in result.slopes for k in s))
         text += ["", "## slope of communication against 1/eps (log-log least squares)", "",
                  markdown_table(result.slopes, scols)]
+    if result.scaling:
+        what = ""
+        if spec.target is not None or "eps" in keys:
+            what = (f"; cost columns at the first evaluation with {spec.target_metric} <= "
+                    + (f"{spec.target:g}" if spec.target is not None else "eps"))
+        text += ["", f"## scaling against {spec.against} (log-log least squares: y ~ exp(intercept) x^slope"
+                 f"{what})", "",
+                 markdown_table(result.scaling, ["variant", "y", "x", "slope", "intercept", "r2", "points",
+                                                 "not_reached", "median_y_over_x"])]
+    if result.trials:
+        n = max(t["trials"] for t in result.trials)
+        text += ["", f"## mean ± std over {spec.trials} ({n} trials; std over nodes and trials where the run "
+                 "reports a std over nodes)", "",
+                 _trials_markdown(result.trials, keys, spec.trials, spec.trials_columns)]
+        tcols = list(dict.fromkeys(k for t in result.trials for k in t))
+        with open(directory / "trials.csv", "w") as f:
+            f.write(",".join(tcols) + "\n")
+            for t in result.trials:
+                f.write(",".join(_csv(t.get(c)) if not isinstance(t.get(c), list) else
+                                 _csv(" ".join(map(str, t[c]))) for c in tcols) + "\n")
     tags = _tag_table(points, result.runs)
     if tags:
         text += ["", "## communication by message tag", "", tags]
     (directory / "sweep.md").write_text("\n".join(text) + "\n")
     (directory / "sweep.json").write_text(json.dumps(
-        {"spec": spec.model_dump(), "slopes": result.slopes, "rows": result.rows}, indent=2, default=_plain))
+        {"spec": spec.model_dump(), "slopes": result.slopes, "scaling": result.scaling, "trials": result.trials,
+         "rows": result.rows}, indent=2, default=_plain))
     if "eps" in keys:
         plot_cost_vs_eps(result.rows, result.slopes, directory / "cost_vs_eps.png",
-                         title=spec.title or points[0].scenario.name)
+                         title=spec.title or points[0].scenario.name, group_keys=[k for k in keys if k != "eps"])
+    if result.scaling:
+        plot_scaling(result.rows, result.scaling, directory / "scaling.png", x=spec.against,
+                     ys=_against_y(spec, result.rows), by=spec.against_by,
+                     title=spec.title or points[0].scenario.name)
     plot_sweep_curves([(p, r.metrics, r.summary.get("comm_unit")) for p, r in zip(points, result.runs)],
                       directory / "curves.png", y=spec.plot, x=spec.x, title=spec.title or points[0].scenario.name)
 
