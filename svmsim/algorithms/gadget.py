@@ -574,6 +574,10 @@ class GadgetParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     scheduler: ClassVar[str] = "gossip"
 
+    def finishes_by_itself(self) -> bool:
+        """Every node stops by the paper's rule (or after `iterations` steps), crashed nodes do not hold the run."""
+        return True
+
     nodes: int = Field(10, ge=2, description="number of nodes m (the paper uses 10)")
     lam: float = Field(1e-4, gt=0, description="regularisation lambda of Eq. 1 (paper Table 2: 3.07e-5 for a9a)")
     gossip: Literal["push-sum", "pairwise"] = Field("push-sum", description="Push-Sum shares or pairwise averaging")

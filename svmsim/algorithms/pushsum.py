@@ -30,7 +30,9 @@ The numerics live in numba functions (`pushsum_wake`, `pushsum_receive`) that bo
 compiled event loop call, so both give the same run bit for bit. Metrics: ``consensus_error`` =
 max_i |estimate_i - average| / max_i |x_i - average| (relative, 1 at the start; also reported as ``rel_gap``
 so that ``[stop] gap`` stops the run), ``consensus_rms`` (root mean square, same scale), ``weight_at_nodes``
-(sum w over nodes / its initial value: mass in flight or lost shows here).
+(sum w over nodes / its initial value: mass in flight or lost shows here). The deployment's ``info`` (a run's
+``algorithm_info``, and the rows of a sweep) carries the topology's facts from `gossip_topology_info`: the spectral
+gap of the gossip chain, 1/gap, the mixing time, the diameter and degrees.
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ from ..errors import DataError, InfeasibleParameterError, ScenarioError, Topolog
 from ..program import RoleSpec
 from ..schedule.gossip import STREAM_PROGRAM, GossipKernel, GossipProgram, counter_uniform, stream_keys
 from ..topology import (TOPOLOGIES, build_topology, check_connected, lazy_random_walk, metropolis_hastings_weights,
-                        neighbours, spectral_gap, uniform_weights)
+                        neighbours, uniform_weights)
 from .registry import AlgorithmInfo, register
 
 __all__ = ["PushSum", "PushSumParams", "build_pushsum", "pushsum_wake", "pushsum_receive", "mass", "tag_widths",
@@ -437,6 +439,10 @@ class PushSumParams(BaseModel):
     dim: int | None = Field(None, ge=1, description="length of the random vectors (values = \"random\"; default 10)")
     weighted: bool = Field(False, description="weight nodes by their number of points (values = \"data_mean\")")
     max_wakes: int | None = Field(None, ge=1, description="each node stops after this many clock ticks")
+
+    def finishes_by_itself(self) -> bool:
+        """Whether every node stops on its own (a gossip run with faults and no budget needs it)."""
+        return self.max_wakes is not None
 
     @model_validator(mode="after")
     def _keys_that_apply(self) -> "PushSumParams":
