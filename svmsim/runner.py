@@ -147,6 +147,10 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
             reason = scheduler.run(max_iterations=stop.max_iterations, max_rounds=stop.max_rounds,
                                    max_scalars=stop.max_scalars, observe_every=scenario.output.eval_every,
                                    on_iteration=on_iteration)
+            if reason in (StopReason.COMMUNICATION, StopReason.ROUNDS):
+                # a budget can run out mid-iteration; finish that iteration so that the final state (and the
+                # certificate computed from it) is a whole iterate, as every evaluation point is
+                scheduler.run(max_iterations=scheduler.iteration + 1, observe_every=0)
         except Exception as exc:          # noqa: BLE001 - under faults, a broken algorithm is a result
             if faults is None:
                 raise
@@ -383,7 +387,11 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
 
                 live = LiveMetrics(scenario.name)
             try:
-                if scenario.schedule.kind == "gossip":
+                if scenario.schedule.kind == "gossip" and scenario.engine.is_ray:
+                    from .engine.ray_gossip import run_scenario as _run_ray_gossip    # hosts send to each other
+
+                    model, rows, ledger, reason, extra = _run_ray_gossip(scenario, built, eng, progress)
+                elif scenario.schedule.kind == "gossip":
                     model, rows, ledger, reason, extra = _run_gossip(scenario, built, eng, progress)
                 else:
                     model, rows, ledger, reason, extra = _run_distributed(scenario, built, eng, progress, live)

@@ -495,7 +495,10 @@ def _validate_params(Params: type[BaseModel], data: dict[str, Any]) -> tuple[Bas
 
 
 class StopSection(_Section):
-    """``[stop]``: the run stops as soon as any of the given limits is reached (at least one is needed)."""
+    """``[stop]``: the run stops as soon as any of the given limits is reached (at least one is needed).
+
+    A round or communication budget that runs out in the middle of a synchronous iteration lets that iteration
+    finish (its messages are metered), so the final state is a whole iterate."""
 
     max_iterations: int | None = Field(None, ge=1)
     max_rounds: int | None = Field(None, ge=1)
@@ -734,9 +737,20 @@ class Scenario(_Section):
             raise _fail(f"kind = {schedule.kind!r} is not supported by algorithm {self.algorithm.name!r} (it runs "
                         f"{'in synchronous rounds' if natural == 'sync' else 'on the gossip scheduler'}); allowed: "
                         f"{natural!r} or 'auto'", ("schedule", "kind"))
-        if schedule.kind == "gossip" and self.engine.is_ray:
-            raise _fail(f"name = {self.engine.name!r}: the gossip scheduler runs on the in-process engine for now; "
-                        "allowed: name = \"inproc\"", ("engine", "name"))
+        if schedule.kind == "gossip" and self.engine.name == "ray-cgraph":
+            raise _fail("name = 'ray-cgraph' drives actors in lockstep through a compiled graph (synchronous rounds), "
+                        "but the gossip scheduler runs free actors that send to each other directly; allowed with "
+                        "gossip: name = \"inproc\" or \"ray\"", ("engine", "name"))
+        if schedule.kind == "gossip" and not self.faults.is_empty:
+            stop = self.stop
+            budgets = (stop.max_iterations, stop.max_rounds, stop.max_scalars, stop.max_seconds,
+                       schedule.max_time, schedule.max_messages)
+            ends = getattr(self.algorithm.params, "finishes_by_itself", None)
+            if all(b is None for b in budgets) and not (ends is not None and ends()):
+                raise _fail("a gossip run with faults needs a budget: lost messages can keep a consensus error "
+                            "from ever reaching [stop] gap or objective_change, so the run might never end; "
+                            "allowed: set [stop] max_rounds, max_iterations, max_scalars or max_seconds, or "
+                            "[schedule] max_time or max_messages", ("stop",))
         if schedule.kind != "gossip":
             given = schedule.gossip_keys_given()
             if given:

@@ -24,3 +24,27 @@ def test_a_stalled_algorithm_says_so():
     assert res.stop_reason.startswith("no messages in flight") and "stalled" in res.stop_reason
     assert res.summary["faults"]["dropped_total"]["messages"] >= 1
 
+
+
+def test_a_gossip_run_with_faults_must_have_a_budget():
+    import pytest
+
+    from svmsim.errors import ScenarioError
+
+    spec = {"name": "gossip-faults", "data": {"name": "iris"}, "topology": {"kind": "ring"},
+            "algorithm": {"name": "pushsum", "nodes": 10}, "faults": {"drop": 0.2}, "stop": {"gap": 1e-6}}
+    with pytest.raises(ScenarioError, match="needs a budget"):
+        svmsim.load_scenario(spec)
+    svmsim.load_scenario({**spec, "stop": {"gap": 1e-6, "max_rounds": 100}})
+
+
+def test_a_communication_budget_ends_on_a_whole_iterate(data_env):
+    """The budget runs out mid-iteration; the iteration finishes, so the final certificate is a valid one."""
+    for budget in (20_011, 50_003, 90_001):
+        res = svmsim.run({"name": "budget", "seed": 0, "data": {"name": "heart_scale"},
+                          "algorithm": {"name": "saddle-dsvc", "clients": 5, "alpha": 0.85},
+                          "stop": {"max_scalars": budget}, "output": {"eval_every": 100, "progress": False}},
+                         write=False)
+        assert res.stop_reason == "communication budget"
+        assert res.final["scalars"] >= budget and res.summary["ledger_matches_declared"] is True
+        assert res.final["hull_lower"] <= res.final["hull_distance"] and res.final["rel_gap"] >= 0

@@ -4,7 +4,15 @@ from .inproc import InProcessEngine
 
 ENGINES = ("inproc", "ray", "ray-cgraph")
 
-__all__ = ["Engine", "split_roles", "InProcessEngine", "ENGINES", "make_engine"]
+__all__ = ["Engine", "split_roles", "InProcessEngine", "ENGINES", "make_engine", "RayGossipEngine"]
+
+
+def __getattr__(name: str):
+    if name == "RayGossipEngine":          # gossip on Ray actors (imported on first use)
+        from .ray_gossip import RayGossipEngine
+
+        return RayGossipEngine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_engine(name: str, **options) -> Engine:
