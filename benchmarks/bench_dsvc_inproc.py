@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 
 from _common import data_dir, save, table
 from svmsim.algorithms.saddle import SaddleDSVCParams, SaddleSVC, build_saddle_dsvc

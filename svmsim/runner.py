@@ -107,6 +107,28 @@ def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float, previous
     return None
 
 
+def _by_role(observed: dict, groups) -> dict[str, list]:
+    """Observations ``{gid: observation}`` by role: ``{role: [observation of each of its groups, by gid]}``."""
+    out: dict[str, list] = {}
+    for gid, o in sorted(observed.items()):
+        out.setdefault(groups[gid].role, []).append(o)
+    return out
+
+
+def _add_row(scenario: Scenario, rows: list[dict], bar, step: int, m: dict, started: float,
+             reason_box: list[str]) -> bool:
+    """Append metrics row `m` (shown on the progress bar at `step`) and apply the metric-based stopping rules:
+    True to stop (the reason appended to `reason_box`)."""
+    previous = rows[-1] if rows else None
+    rows.append(m)
+    bar.update(step, m)
+    why = _stop_by_metrics(scenario, m, started, previous)
+    if why:
+        reason_box.append(why)
+        return True
+    return False
+
+
 def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine, progress: bool, live):
     stop = scenario.stop
     meter = Meter(deployment.n_nodes, deployment.adjacency(), deployment.node_names)
@@ -121,10 +143,7 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
     reason_box: list[str] = []
 
     def observations():
-        obs: dict[str, list] = {}
-        for gid, o in sorted(engine.observe().items()):
-            obs.setdefault(groups[gid].role, []).append(o)
-        return obs
+        return _by_role(engine.observe(), groups)
 
     def on_iteration(iteration: int, round_: int) -> bool:
         m = deployment.evaluate(observations())
@@ -233,24 +252,14 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
     reason_box: list[str] = []
 
     def observations():
-        obs: dict[str, list] = {}
-        for gid, o in sorted(engine.observe().items()):
-            obs.setdefault(groups[gid].role, []).append(o)
-        return obs
+        return _by_role(engine.observe(), groups)
 
     def on_observe(p) -> bool:
         m = deployment.evaluate(observations())
         m.update(iteration=p.round, round=p.round, virtual_time=p.time, wakes=p.wakes, sent_messages=p.sent,
                  in_flight=p.in_flight, messages=meter.messages, scalars=meter.scalars, bytes=meter.bytes,
                  comm_units=meter.scalars / unit, wall_time=time.perf_counter() - started)
-        previous = rows[-1] if rows else None
-        rows.append(m)
-        bar.update(p.round, m)
-        why = _stop_by_metrics(scenario, m, started, previous)
-        if why:
-            reason_box.append(why)
-            return True
-        return False
+        return _add_row(scenario, rows, bar, p.round, m, started, reason_box)
 
     eval_time = sched.eval_time if sched.eval_time is not None else (None if sched.eval_messages else round_time)
     try:

@@ -53,4 +53,5 @@ def get_algorithm(name: str) -> AlgorithmInfo:
 
 def _load_builtin() -> None:
     """Import the algorithm families so that they register themselves."""
-    from . import gadget, gilbert, hogwild, pegasos, pushsum, references, saddle  # noqa: F401  (they register themselves)
+    # each family module registers its algorithms when imported
+    from . import gadget, gilbert, hogwild, pegasos, pushsum, references, saddle  # noqa: F401

@@ -112,8 +112,8 @@ from ..schedule.gossip import (C_CHURN_KEEP, CAUSE_DEAD_RECEIVER, CAUSE_DELIVERE
                                NODE_RECOVER, P_CRASH, P_DELIVER, P_JOIN, P_LEAVE, P_RECOVER, P_WAKE, ST_BAD_EDGE,
                                ST_EVAL_TIME, ST_FLUSH, ST_GROW, ST_MESSAGES, ST_QUIESCENT, ST_SCALARS, ST_TIME,
                                ST_YIELD, Clock, GossipProgram, GossipProgress, GossipScheduler, GossipStopReason,
-                               LatencyModel, _churn_duration, _heap_pop, _heap_push, _is_edge, _next_tick,
-                               _push_events, _send_fate)
+                               LatencyModel, _churn_duration, _enqueue, _handle_event, _heap_pop, _heap_push,
+                               _next_tick, _no_room, _push_events, _send, _send_fate)
 from ..topology import check_connected, neighbours
 from .base import split_roles
 
@@ -137,11 +137,12 @@ _WIRE_INTS = 4          # per remote message: src, dst, round bin, duplicate cop
 # The host's compiled event loop: `schedule.gossip._kernel_loop` plus remote destinations, late arrivals, draining
 # ----------------------------------------------------------------------------------------------------------------
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, _nrt=False)
 def _host_kernel_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk, mi, mp, free, ni, rates,
                       keys, edge_key, env, cfg, adj_ptr, adj, owner, me, rec, log_t, log_i, ctr, fc, lim, out_dst,
                       out_tag, out_pay, xi, xf):
-    """One slice of a host's event loop (statement for statement `schedule.gossip._kernel_loop`, except that a
+    """One slice of a host's event loop (`schedule.gossip._kernel_loop`, with the same event handling helpers,
+    except that a
     message to another host's node goes to the outgoing buffer (xi, xf) instead of this heap, `done` is recorded
     rather than returned, and while draining only deliveries are handled: ticks and node events are dropped)."""
     max_out = out_dst.shape[0]
@@ -149,8 +150,7 @@ def _host_kernel_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, h
     draining = lim[L_DRAIN] != 0
     since_yield = 0
     while True:
-        nh = ctr[N_HEAP]
-        if nh == 0:
+        if ctr[N_HEAP] == 0:
             return ST_QUIESCENT
         t = ht[0]
         if not draining:
@@ -158,10 +158,9 @@ def _host_kernel_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, h
                 return ST_EVAL_TIME
             if t > fc[F_MAX_TIME]:
                 return ST_TIME
-        if ctr[N_FREE] < 2 * max_out or nh + 2 * max_out + 2 > ht.shape[0]:
-            return ST_GROW
-        if ctr[N_REC] + 2 * max_out + 1 > rec.shape[0] or ctr[N_LOG] + 1 > log_t.shape[0]:
-            return ST_FLUSH
+        status = _no_room(ctr, ht, rec, log_t, max_out)
+        if status >= 0:
+            return status
         if ctr[X_OUT] + 2 * max_out > xi.shape[0] or ctr[X_OUT] >= lim[L_XBATCH]:
             return ST_XFLUSH
         if since_yield >= lim[L_YIELD]:
@@ -170,127 +169,23 @@ def _host_kernel_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, h
         t, prio, a, b = _heap_pop(ht, hk, ctr)
         if draining and prio != P_DELIVER:
             continue                                       # the clocks have stopped: only deliveries remain
-        n_out = 0
-        done = False
-        sender = a
-        if prio == P_WAKE:
-            if b != ni[a, I_EPOCH]:
-                continue
-            fc[F_NOW] = t
-            ctr[N_EVENTS] += 1
-            k = ni[a, I_TICKS]
-            ni[a, I_TICKS] = k + 1
-            _heap_push(ht, hk, ctr, t + _next_tick(cfg, env, keys, rates, a, k), P_WAKE, a, b)
-            ctr[N_WAKES] += 1
-            n_out, done = wake_fn(prog, a, t, out_dst, out_tag, out_pay)
-        elif prio == P_DELIVER:
-            fc[F_NOW] = t
-            ctr[N_EVENTS] += 1
-            src = mi[a, 0]
-            dst = mi[a, 1]
-            tag = mi[a, 2]
-            r = ctr[N_REC]
-            ctr[N_REC] = r + 1
-            rec[r, 0] = mi[a, 3]
-            rec[r, 1] = src
-            rec[r, 2] = dst
-            if ni[dst, I_DOWN] > 0:
-                rec[r, 3] = tag * 16 + mi[a, 4] * 8 + CAUSE_DEAD_RECEIVER
-                free[ctr[N_FREE]] = a
-                ctr[N_FREE] += 1
-                continue
-            rec[r, 3] = tag * 16 + mi[a, 4] * 8 + CAUSE_DELIVERED
-            n_out, done = receive_fn(prog, dst, src, tag, mp[a, :widths[tag]], t, out_dst, out_tag, out_pay)
-            free[ctr[N_FREE]] = a
-            ctr[N_FREE] += 1
-            sender = dst
-        else:
-            fc[F_NOW] = t
-            ctr[N_EVENTS] += 1
-            node = a
-            if prio == P_CRASH or prio == P_LEAVE:
-                if prio == P_CRASH:
-                    if b == 1:
-                        ni[node, I_DEAD] = 1
-                    event = NODE_CRASH
-                else:
-                    if ni[node, I_DEAD] == 1:
-                        continue
-                    c = ni[node, I_CHURN]
-                    _heap_push(ht, hk, ctr, t + _churn_duration(env, keys[node, K_CHURN], 2 * c + 1), P_JOIN,
-                               node, 0)
-                    event = NODE_LEAVE
-                ni[node, I_DOWN] += 1
-                if ni[node, I_DOWN] == 1:
-                    ni[node, I_EPOCH] += 1
-                    crash_fn(prog, node)
-                    g = ctr[N_LOG]
-                    ctr[N_LOG] = g + 1
-                    log_t[g] = t
-                    log_i[g, 0] = node
-                    log_i[g, 1] = event
-            else:
-                if prio == P_RECOVER:
-                    keep = b == 1
-                    event = NODE_RECOVER
-                else:
-                    c = ni[node, I_CHURN]
-                    ni[node, I_CHURN] = c + 1
-                    _heap_push(ht, hk, ctr, t + _churn_duration(env, keys[node, K_CHURN], 2 * c + 2), P_LEAVE,
-                               node, 0)
-                    keep = cfg[C_CHURN_KEEP] == 1
-                    event = NODE_JOIN
-                if ni[node, I_DOWN] > 0:
-                    ni[node, I_DOWN] -= 1
-                    if ni[node, I_DOWN] == 0 and ni[node, I_DEAD] == 0:
-                        ni[node, I_EPOCH] += 1
-                        k = ni[node, I_TICKS]
-                        ni[node, I_TICKS] = k + 1
-                        _heap_push(ht, hk, ctr, t + _next_tick(cfg, env, keys, rates, node, k), P_WAKE, node,
-                                   ni[node, I_EPOCH])
-                        recover_fn(prog, node, keep)
-                        g = ctr[N_LOG]
-                        ctr[N_LOG] = g + 1
-                        log_t[g] = t
-                        log_i[g, 0] = node
-                        log_i[g, 1] = event
+        ran, n_out, done, sender = _handle_event(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk,
+                                                 mi, mp, free, ni, rates, keys, env, cfg, rec, log_t, log_i, ctr,
+                                                 fc, out_dst, out_tag, out_pay, t, prio, a, b)
+        if not ran:
             continue
         for k in range(n_out):
             d = out_dst[k]
             tag = out_tag[k]
-            if not _is_edge(adj_ptr, adj, sender, d):
-                ctr[N_BAD_SRC] = sender
-                ctr[N_BAD_DST] = d
+            copies, lat1, lat2, bin_ = _send(env, cfg, keys, edge_key, adj_ptr, adj, widths, ni, rec, ctr,
+                                             round_time, t, sender, d, tag)
+            if copies < 0:
                 return ST_BAD_EDGE
-            c = ni[sender, I_SENT]
-            ni[sender, I_SENT] = c + 1
             w = widths[tag]
-            ctr[N_SENT] += 1
-            ctr[N_SENT_SCALARS] += w
-            bin_ = np.int64(t / round_time)
-            copies, delayed, lat1, lat2 = _send_fate(env, cfg, keys, edge_key, sender, d, c, w * 8)
-            if copies == 0:
-                r = ctr[N_REC]
-                ctr[N_REC] = r + 1
-                rec[r, 0] = bin_
-                rec[r, 1] = sender
-                rec[r, 2] = d
-                rec[r, 3] = tag * 16 + CAUSE_LOST
-                continue
-            ctr[N_DELAYED] += delayed
             for copy in range(copies):
                 arrive = t + (lat1 if copy == 0 else lat2)
                 if owner[d] == me:
-                    ctr[N_FREE] -= 1
-                    slot = free[ctr[N_FREE]]
-                    mi[slot, 0] = sender
-                    mi[slot, 1] = d
-                    mi[slot, 2] = tag
-                    mi[slot, 3] = bin_
-                    mi[slot, 4] = copy
-                    for q in range(w):
-                        mp[slot, q] = out_pay[k, q]
-                    _heap_push(ht, hk, ctr, arrive, P_DELIVER, slot, 0)
+                    _enqueue(ht, hk, ctr, mi, mp, free, sender, d, tag, bin_, copy, out_pay, k, w, arrive)
                 else:                                      # another host's node: into the outgoing buffer
                     x = ctr[X_OUT]
                     ctr[X_OUT] = x + 1
@@ -1600,7 +1495,7 @@ class RayGossipEngine:
 
 def run_scenario(scenario, deployment, engine, progress: bool):
     """`runner._run_gossip` on Ray: returns (model, rows, ledger, reason, extra) in the same shape."""
-    from ..runner import _Progress, _stop_by_metrics
+    from ..runner import _add_row, _by_role, _Progress
 
     stop, sched = scenario.stop, scenario.schedule
     gossip = RayGossipEngine.from_engine(engine)
@@ -1613,25 +1508,12 @@ def run_scenario(scenario, deployment, engine, progress: bool):
     reason_box: list[str] = []
     started = time.perf_counter()
 
-    def by_role(obs: dict) -> dict:
-        out: dict[str, list] = {}
-        for gid, o in sorted(obs.items()):
-            out.setdefault(groups[gid].role, []).append(o)
-        return out
-
     def on_observe(p: RayGossipProgress, obs: dict) -> bool:
-        m = deployment.evaluate(by_role(obs))
+        m = deployment.evaluate(_by_role(obs, groups))
         m.update(iteration=p.round, round=p.round, virtual_time=p.time, wakes=p.wakes, sent_messages=p.sent,
                  in_flight=p.in_flight, messages=p.messages, scalars=p.scalars, bytes=p.bytes,
                  comm_units=p.scalars / unit, wall_time=time.perf_counter() - started)
-        previous = rows[-1] if rows else None
-        rows.append(m)
-        bar.update(p.round, m)
-        why = _stop_by_metrics(scenario, m, started, previous)
-        if why:
-            reason_box.append(why)
-            return True
-        return False
+        return _add_row(scenario, rows, bar, p.round, m, started, reason_box)
 
     eval_time = sched.eval_time if sched.eval_time is not None else round_time
     try:
@@ -1645,7 +1527,7 @@ def run_scenario(scenario, deployment, engine, progress: bool):
         result = gossip.run(max_time=max_time, max_messages=sched.max_messages, max_scalars=stop.max_scalars,
                             max_seconds=stop.max_seconds, eval_time=eval_time, on_observe=on_observe)
         on_observe(result.progress, result.observations)          # the final state, after the drain
-        obs = by_role(result.observations)
+        obs = _by_role(result.observations, groups)
         model = deployment.model(obs) if deployment.model else {}
         declared = deployment.declared_scalars(obs) if deployment.declared_scalars else None
     finally:

@@ -582,7 +582,162 @@ def _is_edge(adj_ptr, adj, u, v):
     return lo < adj_ptr[u + 1] and adj[lo] == v
 
 
-@numba.njit
+# The event handling below is shared by `_kernel_loop` and the Ray host's loop (`engine.ray_gossip`). These
+# helpers and the loops are compiled without reference counting (``_nrt=False``: they allocate nothing), as
+# the counting of the many array arguments at every call cost about half the loop's throughput.
+
+@numba.njit(cache=True, _nrt=False)
+def _log_node_event(log_t, log_i, ctr, t, node, event):
+    g = ctr[N_LOG]
+    ctr[N_LOG] = g + 1
+    log_t[g] = t
+    log_i[g, 0] = node
+    log_i[g, 1] = event
+
+
+@numba.njit(_nrt=False)
+def _node_event(crash_fn, recover_fn, prog, ht, hk, ni, rates, keys, env, cfg, log_t, log_i, ctr, t, prio, node, b):
+    """A crash, leave, recover or join of `node` at time t (b: the event's flag: crash for good, recover with state).
+    Counts the node down or up (a node is down while any of its crashes or leaves lasts), draws churn's next
+    event, stops or restarts its clock (the epoch), calls the program's crash or recover hook and logs the change."""
+    if prio == P_CRASH or prio == P_LEAVE:
+        if prio == P_CRASH:
+            if b == 1:
+                ni[node, I_DEAD] = 1
+            event = NODE_CRASH
+        else:
+            if ni[node, I_DEAD] == 1:
+                return                                     # a dead node's churn ends
+            c = ni[node, I_CHURN]
+            _heap_push(ht, hk, ctr, t + _churn_duration(env, keys[node, K_CHURN], 2 * c + 1), P_JOIN, node, 0)
+            event = NODE_LEAVE
+        ni[node, I_DOWN] += 1
+        if ni[node, I_DOWN] == 1:
+            ni[node, I_EPOCH] += 1
+            crash_fn(prog, node)
+            _log_node_event(log_t, log_i, ctr, t, node, event)
+    else:
+        if prio == P_RECOVER:
+            keep = b == 1
+            event = NODE_RECOVER
+        else:
+            c = ni[node, I_CHURN]
+            ni[node, I_CHURN] = c + 1
+            _heap_push(ht, hk, ctr, t + _churn_duration(env, keys[node, K_CHURN], 2 * c + 2), P_LEAVE, node, 0)
+            keep = cfg[C_CHURN_KEEP] == 1
+            event = NODE_JOIN
+        if ni[node, I_DOWN] > 0:
+            ni[node, I_DOWN] -= 1
+            if ni[node, I_DOWN] == 0 and ni[node, I_DEAD] == 0:
+                ni[node, I_EPOCH] += 1
+                k = ni[node, I_TICKS]
+                ni[node, I_TICKS] = k + 1
+                _heap_push(ht, hk, ctr, t + _next_tick(cfg, env, keys, rates, node, k), P_WAKE, node,
+                           ni[node, I_EPOCH])
+                recover_fn(prog, node, keep)
+                _log_node_event(log_t, log_i, ctr, t, node, event)
+
+
+@numba.njit(_nrt=False)
+def _handle_event(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk, mi, mp, free, ni, rates, keys,
+                  env, cfg, rec, log_t, log_i, ctr, fc, out_dst, out_tag, out_pay, t, prio, a, b):
+    """Handle the event (t, prio, a, b) just popped off the heap, in the compiled loops (`_kernel_loop` and the
+    Ray host's loop). Returns (ran, n_out, done, sender): whether a program's wake or receive ran (then its
+    n_out messages in the out arrays are to be sent from `sender`, and `done` is its signal), or not (a stale
+    tick, a delivery to a node that is down, a node event)."""
+    if prio == P_WAKE:
+        if b != ni[a, I_EPOCH]:
+            return False, 0, False, a                      # a tick of a clock stopped by a crash
+        fc[F_NOW] = t
+        ctr[N_EVENTS] += 1
+        k = ni[a, I_TICKS]
+        ni[a, I_TICKS] = k + 1
+        _heap_push(ht, hk, ctr, t + _next_tick(cfg, env, keys, rates, a, k), P_WAKE, a, b)
+        ctr[N_WAKES] += 1
+        n_out, done = wake_fn(prog, a, t, out_dst, out_tag, out_pay)
+        return True, n_out, done, a
+    fc[F_NOW] = t
+    ctr[N_EVENTS] += 1
+    if prio != P_DELIVER:
+        _node_event(crash_fn, recover_fn, prog, ht, hk, ni, rates, keys, env, cfg, log_t, log_i, ctr, t, prio, a, b)
+        return False, 0, False, a
+    src = mi[a, 0]
+    dst = mi[a, 1]
+    tag = mi[a, 2]
+    r = ctr[N_REC]
+    ctr[N_REC] = r + 1
+    rec[r, 0] = mi[a, 3]
+    rec[r, 1] = src
+    rec[r, 2] = dst
+    if ni[dst, I_DOWN] > 0:
+        rec[r, 3] = tag * 16 + mi[a, 4] * 8 + CAUSE_DEAD_RECEIVER
+        free[ctr[N_FREE]] = a
+        ctr[N_FREE] += 1
+        return False, 0, False, dst
+    rec[r, 3] = tag * 16 + mi[a, 4] * 8 + CAUSE_DELIVERED
+    n_out, done = receive_fn(prog, dst, src, tag, mp[a, :widths[tag]], t, out_dst, out_tag, out_pay)
+    free[ctr[N_FREE]] = a
+    ctr[N_FREE] += 1
+    return True, n_out, done, dst
+
+
+@numba.njit(cache=True, _nrt=False)
+def _send(env, cfg, keys, edge_key, adj_ptr, adj, widths, ni, rec, ctr, round_time, t, sender, d, tag):
+    """Send a message of kind `tag` from `sender` to `d` at time t, in the compiled loops: check the edge, count
+    it, draw its fate (`_send_fate`) and record it if it is lost. Returns (copies, latency 1, latency 2, round
+    bin): copies is -1 if (sender, d) is not an edge (the pair is left in ctr[N_BAD_SRC], ctr[N_BAD_DST]),
+    0 if the message is lost, else 1 or 2 copies to deliver after latency 1 and 2."""
+    if not _is_edge(adj_ptr, adj, sender, d):
+        ctr[N_BAD_SRC] = sender
+        ctr[N_BAD_DST] = d
+        return -1, 0.0, 0.0, np.int64(0)
+    c = ni[sender, I_SENT]
+    ni[sender, I_SENT] = c + 1
+    w = widths[tag]
+    ctr[N_SENT] += 1
+    ctr[N_SENT_SCALARS] += w
+    bin_ = np.int64(t / round_time)
+    copies, delayed, lat1, lat2 = _send_fate(env, cfg, keys, edge_key, sender, d, c, w * 8)
+    if copies == 0:
+        r = ctr[N_REC]
+        ctr[N_REC] = r + 1
+        rec[r, 0] = bin_
+        rec[r, 1] = sender
+        rec[r, 2] = d
+        rec[r, 3] = tag * 16 + CAUSE_LOST
+        return 0, lat1, lat2, bin_
+    ctr[N_DELAYED] += delayed
+    return copies, lat1, lat2, bin_
+
+
+@numba.njit(cache=True, _nrt=False)
+def _enqueue(ht, hk, ctr, mi, mp, free, sender, d, tag, bin_, copy, out_pay, k, w, arrive):
+    """Put copy `copy` of a message (payload: the first w scalars of `pay`) in a pool slot and on the heap, to
+    be delivered at `arrive`."""
+    ctr[N_FREE] -= 1
+    slot = free[ctr[N_FREE]]
+    mi[slot, 0] = sender
+    mi[slot, 1] = d
+    mi[slot, 2] = tag
+    mi[slot, 3] = bin_
+    mi[slot, 4] = copy
+    for q in range(w):
+        mp[slot, q] = out_pay[k, q]
+    _heap_push(ht, hk, ctr, arrive, P_DELIVER, slot, 0)
+
+
+@numba.njit(cache=True, _nrt=False)
+def _no_room(ctr, ht, rec, log_t, max_out):
+    """ST_GROW if the pool or the heap may not hold the next event's messages, ST_FLUSH if the records or the
+    log may not; -1 if there is room."""
+    if ctr[N_FREE] < 2 * max_out or ctr[N_HEAP] + 2 * max_out + 2 > ht.shape[0]:
+        return ST_GROW
+    if ctr[N_REC] + 2 * max_out + 1 > rec.shape[0] or ctr[N_LOG] + 1 > log_t.shape[0]:
+        return ST_FLUSH
+    return -1
+
+
+@numba.njit(_nrt=False)
 def _kernel_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk, mi, mp, free, ni, rates, keys,
                  edge_key, env, cfg, adj_ptr, adj, rec, log_t, log_i, ctr, fc, lim, out_dst, out_tag, out_pay):
     """The event loop of `GossipScheduler._run_python`, compiled. Returns a status (ST_*) when it must hand back
@@ -592,141 +747,35 @@ def _kernel_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk
     round_time = env[E_ROUND_TIME]
     since_yield = 0
     while True:
-        nh = ctr[N_HEAP]
-        if nh == 0:
+        if ctr[N_HEAP] == 0:
             return ST_QUIESCENT
         t = ht[0]
         if fc[F_NEXT_EVAL] <= t and fc[F_NEXT_EVAL] <= fc[F_MAX_TIME]:
             return ST_EVAL_TIME
         if t > fc[F_MAX_TIME]:
             return ST_TIME
-        if ctr[N_FREE] < 2 * max_out or nh + 2 * max_out + 2 > ht.shape[0]:
-            return ST_GROW
-        if ctr[N_REC] + 2 * max_out + 1 > rec.shape[0] or ctr[N_LOG] + 1 > log_t.shape[0]:
-            return ST_FLUSH
+        status = _no_room(ctr, ht, rec, log_t, max_out)
+        if status >= 0:
+            return status
         if since_yield >= lim[L_YIELD]:
             return ST_YIELD
         since_yield += 1
         t, prio, a, b = _heap_pop(ht, hk, ctr)
-        n_out = 0
-        done = False
-        sender = a
-        if prio == P_WAKE:
-            if b != ni[a, I_EPOCH]:
-                continue                                   # a tick of a clock stopped by a crash
-            fc[F_NOW] = t
-            ctr[N_EVENTS] += 1
-            k = ni[a, I_TICKS]
-            ni[a, I_TICKS] = k + 1
-            _heap_push(ht, hk, ctr, t + _next_tick(cfg, env, keys, rates, a, k), P_WAKE, a, b)
-            ctr[N_WAKES] += 1
-            n_out, done = wake_fn(prog, a, t, out_dst, out_tag, out_pay)
-        elif prio == P_DELIVER:
-            fc[F_NOW] = t
-            ctr[N_EVENTS] += 1
-            src = mi[a, 0]
-            dst = mi[a, 1]
-            tag = mi[a, 2]
-            r = ctr[N_REC]
-            ctr[N_REC] = r + 1
-            rec[r, 0] = mi[a, 3]
-            rec[r, 1] = src
-            rec[r, 2] = dst
-            if ni[dst, I_DOWN] > 0:
-                rec[r, 3] = tag * 16 + mi[a, 4] * 8 + CAUSE_DEAD_RECEIVER
-                free[ctr[N_FREE]] = a
-                ctr[N_FREE] += 1
-                continue
-            rec[r, 3] = tag * 16 + mi[a, 4] * 8 + CAUSE_DELIVERED
-            n_out, done = receive_fn(prog, dst, src, tag, mp[a, :widths[tag]], t, out_dst, out_tag, out_pay)
-            free[ctr[N_FREE]] = a
-            ctr[N_FREE] += 1
-            sender = dst
-        else:
-            fc[F_NOW] = t
-            ctr[N_EVENTS] += 1
-            node = a
-            if prio == P_CRASH or prio == P_LEAVE:
-                if prio == P_CRASH:
-                    if b == 1:
-                        ni[node, I_DEAD] = 1
-                    event = NODE_CRASH
-                else:
-                    if ni[node, I_DEAD] == 1:
-                        continue                               # a dead node's churn ends
-                    c = ni[node, I_CHURN]
-                    _heap_push(ht, hk, ctr, t + _churn_duration(env, keys[node, K_CHURN], 2 * c + 1), P_JOIN,
-                               node, 0)
-                    event = NODE_LEAVE
-                ni[node, I_DOWN] += 1
-                if ni[node, I_DOWN] == 1:
-                    ni[node, I_EPOCH] += 1
-                    crash_fn(prog, node)
-                    g = ctr[N_LOG]
-                    ctr[N_LOG] = g + 1
-                    log_t[g] = t
-                    log_i[g, 0] = node
-                    log_i[g, 1] = event
-            else:
-                if prio == P_RECOVER:
-                    keep = b == 1
-                    event = NODE_RECOVER
-                else:
-                    c = ni[node, I_CHURN]
-                    ni[node, I_CHURN] = c + 1
-                    _heap_push(ht, hk, ctr, t + _churn_duration(env, keys[node, K_CHURN], 2 * c + 2), P_LEAVE,
-                               node, 0)
-                    keep = cfg[C_CHURN_KEEP] == 1
-                    event = NODE_JOIN
-                if ni[node, I_DOWN] > 0:
-                    ni[node, I_DOWN] -= 1
-                    if ni[node, I_DOWN] == 0 and ni[node, I_DEAD] == 0:
-                        ni[node, I_EPOCH] += 1
-                        k = ni[node, I_TICKS]
-                        ni[node, I_TICKS] = k + 1
-                        _heap_push(ht, hk, ctr, t + _next_tick(cfg, env, keys, rates, node, k), P_WAKE, node,
-                                   ni[node, I_EPOCH])
-                        recover_fn(prog, node, keep)
-                        g = ctr[N_LOG]
-                        ctr[N_LOG] = g + 1
-                        log_t[g] = t
-                        log_i[g, 0] = node
-                        log_i[g, 1] = event
+        ran, n_out, done, sender = _handle_event(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk,
+                                                 mi, mp, free, ni, rates, keys, env, cfg, rec, log_t, log_i, ctr,
+                                                 fc, out_dst, out_tag, out_pay, t, prio, a, b)
+        if not ran:
             continue
         for k in range(n_out):
             d = out_dst[k]
             tag = out_tag[k]
-            if not _is_edge(adj_ptr, adj, sender, d):
-                ctr[N_BAD_SRC] = sender
-                ctr[N_BAD_DST] = d
+            copies, lat1, lat2, bin_ = _send(env, cfg, keys, edge_key, adj_ptr, adj, widths, ni, rec, ctr,
+                                             round_time, t, sender, d, tag)
+            if copies < 0:
                 return ST_BAD_EDGE
-            c = ni[sender, I_SENT]
-            ni[sender, I_SENT] = c + 1
-            w = widths[tag]
-            ctr[N_SENT] += 1
-            ctr[N_SENT_SCALARS] += w
-            bin_ = np.int64(t / round_time)
-            copies, delayed, lat1, lat2 = _send_fate(env, cfg, keys, edge_key, sender, d, c, w * 8)
-            if copies == 0:
-                r = ctr[N_REC]
-                ctr[N_REC] = r + 1
-                rec[r, 0] = bin_
-                rec[r, 1] = sender
-                rec[r, 2] = d
-                rec[r, 3] = tag * 16 + CAUSE_LOST
-                continue
-            ctr[N_DELAYED] += delayed
             for copy in range(copies):
-                ctr[N_FREE] -= 1
-                slot = free[ctr[N_FREE]]
-                mi[slot, 0] = sender
-                mi[slot, 1] = d
-                mi[slot, 2] = tag
-                mi[slot, 3] = bin_
-                mi[slot, 4] = copy
-                for q in range(w):
-                    mp[slot, q] = out_pay[k, q]
-                _heap_push(ht, hk, ctr, t + (lat1 if copy == 0 else lat2), P_DELIVER, slot, 0)
+                _enqueue(ht, hk, ctr, mi, mp, free, sender, d, tag, bin_, copy, out_pay, k, widths[tag],
+                         t + (lat1 if copy == 0 else lat2))
         ctr[N_DONE] = 1 if done else 0
         if ctr[N_DONE] == 1:
             return ST_DONE
