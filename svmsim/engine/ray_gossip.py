@@ -104,16 +104,14 @@ from ..comm.meter import Ledger, Meter
 from ..errors import ProtocolError, ScenarioError, SvmsimError
 from ..faults import FaultModel, FaultPlan, FaultTally
 from ..program import Group, RoleSpec
-from ..schedule.gossip import (C_CHURN_KEEP, CAUSE_DEAD_RECEIVER, CAUSE_DELIVERED, CAUSE_IN_FLIGHT, CAUSE_LOST,
-                               E_ROUND_TIME, F_MAX_TIME, F_NEXT_EVAL, F_NOW, I_CHURN, I_DEAD, I_DOWN, I_EPOCH,
-                               I_SENT, I_TICKS, K_CHURN, L_MAX_MESSAGES, L_MAX_SCALARS, L_YIELD, N_BAD_DST,
-                               N_BAD_SRC, N_DELAYED, N_DONE, N_EVENTS, N_FREE, N_HEAP, N_LOG, N_REC, N_SENT,
-                               N_SENT_SCALARS, N_WAKES, NODE_CRASH, NODE_EVENT_NAMES, NODE_JOIN, NODE_LEAVE,
-                               NODE_RECOVER, P_CRASH, P_DELIVER, P_JOIN, P_LEAVE, P_RECOVER, P_WAKE, ST_BAD_EDGE,
-                               ST_EVAL_TIME, ST_FLUSH, ST_GROW, ST_MESSAGES, ST_QUIESCENT, ST_SCALARS, ST_TIME,
-                               ST_YIELD, Clock, GossipProgram, GossipProgress, GossipScheduler, GossipStopReason,
-                               LatencyModel, _churn_duration, _enqueue, _handle_event, _heap_pop, _heap_push,
-                               _next_tick, _no_room, _push_events, _send, _send_fate)
+from ..schedule.gossip import (CAUSE_DEAD_RECEIVER, CAUSE_DELIVERED, CAUSE_IN_FLIGHT, CAUSE_LOST, E_ROUND_TIME,
+                               F_MAX_TIME, F_NEXT_EVAL, F_NOW, I_DOWN, I_EPOCH, I_SENT, I_TICKS, L_MAX_MESSAGES,
+                               L_MAX_SCALARS, L_YIELD, NODE_EVENT_NAMES, N_BAD_DST, N_BAD_SRC, N_DELAYED, N_DONE,
+                               N_EVENTS, N_FREE, N_HEAP, N_LOG, N_REC, N_SENT, N_SENT_SCALARS, N_WAKES, P_DELIVER,
+                               P_WAKE, ST_BAD_EDGE, ST_EVAL_TIME, ST_FLUSH, ST_GROW, ST_MESSAGES, ST_QUIESCENT,
+                               ST_SCALARS, ST_TIME, ST_YIELD, Clock, GossipProgram, GossipProgress, GossipScheduler,
+                               GossipStopReason, LatencyModel, python_node_event, _enqueue, _handle_event, _heap_pop,
+                               _heap_push, _next_tick, _no_room, _push_events, _send, _send_fate)
 from ..topology import check_connected, neighbours
 from .base import split_roles
 
@@ -653,51 +651,8 @@ class _HostState:
             else:
                 now = t
                 events += 1
-                nstate = ni[a]
-                gid = int(node_group[a])
-                if prio == P_CRASH or prio == P_LEAVE:
-                    if prio == P_CRASH:
-                        if b == 1:
-                            nstate[I_DEAD] = 1
-                        event = NODE_CRASH
-                    else:
-                        if nstate[I_DEAD] == 1:
-                            continue
-                        c = nstate[I_CHURN]
-                        heappush(heap, (t + _churn_duration(env, keys[a, K_CHURN], 2 * c + 1), P_JOIN, seq, a, 0))
-                        seq += 1
-                        event = NODE_LEAVE
-                    nstate[I_DOWN] += 1
-                    if nstate[I_DOWN] == 1:
-                        nstate[I_EPOCH] += 1
-                        res = programs[gid].crash(states[gid], one_ids[a])
-                        if res is not None:
-                            states[gid] = res
-                        self._log.append((t, a, event))
-                else:
-                    if prio == P_RECOVER:
-                        keep = b == 1
-                        event = NODE_RECOVER
-                    else:
-                        c = nstate[I_CHURN]
-                        nstate[I_CHURN] = c + 1
-                        heappush(heap, (t + _churn_duration(env, keys[a, K_CHURN], 2 * c + 2), P_LEAVE, seq, a, 0))
-                        seq += 1
-                        keep = cfg[C_CHURN_KEEP] == 1
-                        event = NODE_JOIN
-                    if nstate[I_DOWN] > 0:
-                        nstate[I_DOWN] -= 1
-                        if nstate[I_DOWN] == 0 and nstate[I_DEAD] == 0:
-                            nstate[I_EPOCH] += 1
-                            k = nstate[I_TICKS]
-                            nstate[I_TICKS] = k + 1
-                            heappush(heap, (t + _next_tick(cfg, env, keys, rates, a, k), P_WAKE, seq, a,
-                                            nstate[I_EPOCH]))
-                            seq += 1
-                            res = programs[gid].recover(states[gid], one_ids[a], bool(keep))
-                            if res is not None:
-                                states[gid] = res
-                            self._log.append((t, a, event))
+                seq = python_node_event(heap, seq, t, prio, a, b, ni[a], int(node_group[a]), programs, states, one_ids,
+                                        env, keys, cfg, rates, self._log)
                 continue
             for batch in out.batches:
                 src_ids = batch.src.tolist()

@@ -839,6 +839,56 @@ class GossipProgress:
     in_flight: int
 
 
+def python_node_event(heap: list, seq: int, t: float, prio: int, node: int, b: int, nstate, gid: int,
+                      programs: list, states: list, one_ids, env, keys, cfg, rates, log: list) -> int:
+    """The Python loops' handling of a crash / leave / recover / join event of `node` (the same semantics as
+    `_node_event` of the compiled loops): counts the node down or up, schedules its churn and clock, calls the
+    program's crash / recover hook and logs the change. Returns the next heap sequence number."""
+    if prio == P_CRASH or prio == P_LEAVE:
+        if prio == P_CRASH:
+            if b == 1:
+                nstate[I_DEAD] = 1
+            event = NODE_CRASH
+        else:
+            if nstate[I_DEAD] == 1:
+                return seq                                     # a dead node's churn ends
+            c = nstate[I_CHURN]
+            heapq.heappush(heap, (t + _churn_duration(env, keys[node, K_CHURN], 2 * c + 1), P_JOIN, seq, node, 0))
+            seq += 1
+            event = NODE_LEAVE
+        nstate[I_DOWN] += 1
+        if nstate[I_DOWN] == 1:
+            nstate[I_EPOCH] += 1
+            res = programs[gid].crash(states[gid], one_ids[node])
+            if res is not None:
+                states[gid] = res
+            log.append((t, node, event))
+        return seq
+    if prio == P_RECOVER:
+        keep = b == 1
+        event = NODE_RECOVER
+    else:
+        c = nstate[I_CHURN]
+        nstate[I_CHURN] = c + 1
+        heapq.heappush(heap, (t + _churn_duration(env, keys[node, K_CHURN], 2 * c + 2), P_LEAVE, seq, node, 0))
+        seq += 1
+        keep = cfg[C_CHURN_KEEP] == 1
+        event = NODE_JOIN
+    if nstate[I_DOWN] > 0:
+        nstate[I_DOWN] -= 1
+        if nstate[I_DOWN] == 0 and nstate[I_DEAD] == 0:
+            nstate[I_EPOCH] += 1
+            k = nstate[I_TICKS]
+            nstate[I_TICKS] = k + 1
+            heapq.heappush(heap, (t + _next_tick(cfg, env, keys, rates, node, k), P_WAKE, seq, node, nstate[I_EPOCH]))
+            seq += 1
+            res = programs[gid].recover(states[gid], one_ids[node], bool(keep))
+            if res is not None:
+                states[gid] = res
+            log.append((t, node, event))
+    return seq
+
+
 class GossipScheduler:
     """Drives asynchronous gossip over an in-process engine's groups, meters every message, applies faults.
 
@@ -1275,51 +1325,8 @@ class GossipScheduler:
             else:
                 now = t
                 events += 1
-                nstate = ni[a]
-                gid = node_group[a]
-                if prio == P_CRASH or prio == P_LEAVE:
-                    if prio == P_CRASH:
-                        if b == 1:
-                            nstate[I_DEAD] = 1
-                        event = NODE_CRASH
-                    else:
-                        if nstate[I_DEAD] == 1:
-                            continue
-                        c = nstate[I_CHURN]
-                        heappush(heap, (t + _churn_duration(env, keys[a, K_CHURN], 2 * c + 1), P_JOIN, seq, a, 0))
-                        seq += 1
-                        event = NODE_LEAVE
-                    nstate[I_DOWN] += 1
-                    if nstate[I_DOWN] == 1:
-                        nstate[I_EPOCH] += 1
-                        res = programs[gid].crash(states[gid], one_ids[a])
-                        if res is not None:
-                            states[gid] = res
-                        self._log.append((t, a, event))
-                else:
-                    if prio == P_RECOVER:
-                        keep = b == 1
-                        event = NODE_RECOVER
-                    else:
-                        c = nstate[I_CHURN]
-                        nstate[I_CHURN] = c + 1
-                        heappush(heap, (t + _churn_duration(env, keys[a, K_CHURN], 2 * c + 2), P_LEAVE, seq, a, 0))
-                        seq += 1
-                        keep = cfg[C_CHURN_KEEP] == 1
-                        event = NODE_JOIN
-                    if nstate[I_DOWN] > 0:
-                        nstate[I_DOWN] -= 1
-                        if nstate[I_DOWN] == 0 and nstate[I_DEAD] == 0:
-                            nstate[I_EPOCH] += 1
-                            k = nstate[I_TICKS]
-                            nstate[I_TICKS] = k + 1
-                            heappush(heap, (t + _next_tick(cfg, env, keys, rates, a, k), P_WAKE, seq, a,
-                                            nstate[I_EPOCH]))
-                            seq += 1
-                            res = programs[gid].recover(states[gid], one_ids[a], bool(keep))
-                            if res is not None:
-                                states[gid] = res
-                            self._log.append((t, a, event))
+                seq = python_node_event(heap, seq, t, prio, a, b, ni[a], node_group[a], programs, states, one_ids,
+                                        env, keys, cfg, rates, self._log)
                 continue
             for batch in out.batches:
                 src_ids = batch.src.tolist()
