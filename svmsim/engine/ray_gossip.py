@@ -651,8 +651,8 @@ class _HostState:
             else:
                 now = t
                 events += 1
-                seq = python_node_event(heap, seq, t, prio, a, b, ni[a], int(node_group[a]), programs, states, one_ids,
-                                        env, keys, cfg, rates, self._log)
+                seq = python_node_event(heap, seq, t, prio, a, b, ni[a], int(node_group[a]), programs, states,
+                                        one_ids, env, keys, cfg, rates, self._log)
                 continue
             for batch in out.batches:
                 src_ids = batch.src.tolist()
