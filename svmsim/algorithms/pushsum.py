@@ -48,7 +48,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..comm.message import MessageBatch, Outbox
 from ..errors import DataError, InfeasibleParameterError, ScenarioError, TopologyError
 from ..program import RoleSpec
-from ..schedule.gossip import STREAM_PROGRAM, GossipKernel, GossipProgram, counter_uniform, stream_keys
+from ..schedule.gossip import (STREAM_PROGRAM, GossipKernel, GossipProgram, counter_uniform, sorted_position,
+                               stream_keys)
 from ..topology import (TOPOLOGIES, build_topology, check_connected, lazy_random_walk, metropolis_hastings_weights,
                         neighbours, uniform_weights)
 from .registry import AlgorithmInfo, register
@@ -138,15 +139,7 @@ def tag_widths(d: int) -> np.ndarray:
 @numba.njit(cache=True)
 def _edge_slot(nbr_ptr, nbr, i, j):
     """Position of neighbour j in local node i's sorted neighbour list (its edge slot)."""
-    lo = nbr_ptr[i]
-    hi = nbr_ptr[i + 1]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if nbr[mid] < j:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return sorted_position(nbr_ptr, nbr, i, j)
 
 
 @numba.njit(cache=True)

@@ -252,6 +252,21 @@ class NodeHost:
         return True
 
 
+def release_actors(handles, started_ray: bool) -> None:
+    """Kill an engine's actors (one already gone is fine) and stop Ray if that engine started it."""
+    if ray.is_initialized():
+        for handle in handles:
+            try:
+                ray.kill(handle, no_restart=True)
+            except Exception:  # noqa: BLE001 - an actor that is already gone is fine
+                pass
+    if started_ray:
+        try:
+            ray.shutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
 def _new_namespace() -> str:
     return f"svmsim-{uuid.uuid4().hex[:8]}"
 
@@ -498,18 +513,8 @@ class RayEngine(Engine):
                 pass
         hosts, self._hosts = self._hosts, []
         self._step_calls = []
-        if ray.is_initialized():
-            for handle in hosts:
-                try:
-                    ray.kill(handle, no_restart=True)
-                except Exception:  # noqa: BLE001 - an actor that is already gone is fine
-                    pass
-        if self.started_ray:
-            self.started_ray = False
-            try:
-                ray.shutdown()
-            except Exception:  # noqa: BLE001
-                pass
+        release_actors(hosts, self.started_ray)
+        self.started_ray = False
 
     def __del__(self):
         try:

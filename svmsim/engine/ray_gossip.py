@@ -110,8 +110,9 @@ from ..schedule.gossip import (CAUSE_DEAD_RECEIVER, CAUSE_DELIVERED, CAUSE_IN_FL
                                N_EVENTS, N_FREE, N_HEAP, N_LOG, N_REC, N_SENT, N_SENT_SCALARS, N_WAKES, P_DELIVER,
                                P_WAKE, ST_BAD_EDGE, ST_EVAL_TIME, ST_FLUSH, ST_GROW, ST_MESSAGES, ST_QUIESCENT,
                                ST_SCALARS, ST_TIME, ST_YIELD, Clock, GossipProgram, GossipProgress, GossipScheduler,
-                               GossipStopReason, LatencyModel, python_node_event, _enqueue, _handle_event, _heap_pop,
-                               _heap_push, _next_tick, _no_room, _push_events, _send, _send_fate)
+                               GossipStopReason, LatencyModel, program_sends, python_node_event, _enqueue,
+                               _handle_event, _heap_pop, _heap_push, _next_tick, _no_room, _push_events, _send,
+                               _send_fate)
 from ..topology import check_connected, neighbours
 from .base import split_roles
 
@@ -654,46 +655,29 @@ class _HostState:
                 seq = python_node_event(heap, seq, t, prio, a, b, ni[a], int(node_group[a]), programs, states,
                                         one_ids, env, keys, cfg, rates, self._log)
                 continue
-            for batch in out.batches:
-                src_ids = batch.src.tolist()
-                dst_ids = batch.dst.tolist()
-                payload = batch.payload
-                if payload.ndim != 2:
-                    payload = payload.reshape(len(src_ids) if payload.shape[0] == len(src_ids) else 1, -1)
-                spm = payload.shape[1]
-                nbytes = spm * payload.dtype.itemsize
-                kind = self._kind_id(batch.tag, spm, payload.dtype)
-                shared_row = payload.shape[0] == 1
-                bin_ = int(t / round_time)
-                for i in range(len(src_ids)):
-                    s = src_ids[i]
-                    d = dst_ids[i]
-                    if s != sender:
-                        raise ProtocolError(f"message with tag {batch.tag!r} claims to come from node {s}, but the "
-                                            f"event being handled is node {sender}'s; a gossip program sends only "
-                                            "from the node that woke or received")
-                    if not 0 <= d < self.n_nodes or d not in adj_sets[s]:
-                        names = self.meter.node_names
-                        raise ProtocolError(f"node {s} ({names[s]}) sent a message to node {d}, which is not a "
-                                            "neighbour in the topology; gossip programs may only send along edges")
-                    nstate = ni[s]
-                    c = nstate[I_SENT]
-                    nstate[I_SENT] = c + 1
-                    sent += 1
-                    sent_scalars += spm
-                    copies, dl, lat1, lat2 = _send_fate(env, cfg, keys, edge_key, s, d, c, nbytes)
-                    if copies == 0:
-                        rec.extend((bin_, s, d, kind * 16 + CAUSE_LOST))
-                        continue
-                    delayed += dl
-                    row = payload[0:1] if shared_row else payload[i:i + 1]
-                    for copy in range(copies):
-                        arrive = t + (lat1 if copy == 0 else lat2)
-                        if owner[d] == me:
-                            heappush(heap, (arrive, P_DELIVER, seq, (s, d, kind, bin_, copy, row), 0))
-                            seq += 1
-                        else:
-                            xout.append((int(owner[d]), kind, s, d, bin_, copy, arrive, row))
+            bin_ = int(t / round_time)
+            for kind, spm, nbytes, s, d, row in program_sends(out, sender, self._kind_id):
+                if not 0 <= d < self.n_nodes or d not in adj_sets[s]:
+                    names = self.meter.node_names
+                    raise ProtocolError(f"node {s} ({names[s]}) sent a message to node {d}, which is not a "
+                                        "neighbour in the topology; gossip programs may only send along edges")
+                nstate = ni[s]
+                c = nstate[I_SENT]
+                nstate[I_SENT] = c + 1
+                sent += 1
+                sent_scalars += spm
+                copies, dl, lat1, lat2 = _send_fate(env, cfg, keys, edge_key, s, d, c, nbytes)
+                if copies == 0:
+                    rec.extend((bin_, s, d, kind * 16 + CAUSE_LOST))
+                    continue
+                delayed += dl
+                for copy in range(copies):
+                    arrive = t + (lat1 if copy == 0 else lat2)
+                    if owner[d] == me:
+                        heappush(heap, (arrive, P_DELIVER, seq, (s, d, kind, bin_, copy, row), 0))
+                        seq += 1
+                    else:
+                        xout.append((int(owner[d]), kind, s, d, bin_, copy, arrive, row))
             sig = out.signals
             if sig and "done" in sig:
                 self._group_done[int(node_group[sender])] = bool(sig["done"])
@@ -1414,21 +1398,11 @@ class RayGossipEngine:
         self._closed = True
         handles, self._handles = self._handles, []
         try:
-            ray = _ray()
+            from .ray_engine import release_actors
         except ImportError:  # pragma: no cover
             return
-        if ray.is_initialized():
-            for h in handles:
-                try:
-                    ray.kill(h, no_restart=True)
-                except Exception:  # noqa: BLE001
-                    pass
-        if self.started_ray:
-            self.started_ray = False
-            try:
-                ray.shutdown()
-            except Exception:  # noqa: BLE001
-                pass
+        release_actors(handles, self.started_ray)
+        self.started_ray = False
 
     def __enter__(self):
         return self

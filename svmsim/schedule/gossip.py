@@ -570,15 +570,23 @@ def _heap_pop(ht, hk, ctr):
 
 
 @numba.njit(cache=True)
-def _is_edge(adj_ptr, adj, u, v):
-    lo = adj_ptr[u]
-    hi = adj_ptr[u + 1]
+def sorted_position(ptr, values, u, v):
+    """Position of v in row u of a CSR-style sorted adjacency (values[ptr[u]:ptr[u+1]]), by binary search; the
+    insertion point when v is not there."""
+    lo = ptr[u]
+    hi = ptr[u + 1]
     while lo < hi:
         mid = (lo + hi) >> 1
-        if adj[mid] < v:
+        if values[mid] < v:
             lo = mid + 1
         else:
             hi = mid
+    return lo
+
+
+@numba.njit(cache=True)
+def _is_edge(adj_ptr, adj, u, v):
+    lo = sorted_position(adj_ptr, adj, u, v)
     return lo < adj_ptr[u + 1] and adj[lo] == v
 
 
@@ -837,6 +845,29 @@ class GossipProgress:
     sent: int
     sent_scalars: int
     in_flight: int
+
+
+def program_sends(out, sender: int, kind_id):
+    """Every message of a Python gossip program's outbox as (kind, scalars, bytes, src, dst, payload row), in
+    order; `kind_id(tag, scalars, dtype)` numbers the message kinds. A message must come from `sender`, the node
+    whose event is being handled (ProtocolError otherwise)."""
+    for batch in out.batches:
+        src_ids = batch.src.tolist()
+        dst_ids = batch.dst.tolist()
+        payload = batch.payload
+        if payload.ndim != 2:
+            payload = payload.reshape(len(src_ids) if payload.shape[0] == len(src_ids) else 1, -1)
+        spm = payload.shape[1]
+        nbytes = spm * payload.dtype.itemsize
+        kind = kind_id(batch.tag, spm, payload.dtype)
+        shared_row = payload.shape[0] == 1
+        for i in range(len(src_ids)):
+            s = src_ids[i]
+            if s != sender:
+                raise ProtocolError(f"message with tag {batch.tag!r} claims to come from node {s}, but the event "
+                                    f"being handled is node {sender}'s; a gossip program sends only from the node "
+                                    "that woke or received")
+            yield kind, spm, nbytes, s, dst_ids[i], (payload[0:1] if shared_row else payload[i:i + 1])
 
 
 def python_node_event(heap: list, seq: int, t: float, prio: int, node: int, b: int, nstate, gid: int,
@@ -1328,42 +1359,25 @@ class GossipScheduler:
                 seq = python_node_event(heap, seq, t, prio, a, b, ni[a], node_group[a], programs, states, one_ids,
                                         env, keys, cfg, rates, self._log)
                 continue
-            for batch in out.batches:
-                src_ids = batch.src.tolist()
-                dst_ids = batch.dst.tolist()
-                payload = batch.payload
-                if payload.ndim != 2:
-                    payload = payload.reshape(len(src_ids) if payload.shape[0] == len(src_ids) else 1, -1)
-                spm = payload.shape[1]
-                nbytes = spm * payload.dtype.itemsize
-                kind = self._kind_id(batch.tag, spm, payload.dtype)
-                shared_row = payload.shape[0] == 1
-                bin_ = int(t / round_time)
-                for i in range(len(src_ids)):
-                    s = src_ids[i]
-                    d = dst_ids[i]
-                    if s != sender:
-                        raise ProtocolError(f"message with tag {batch.tag!r} claims to come from node {s}, but the "
-                                            f"event being handled is node {sender}'s; a gossip program sends only "
-                                            "from the node that woke or received")
-                    if d not in adj_sets[s]:
-                        self._raise_bad_edge(s, d)
-                    nstate = ni[s]
-                    c = nstate[I_SENT]
-                    nstate[I_SENT] = c + 1
-                    sent += 1
-                    sent_scalars += spm
-                    copies, dl, lat1, lat2 = _send_fate(env, cfg, keys, edge_key, s, d, c, nbytes)
-                    if copies == 0:
-                        rec.extend((bin_, s, d, kind * 16 + CAUSE_LOST))
-                        continue
-                    delayed += dl
-                    row = payload[0:1] if shared_row else payload[i:i + 1]
-                    heappush(heap, (t + lat1, P_DELIVER, seq, (s, d, kind, bin_, 0, row), 0))
+            bin_ = int(t / round_time)
+            for kind, spm, nbytes, s, d, row in program_sends(out, sender, self._kind_id):
+                if d not in adj_sets[s]:
+                    self._raise_bad_edge(s, d)
+                nstate = ni[s]
+                c = nstate[I_SENT]
+                nstate[I_SENT] = c + 1
+                sent += 1
+                sent_scalars += spm
+                copies, dl, lat1, lat2 = _send_fate(env, cfg, keys, edge_key, s, d, c, nbytes)
+                if copies == 0:
+                    rec.extend((bin_, s, d, kind * 16 + CAUSE_LOST))
+                    continue
+                delayed += dl
+                heappush(heap, (t + lat1, P_DELIVER, seq, (s, d, kind, bin_, 0, row), 0))
+                seq += 1
+                if copies == 2:
+                    heappush(heap, (t + lat2, P_DELIVER, seq, (s, d, kind, bin_, 1, row), 0))
                     seq += 1
-                    if copies == 2:
-                        heappush(heap, (t + lat2, P_DELIVER, seq, (s, d, kind, bin_, 1, row), 0))
-                        seq += 1
             sig = out.signals
             if sig and "done" in sig:
                 group_done[node_group[sender]] = bool(sig["done"])
