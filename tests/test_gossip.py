@@ -421,3 +421,22 @@ def test_pushsum_scenario_runs_reproducibly_with_faults(tmp_path):
     resolved = svmsim.load_scenario(tmp_path / "run" / "scenario.resolved.toml")
     assert resolved.schedule.latency == {"kind": "lognormal", "median": 0.05, "sigma": 0.5}
     assert resolved.faults.drop == 0.2
+
+
+def test_long_latencies_grow_the_compiled_pool_and_match_the_python_loop(monkeypatch):
+    """Many messages in flight outgrow the compiled loop's first pool; growing it changes nothing in the run."""
+    from svmsim.schedule import gossip
+
+    calls = []
+    grow = gossip.grow_pool
+    monkeypatch.setattr(gossip, "grow_pool", lambda *a: calls.append(1) or grow(*a))
+    spec = {"name": "grow", "data": {"name": "iris"}, "topology": {"kind": "complete"},
+            "algorithm": {"name": "pushsum", "nodes": 30, "values": "random", "dim": 5},
+            "schedule": {"latency": {"kind": "uniform", "low": 5.0, "high": 50.0}},
+            "stop": {"max_rounds": 200}, "output": {"progress": False}}
+    compiled = svmsim.run(spec, write=False)
+    assert calls, "the pool never grew: the test no longer exercises growth"
+    python = svmsim.run({**spec, "schedule": {**spec["schedule"], "compiled": False}}, write=False)
+    assert compiled.summary["ledger_matches_declared"] is True
+    assert compiled.ledger.equals(python.ledger)
+    assert compiled.final["consensus_error"] == python.final["consensus_error"]

@@ -110,7 +110,7 @@ from ..schedule.gossip import (CAUSE_DEAD_RECEIVER, CAUSE_DELIVERED, CAUSE_IN_FL
                                N_EVENTS, N_FREE, N_HEAP, N_LOG, N_REC, N_SENT, N_SENT_SCALARS, N_WAKES, P_DELIVER,
                                P_WAKE, ST_BAD_EDGE, ST_EVAL_TIME, ST_FLUSH, ST_GROW, ST_MESSAGES, ST_QUIESCENT,
                                ST_SCALARS, ST_TIME, ST_YIELD, Clock, GossipProgram, GossipProgress, GossipScheduler,
-                               GossipStopReason, LatencyModel, program_sends, python_node_event, _enqueue,
+                               GossipStopReason, LatencyModel, grow_pool, program_sends, python_node_event, _enqueue,
                                _handle_event, _heap_pop, _heap_push, _next_tick, _no_room, _push_events, _send,
                                _send_fate)
 from ..topology import check_connected, neighbours
@@ -543,23 +543,8 @@ class _HostState:
             if int(self._ctr[N_FREE]) >= extra + 2 * k.max_out and self._ht.shape[0] >= nh + extra + 2 * k.max_out + 2:
                 if extra or int(self._ctr[N_FREE]) >= 2 * k.max_out:
                     return
-            pool = self._mi.shape[0]
-            mi = np.empty((2 * pool, 5), dtype=np.int64)
-            mi[:pool] = self._mi
-            mp = np.empty((2 * pool, self._mp.shape[1]))
-            mp[:pool] = self._mp
-            free = np.empty(2 * pool, dtype=np.int64)
-            nf = int(self._ctr[N_FREE])
-            free[:nf] = self._free[:nf]
-            free[nf:nf + pool] = np.arange(2 * pool - 1, pool - 1, -1)
-            self._ctr[N_FREE] = nf + pool
-            self._mi, self._mp, self._free = mi, mp, free
-            cap = self._ht.shape[0]
-            ht = np.empty(cap + 2 * pool)
-            hk = np.empty((cap + 2 * pool, 4), dtype=np.int64)
-            ht[:cap] = self._ht
-            hk[:cap] = self._hk
-            self._ht, self._hk = ht, hk
+            self._mi, self._mp, self._free, self._ht, self._hk = grow_pool(self._mi, self._mp, self._free,
+                                                                           self._ctr, self._ht, self._hk)
 
     @property
     def now(self) -> float:

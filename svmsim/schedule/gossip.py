@@ -847,6 +847,27 @@ class GossipProgress:
     in_flight: int
 
 
+def grow_pool(mi, mp, free, ctr, ht, hk):
+    """Double a compiled loop's message pool (ids mi, payloads mp, free list) and grow its heap (times ht, keys
+    hk) to match; ctr[N_FREE] is updated. Returns the new (mi, mp, free, ht, hk)."""
+    pool = mi.shape[0]
+    new_mi = np.empty((2 * pool, 5), dtype=np.int64)
+    new_mi[:pool] = mi
+    new_mp = np.empty((2 * pool, mp.shape[1]))
+    new_mp[:pool] = mp
+    new_free = np.empty(2 * pool, dtype=np.int64)
+    nf = int(ctr[N_FREE])
+    new_free[:nf] = free[:nf]
+    new_free[nf:nf + pool] = np.arange(2 * pool - 1, pool - 1, -1)
+    ctr[N_FREE] = nf + pool
+    cap = ht.shape[0]
+    new_ht = np.empty(cap + 2 * pool)
+    new_hk = np.empty((cap + 2 * pool, 4), dtype=np.int64)
+    new_ht[:cap] = ht
+    new_hk[:cap] = hk
+    return new_mi, new_mp, new_free, new_ht, new_hk
+
+
 def program_sends(out, sender: int, kind_id):
     """Every message of a Python gossip program's outbox as (kind, scalars, bytes, src, dst, payload row), in
     order; `kind_id(tag, scalars, dtype)` numbers the message kinds. A message must come from `sender`, the node
@@ -1268,23 +1289,8 @@ class GossipScheduler:
 
     def _grow(self) -> None:
         """Double the message pool and the heap of the compiled loop."""
-        pool = self._mi.shape[0]
-        mi = np.empty((2 * pool, 5), dtype=np.int64)
-        mi[:pool] = self._mi
-        mp = np.empty((2 * pool, self._mp.shape[1]))
-        mp[:pool] = self._mp
-        free = np.empty(2 * pool, dtype=np.int64)
-        nf = int(self._ctr[N_FREE])
-        free[:nf] = self._free[:nf]
-        free[nf:nf + pool] = np.arange(2 * pool - 1, pool - 1, -1)
-        self._ctr[N_FREE] = nf + pool
-        self._mi, self._mp, self._free = mi, mp, free
-        cap = self._ht.shape[0]
-        ht = np.empty(cap + 2 * pool)
-        hk = np.empty((cap + 2 * pool, 4), dtype=np.int64)
-        ht[:cap] = self._ht
-        hk[:cap] = self._hk
-        self._ht, self._hk = ht, hk
+        self._mi, self._mp, self._free, self._ht, self._hk = grow_pool(self._mi, self._mp, self._free, self._ctr,
+                                                                       self._ht, self._hk)
 
     # -- the Python loop ------------------------------------------------------------------------------------------
     def _run_python(self, limits: dict) -> int:
