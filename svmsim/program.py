@@ -14,13 +14,19 @@ per-node quantities are computed per node, and reductions over senders read inbo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from .comm.message import Inbox, Outbox
+from .comm.message import Inbox, MessageBatch, Outbox
+from .errors import ProtocolError
 
-__all__ = ["NodeProgram", "RoleSpec", "Group"]
+__all__ = ["NodeProgram", "RoleSpec", "Group", "SyncKernel", "kernel_step", "KERNEL_WAKE", "KERNEL_DONE",
+           "KERNEL_PAUSE", "KERNEL_ERROR"]
+
+#: flags a compiled step returns (bitwise or): step me next round / the algorithm has finished / return to
+#: Python after this round (e.g. to refill a buffer; `kernel` is asked again) / protocol error (see `error`)
+KERNEL_WAKE, KERNEL_DONE, KERNEL_PAUSE, KERNEL_ERROR = 1, 2, 4, 8
 
 
 class NodeProgram:
@@ -39,6 +45,89 @@ class NodeProgram:
     def observe(self, state: Any) -> Any:
         """A snapshot for the evaluator (the simulation's observer; not a message, never metered)."""
         return None
+
+    def kernel(self, state: Any) -> "SyncKernel | None":
+        """The compiled form of `step` for the current state, or None (then only `step` runs).
+
+        Asked again whenever the compiled loop returns to Python, so a program may offer its kernel only
+        after a set-up phase, or refill buffers that its kernel drains."""
+        return None
+
+
+@dataclass
+class SyncKernel:
+    """A group's round step in compiled form, for the scheduler's compiled loop (`schedule.compiled_sync`).
+
+    ``step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload)
+    -> (n_out, iteration, flags)`` is a numba function acting in place on `arrays` (arrays the program's state
+    shares, so `observe` sees the result). Inbox rows ``0..n_in-1`` are ordered by (tag, src, dst); tags are
+    indices into `tags`, payload row k holds ``widths[tag]`` float64 scalars (the rest is padding). The step
+    writes its messages to rows ``0..n_out-1`` of the out arrays (at most `max_out`), returns the iteration it
+    completed (or -1) and `KERNEL_*` flags. The same step must also serve the Python path (`kernel_step`), so
+    both paths give the same results by construction. Programs that talk to each other share one `tags` tuple.
+    """
+
+    arrays: tuple
+    step: Callable
+    tags: tuple
+    widths: np.ndarray
+    max_out: int
+    error: Callable[[], str] | None = None   # describes the protocol error after a KERNEL_ERROR flag
+
+
+def kernel_step(kernel: SyncKernel, inbox: Inbox, round_: int) -> Outbox:
+    """Run one round of a compiled step from Python: an Inbox in, an Outbox out (the path engines other than
+    the in-process one take)."""
+    tags, widths = kernel.tags, kernel.widths
+    width = int(widths.max())
+    tag_id = {t: i for i, t in enumerate(tags)}
+    parts = []
+    for tag, batch in inbox.items():
+        if tag not in tag_id:
+            raise ProtocolError(f"a compiled step got a message with tag {tag!r}; it knows {', '.join(tags)}")
+        parts.append((tag_id[tag], batch))
+    parts.sort(key=lambda p: p[0])
+    n_in = sum(b.n_messages for _, b in parts)
+    in_tag = np.empty(n_in, np.int64)
+    in_src = np.empty(n_in, np.int64)
+    in_dst = np.empty(n_in, np.int64)
+    in_payload = np.zeros((n_in, width))
+    k = 0
+    for t, batch in parts:
+        m = batch.n_messages
+        order = np.lexsort((batch.dst, batch.src))
+        in_tag[k:k + m] = t
+        in_src[k:k + m] = batch.src[order]
+        in_dst[k:k + m] = batch.dst[order]
+        in_payload[k:k + m, :batch.scalars_per_message] = batch.rows()[order]
+        k += m
+    out_tag = np.empty(kernel.max_out, np.int64)
+    out_src = np.empty(kernel.max_out, np.int64)
+    out_dst = np.empty(kernel.max_out, np.int64)
+    out_payload = np.zeros((kernel.max_out, width))
+    n_out, iteration, flags = kernel.step(kernel.arrays, round_, in_tag, in_src, in_dst, in_payload, n_in,
+                                          out_tag, out_src, out_dst, out_payload)
+    if flags & KERNEL_ERROR:
+        raise ProtocolError(kernel.error() if kernel.error is not None else "a compiled step reported an error")
+    out = Outbox()
+    start = 0
+    while start < n_out:                     # consecutive rows of one tag make one batch
+        t = out_tag[start]
+        end = start + 1
+        while end < n_out and out_tag[end] == t:
+            end += 1
+        out.send(MessageBatch(tags[t], out_src[start:end].copy(), out_dst[start:end].copy(),
+                              out_payload[start:end, :widths[t]].copy()))
+        start = end
+    signals = {}
+    if iteration >= 0:
+        signals["iteration"] = int(iteration)
+    if flags & KERNEL_WAKE:
+        signals["wake"] = True
+    if flags & KERNEL_DONE:
+        signals["done"] = True
+    out.signals = signals or None
+    return out
 
 
 @dataclass

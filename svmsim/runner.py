@@ -135,7 +135,8 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
     groups = engine.plan(deployment.roles)
     engine.deploy(groups, scenario.seed)
     faults = _sync_faults(scenario, deployment.n_nodes)
-    scheduler = SyncScheduler(engine, groups, meter, deployment.n_nodes, faults=faults)
+    scheduler = SyncScheduler(engine, groups, meter, deployment.n_nodes, faults=faults,
+                              compiled=None if scenario.schedule.compiled else False)
     unit = deployment.comm_unit[1] if deployment.comm_unit else 1.0
     rows: list[dict] = []
     started = time.perf_counter()

@@ -549,7 +549,7 @@ SCHEDULERS = ("auto", "sync", "gossip")
 
 #: [schedule] keys that only the gossip scheduler uses
 GOSSIP_SCHEDULE_KEYS = ("clock", "rate", "jitter", "latency", "bandwidth", "edge_spread", "round_time", "eval_time",
-                        "eval_messages", "max_time", "max_messages", "compiled")
+                        "eval_messages", "max_time", "max_messages")
 
 
 class ScheduleSection(_Section):
@@ -563,7 +563,8 @@ class ScheduleSection(_Section):
     ``round_time``, the virtual time of one ledger round and one metrics ``iteration`` (default 1/rate); evaluation
     every ``eval_time`` of virtual time (default round_time) or every ``eval_messages`` messages; the budgets
     ``max_time`` (virtual time) and ``max_messages`` (beside [stop]'s: max_rounds and max_iterations count rounds
-    of virtual time); ``compiled = false`` forces the Python event loop (same results, slower).
+    of virtual time). ``compiled = false`` forces the Python loop of either scheduler (same results, slower): the
+    gossip event loop, or the synchronous rounds of programs that offer a compiled step (in-process engine).
     """
 
     kind: str = "auto"
@@ -755,7 +756,8 @@ class Scenario(_Section):
             given = schedule.gossip_keys_given()
             if given:
                 raise _fail(f"{given[0]} applies to the gossip scheduler, but algorithm {self.algorithm.name!r} runs "
-                            "in synchronous rounds; allowed keys with kind = \"sync\": kind", ("schedule", given[0]))
+                            "in synchronous rounds; allowed keys with kind = \"sync\": kind, compiled",
+                            ("schedule", given[0]))
             if not self.faults.is_empty:
                 if not info.distributed:
                     raise _fail(f"algorithm {self.algorithm.name!r} runs on a single machine, so there are no "

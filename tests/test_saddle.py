@@ -129,21 +129,22 @@ def test_estimator_api(load):
 
 # -- distributed: same iterates, exact ledger ------------------------------------------------------------------
 
-def _run_dsvc(ds, k, T, seed, **kw):
+def _run_dsvc(ds, k, T, seed, compiled=None, **kw):
     dep = build_saddle_dsvc(SaddleDSVCParams(clients=k, **kw), Problem(ds, seed=seed, partition_scheme="iid"))
     eng = InProcessEngine()
     groups = eng.plan(dep.roles)
     eng.deploy(groups, seed)
     meter = Meter(dep.n_nodes, dep.adjacency(), dep.node_names)
-    sched = SyncScheduler(eng, groups, meter, dep.n_nodes)
-    sched.run(max_iterations=T)
+    sched = SyncScheduler(eng, groups, meter, dep.n_nodes, compiled=compiled)
+    sched.run(max_iterations=T, observe_every=T // 3, on_iteration=lambda it, rnd: False)
     obs = {}
     for gid, o in eng.observe().items():
         obs.setdefault(groups[gid].role, []).append(o)
     return dep, meter, obs
 
 
-@pytest.mark.parametrize("name,kw,T", [("mushrooms", {}, 1500), ("phishing", {"alpha": 0.85}, 600)])
+@pytest.mark.parametrize("name,kw,T", [("mushrooms", {}, 1500), ("phishing", {"alpha": 0.85}, 600),
+                                       ("phishing", {"alpha": 0.85, "projection": "newton"}, 600)])
 def test_dsvc_follows_saddle_svc_iterates(load, name, kw, T):
     ds = load(name)
     dep, meter, obs = _run_dsvc(ds, 20, T, seed=7, **kw)
@@ -154,7 +155,18 @@ def test_dsvc_follows_saddle_svc_iterates(load, name, kw, T):
     assert metrics["hull_distance"] == pytest.approx(single.hull_distance_, rel=1e-9)
 
 
-@pytest.mark.parametrize("kw", [{}, {"alpha": 0.85}])
+@pytest.mark.parametrize("kw", [{}, {"alpha": 0.85}, {"alpha": 0.85, "projection": "newton"}])
+def test_dsvc_compiled_rounds_equal_python_rounds(load, kw):
+    ds = load("heart_scale")
+    runs = [_run_dsvc(ds, 6, 300, seed=2, compiled=c, **kw) for c in (False, None)]
+    (_, m0, o0), (_, m1, o1) = runs
+    assert m0.ledger().equals(m1.ledger())
+    assert np.array_equal(o0["client"][0]["w"], o1["client"][0]["w"])
+    assert np.array_equal(o0["client"][0]["p"], o1["client"][0]["p"])
+    assert o0["server"] == o1["server"]
+
+
+@pytest.mark.parametrize("kw", [{}, {"alpha": 0.85}, {"alpha": 0.85, "projection": "newton"}])
 def test_dsvc_ledger_equals_declared_count(load, kw):
     ds = load("heart_scale")
     k, T = 6, 300
@@ -167,7 +179,12 @@ def test_dsvc_ledger_equals_declared_count(load, kw):
     assert tags["stats"] == tags["setup"] == 4 * k
     assert tags["coord"] == k * T
     assert tags["delta"] == tags["delta_sum"] == tags["z"] == tags["z_sum"] == 2 * k * T
-    if kw:
+    if kw.get("projection") == "newton":
+        R = srv["cap_reports"]
+        assert tags["mass"] == 8 * k * R and tags["scale"] == 3 * k * R and "cap" not in tags
+        assert T <= R <= 3 * T                     # warm-started: one to a few passes per iteration
+        assert ledger.totals["scalars"] == dsvc_setup_scalars(k) + 9 * k * T + 11 * k * R
+    elif kw:
         R = srv["cap_reports"]
         assert tags["cap"] == 4 * k * R and tags.get("cap_sum", 0) == 4 * k * (R - T)
         assert ledger.totals["scalars"] == dsvc_setup_scalars(k) + sum(

@@ -28,16 +28,16 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from ..comm.message import MessageBatch, Outbox, frozen_ids
+from ..comm.message import Inbox, MessageBatch, Outbox, frozen_ids
 from ..errors import DataError, InfeasibleParameterError
 from ..numerics.hadamard import fwht_rows, next_power_of_two, rotate_into_columns
-from ..program import NodeProgram, RoleSpec
+from ..program import NodeProgram, RoleSpec, SyncKernel, kernel_step
 from . import saddle_kernels as K
 from .registry import AlgorithmInfo, register
 
 __all__ = [
     "SaddleSVC", "Rotation", "SaddleConstants", "saddle_constants", "resolve_cap", "CoordinateStream",
-    "SaddleEvaluator", "SaddleServer", "SaddleClient", "dsvc_scalars_per_iteration", "dsvc_setup_scalars",
+    "SaddleEvaluator", "SaddleServer", "SaddleClient", "dsvc_scalars_per_iteration", "dsvc_scalars", "dsvc_setup_scalars",
     "dsvc_bound", "hull_lower_bound",
 ]
 
@@ -503,14 +503,27 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
 #   round 3 server -> client "z_sum" [S.Z+, S.Z-]        2k
 #   round 4 (nu only, repeated P times): client -> server "cap" [s+_c, s-_c, O+_c, O-_c]   4k each time;
 #           server -> client "cap_sum" [S.s+, S.s-, S.O+, S.O-] 4k, except after the last report (sums zero)
+#   with projection = "newton" instead (P ~ 1-2 times): client -> server "mass" [capped count, mass below,
+#           largest weight below and smallest at or above the threshold, per class] 8k; server -> client "scale"
+#           [c+, c-, final] 3k
 
-CAP_TOLERANCE = 1e-13   # Rule 3 "until the excess is zero", with floating-point slack (notes section 7.10)
+CAP_TOLERANCE = K.CAP_TOLERANCE
 MAX_CAP_PASSES = 10_000
 
 
 def dsvc_scalars_per_iteration(k: int, nu_mode: bool, cap_reports: int = 1) -> int:
     """Scalars one Saddle-DSVC iteration sends: 9k (hard margin), plus 4k(2P - 1) with P Rule 3 reports."""
     return 9 * k + (4 * k * (2 * cap_reports - 1) if nu_mode else 0)
+
+
+def dsvc_scalars(k: int, iterations: int, reports: int, nu_mode: bool, projection: str = "rule3") -> int:
+    """Scalars of `iterations` Saddle-DSVC iterations with `reports` projection reports in all (after set-up):
+    9k each, plus for the nu-SVM per report 4k ("cap") and 4k more ("cap_sum") except the last of an iteration
+    (Rule 3), or 8k ("mass") and 3k ("scale") per report (Newton)."""
+    total = 9 * k * iterations
+    if nu_mode:
+        total += 4 * k * (2 * reports - iterations) if projection == "rule3" else 11 * k * reports
+    return total
 
 
 def dsvc_setup_scalars(k: int) -> int:
@@ -523,83 +536,87 @@ def dsvc_bound(k: int, d: int, eps: float) -> dict:
     return {"upper": k * (d + math.sqrt(d / eps)), "lower": k * min(d, 1.0 / eps)}
 
 
-@dataclass
+class _CoordinateWindow:
+    """The shared coordinate stream as the compiled steps read it: a buffer and a position (in `ints[pos]`),
+    refilled from the stream in Python whenever a step reports it running low (a pause)."""
+
+    def __init__(self, d_pad: int, seed: int, ints: np.ndarray, pos: int):
+        self.stream = CoordinateStream(d_pad, seed)
+        self.ints, self.pos = ints, pos
+        self.buf = np.zeros(0, dtype=np.int64)
+
+    def refill(self) -> np.ndarray:
+        p = int(self.ints[self.pos])
+        if self.buf.shape[0] - p < 4 * K.COORD_LOW_WATER:
+            self.buf = np.concatenate([self.buf[p:], self.stream.take(CoordinateStream.BLOCK)])
+            self.ints[self.pos] = 0
+        return self.buf
+
+
 class _ServerState:
-    clients: np.ndarray
-    coords: CoordinateStream
-    d_pad: int
-    iteration: int = 0
-    cap_reports: int = 0
-    passes_this_iteration: int = 0
-    phase: str = "setup"
+    def __init__(self, clients: np.ndarray, d_pad: int, seed: int, me: int, cap: float, newton: bool):
+        self.clients = clients
+        self.ints = np.zeros(9, dtype=np.int64)
+        self.ints[K.S_ID] = me
+        self.ints[K.S_NU] = int(cap < math.inf)
+        self.ints[K.S_NEWTON] = int(newton)
+        self.floats = np.array([0.0, 0.0, 1.0, 1.0, cap])
+        self.ints[K.S_MAXPASS] = MAX_CAP_PASSES
+        self.ints[K.S_PHASE] = K.PHASE_SETUP
+        self.coords = _CoordinateWindow(d_pad, seed, self.ints, K.S_POS)
 
 
 class SaddleServer(NodeProgram):
-    """The server of Algorithm 4: draws i*, sums the clients' scalars and broadcasts the sums."""
+    """The server of Algorithm 4: draws i*, sums the clients' scalars and broadcasts the sums.
+
+    After set-up (Algorithm 3, here in Python) every round is `saddle_kernels.dsvc_server_step`, run from
+    Python by `kernel_step` or by the compiled loop."""
 
     role = "server"
 
-    def __init__(self, d: int, n: int, eps: float, beta: float, q, nu_mode: bool):
+    def __init__(self, d: int, n: int, eps: float, beta: float, q, cap: float, projection: str = "rule3"):
         self.d_pad = next_power_of_two(d)
         self.n = n
         self.eps = eps
         self.beta = beta
         self.q = q
-        self.nu_mode = nu_mode
+        self.cap = cap
+        self.newton = projection == "newton"
 
     def init(self, node_ids, node_data, seed):
         clients = frozen_ids(node_data[0]["clients"])
-        return _ServerState(clients, CoordinateStream(self.d_pad, seed), self.d_pad)
+        return _ServerState(clients, self.d_pad, seed, int(node_ids[0]), self.cap, self.newton)
 
-    def _send_coord(self, st: _ServerState, out: Outbox) -> None:
-        i = st.coords.take(1)
-        out.send(MessageBatch.broadcast("coord", 0, st.clients, i))
-        st.phase = "delta"
-
-    def _end_iteration(self, st: _ServerState, out: Outbox) -> None:
-        st.iteration += 1
-        st.phase = "next"
-        out.signals = {"iteration": st.iteration, "wake": True}
+    def kernel(self, st: _ServerState) -> SyncKernel | None:
+        if st.ints[K.S_PHASE] == K.PHASE_SETUP:
+            return None
+        return SyncKernel((st.clients, st.coords.refill(), st.ints, st.floats), K.dsvc_server_step, K.DSVC_TAGS,
+                          K.DSVC_WIDTHS, max_out=st.clients.shape[0])
 
     def step(self, st: _ServerState, inbox, round_):
-        out = Outbox()
-        if "stats" in inbox:                                  # Algorithm 3: global n1, n2, scale and q
-            rows = np.asarray(inbox["stats"].payload)
-            n1, n2 = rows[:, 0].sum(), rows[:, 1].sum()
-            scale = rows[:, 2].max()
-            q = _q_value(self.q, self.d_pad, int(n1 + n2), rows[:, 3].max() / scale)
-            out.send(MessageBatch.broadcast("setup", 0, st.clients, np.array([n1, n2, scale, q])))
-            self._send_coord(st, out)
-        elif "delta" in inbox:                                # Algorithm 4 line 10
-            sums = np.asarray(inbox["delta"].payload).sum(axis=0)
-            out.send(MessageBatch.broadcast("delta_sum", 0, st.clients, sums))
-        elif "z" in inbox:                                    # line 19
-            sums = np.asarray(inbox["z"].payload).sum(axis=0)
-            out.send(MessageBatch.broadcast("z_sum", 0, st.clients, sums))
-            st.passes_this_iteration = 0
-            if not self.nu_mode:
-                self._end_iteration(st, out)
-        elif "cap" in inbox:                                  # lines 31-36
-            sums = np.asarray(inbox["cap"].payload).sum(axis=0)
-            st.cap_reports += 1
-            st.passes_this_iteration += 1
-            if (sums[0] <= CAP_TOLERANCE and sums[1] <= CAP_TOLERANCE) or \
-                    st.passes_this_iteration >= MAX_CAP_PASSES:
-                self._end_iteration(st, out)
-            else:
-                out.send(MessageBatch.broadcast("cap_sum", 0, st.clients, sums))
-        elif st.phase == "next":                              # woken: start the next iteration
-            self._send_coord(st, out)
+        if "stats" not in inbox:
+            return st, kernel_step(self.kernel(st), inbox, round_)
+        out = Outbox()                                        # Algorithm 3: global n1, n2, scale and q
+        rows = np.asarray(inbox["stats"].payload)
+        n1, n2 = rows[:, 0].sum(), rows[:, 1].sum()
+        scale = rows[:, 2].max()
+        q = _q_value(self.q, self.d_pad, int(n1 + n2), rows[:, 3].max() / scale)
+        out.send(MessageBatch.broadcast("setup", 0, st.clients, np.array([n1, n2, scale, q])))
+        buf = st.coords.refill()
+        i = buf[st.ints[K.S_POS]]
+        st.ints[K.S_POS] += 1
+        out.send(MessageBatch.broadcast("coord", 0, st.clients, np.array([float(i)])))
+        st.ints[K.S_PHASE] = K.PHASE_DELTA
         return st, out
 
     def observe(self, st):
-        return {"iteration": st.iteration, "cap_reports": st.cap_reports}
+        return {"iteration": int(st.ints[K.S_ITER]), "cap_reports": int(st.ints[K.S_REPORTS])}
 
 
 class _ClientState:
     """Struct of arrays for a group of clients: their points in segments [c0 +1, c0 -1, c1 +1, ...]."""
 
-    def __init__(self, node_ids, S, seg_lo, seg_hi, seg_class, index, stats):
+    def __init__(self, node_ids, S, seg_lo, seg_hi, seg_class, index, stats, server: int, seed: int, newton: bool):
         self.node_ids = frozen_ids(node_ids)
         self.S = S
         self.seg_lo, self.seg_hi, self.seg_class = seg_lo, seg_hi, seg_class
@@ -607,7 +624,6 @@ class _ClientState:
         self.stats = stats
         self.const: SaddleConstants | None = None
         self.cap = math.inf
-        self.logcap = math.inf
         m = S.shape[1]
         self.w = np.zeros(S.shape[0])
         self.wnorm2 = np.zeros(1)
@@ -619,16 +635,23 @@ class _ClientState:
         self.mult_capped = np.zeros(2)   # multiplier at the last Rule 3 capping (0: nothing capped yet)
         self.off = np.zeros(2)
         self.shift = np.zeros(2)
-        self.i_star = -1
         self.started = False
-        self.coords: CoordinateStream | None = None   # the shared coordinate stream (Algorithm 3's shared seed)
-        self.next_coord = -1
         self.acc_new = np.zeros(seg_lo.shape[0])     # per segment: <S_i*(t+1), p[t+1]>, prepared in rounds 2-4
         self.acc_old = np.zeros(seg_lo.shape[0])     # per segment: <S_i*(t+1), p[t]>
-        self.first = True
+        self.acc_after = np.zeros(seg_lo.shape[0])   # hard margin, per segment: <S_i*(t+2), p[t+1]>
         k = seg_lo.shape[0] // 2
-        self.rows2 = np.zeros((k, 2))                   # reply buffers (fresh copies are sent)
+        self.rows2 = np.zeros((k, 2))                   # reply buffers
         self.rows4 = np.zeros((k, 4))
+        self.rows6 = np.zeros((k, 8))
+        self.ints = np.zeros(9, dtype=np.int64)
+        self.ints[K.C_FIRST] = 1
+        self.ints[K.C_SERVER] = server
+        self.ints[K.C_ISTAR] = -1
+        self.ints[K.C_NEWTON] = int(newton)
+        self.floats = np.zeros(10)
+        self.floats[K.F_C:K.F_C + 2] = 1.0
+        # the shared coordinate stream (Algorithm 3's shared seed): the clients know i*(t+1) in advance
+        self.coords = _CoordinateWindow(S.shape[0], seed, self.ints, K.C_POS)
 
 
 class SaddleClient(NodeProgram):
@@ -637,17 +660,19 @@ class SaddleClient(NodeProgram):
     The clients share the server's seed (Algorithm 3 shares W and D that way), so they know the coordinate
     stream: round 2's pass over the shard also accumulates the sums that round 1 of the next iteration needs,
     and when i* arrives the reply is ready. The messages are exactly Algorithm 4's; a coordinate that differs
-    from the shared stream is a protocol error.
+    from the shared stream is a protocol error. After set-up every round is `saddle_kernels.dsvc_client_step`.
     """
 
     role = "client"
     initiator = True   # sends its statistics in round 0 (Algorithm 3)
 
-    def __init__(self, d: int, eps: float, beta: float, cap: float):
+    def __init__(self, d: int, eps: float, beta: float, cap: float, server: int = 0, projection: str = "rule3"):
         self.d = d
         self.eps = eps
         self.beta = beta
         self.cap = cap
+        self.server = server
+        self.newton = projection == "newton"
 
     def init(self, node_ids, node_data, seed):
         rot = Rotation.from_seed(self.d, seed)                 # shared seed: every client has the same H D
@@ -670,90 +695,59 @@ class SaddleClient(NodeProgram):
                 cls.append(c)
                 start += count
         S = np.ascontiguousarray(np.vstack(blocks).T) if blocks else np.zeros((rot.d_pad, 0))
-        st = _ClientState(node_ids, S, np.array(lo, np.int64), np.array(hi, np.int64), np.array(cls, np.int64),
-                          np.concatenate(index) if index else np.zeros(0, np.int64), np.array(stats, float))
-        st.coords = CoordinateStream(rot.d_pad, seed)
-        return st
+        return _ClientState(node_ids, S, np.array(lo, np.int64), np.array(hi, np.int64), np.array(cls, np.int64),
+                            np.concatenate(index) if index else np.zeros(0, np.int64), np.array(stats, float),
+                            self.server, seed, self.newton)
 
-    # -- the phases -------------------------------------------------------------------------------------------
     def _setup(self, st: _ClientState, row: np.ndarray) -> None:
         n1, n2, scale, q = float(row[0]), float(row[1]), float(row[2]), float(row[3])
         st.S /= scale
         n = int(n1 + n2)
-        st.const = saddle_constants(st.S.shape[0], n, self.eps, self.beta, q)
+        st.const = c = saddle_constants(st.S.shape[0], n, self.eps, self.beta, q)
         st.cap = self.cap
-        st.logcap = math.log(self.cap) if self.cap < math.inf else math.inf
+        logcap = math.log(self.cap) if self.cap < math.inf else math.inf
+        st.floats[:6] = [c.sigma, c.kappa, c.gamma, c.theta, self.cap, logcap]
         counts = np.array([n1, n2])
         for s in range(st.seg_lo.shape[0]):                   # eta = 1/n1, xi = 1/n2 (global counts)
             sl = slice(st.seg_lo[s], st.seg_hi[s])
             st.Lr[sl] = -math.log(counts[st.seg_class[s]])
         st.pr[:] = np.exp(st.Lr)
         st.p_prev[:] = st.pr
-        k_, g_ = st.const.kappa, st.const.gamma
-        st.shift[:] = k_ * (-np.log(counts)) / (g_ + k_) + np.log(counts)
+        st.shift[:] = c.kappa * (-np.log(counts)) / (c.gamma + c.kappa) + np.log(counts)
 
-    def _delta(self, st: _ClientState, i: int) -> np.ndarray:
-        expected, st.next_coord = st.coords.advance()
-        if i != expected:
-            from ..errors import ProtocolError
+    def kernel(self, st: _ClientState) -> SyncKernel | None:
+        if st.const is None:
+            return None
+        arrays = (st.S, st.seg_lo, st.seg_hi, st.seg_class, st.node_ids, st.w, st.wnorm2, st.u, st.Lr, st.pr,
+                  st.p_prev, st.mult, st.mult_capped, st.off, st.shift, st.acc_new, st.acc_old, st.acc_after, st.rows2,
+                  st.rows4, st.rows6,
+                  st.coords.refill(), st.ints, st.floats)
+        return SyncKernel(arrays, K.dsvc_client_step, K.DSVC_TAGS, K.DSVC_WIDTHS, max_out=st.node_ids.shape[0],
+                          error=lambda: self._coordinate_error(st))
 
-            raise ProtocolError(f"the server sent coordinate {i} where the shared coordinate stream has {expected}")
-        st.i_star = i
-        theta = st.const.theta
-        if st.first:                                          # iteration 0: eta[-1] = eta[0], no momentum
-            seg = np.empty(st.seg_lo.shape[0])
-            K.clients_delta(st.S[i], st.pr, st.p_prev, st.seg_lo, st.seg_hi, st.seg_class, st.mult, st.cap,
-                            theta, seg)
-            st.first = False
-            rows = seg.reshape(-1, 2)
-            rows[:, 1] *= -1.0                                # delta- = <X-_i*, xi_bar> = -(signed sum)
-            return rows
-        K.client_delta_rows(st.acc_new, st.acc_old, theta, st.rows2)   # lines 5-6 from the prepared sums
-        return st.rows2.copy()
-
-    def _mirror(self, st: _ClientState, sums: np.ndarray) -> np.ndarray:
-        c = st.const
-        K.client_mirror_round(st.S, st.i_star, st.next_coord, st.w, st.wnorm2, st.u, st.Lr, st.pr, st.seg_lo,
-                              st.seg_hi, st.seg_class, c.sigma, c.kappa, c.gamma, st.off, st.logcap, st.mult,
-                              st.cap, st.shift, float(sums[0]), float(sums[1]), st.rows2, st.acc_new, st.acc_old)
-        return st.rows2.copy()                                 # lines 12-15
-
-    def _normalise(self, st: _ClientState, sums: np.ndarray) -> None:
-        K.client_normalise(sums, st.mult, st.mult_capped, st.off, st.shift, st.acc_new, st.seg_class,
-                           st.cap == math.inf)                 # lines 20-21, lazily
-
-    def _cap_report(self, st: _ClientState, sums: np.ndarray | None) -> np.ndarray:
-        K.client_cap_round(st.S[st.next_coord], st.pr, st.seg_lo, st.seg_hi, st.seg_class,
-                           sums if sums is not None else st.rows4[0], sums is not None, st.mult, st.mult_capped,
-                           st.off, st.cap, st.rows4, st.acc_new)
-        return st.rows4.copy()                                 # [s+, s-, O+, O-] per client (line 29)
+    @staticmethod
+    def _coordinate_error(st: _ClientState) -> str:
+        return (f"the server sent coordinate {st.ints[K.C_ERR_GOT]} where the shared coordinate stream has "
+                f"{st.ints[K.C_ERR_EXPECTED]}")
 
     def step(self, st: _ClientState, inbox, round_):
-        out = Outbox()
-        ids = st.node_ids
         if not st.started:
             st.started = True
-            out.send(MessageBatch.gather("stats", ids, 0, st.stats))
+            out = Outbox()
+            out.send(MessageBatch.gather("stats", st.node_ids, self.server, st.stats))
             return st, out
         if "setup" in inbox:
             self._setup(st, inbox["setup"].row(0))
-        if "z_sum" in inbox:
-            self._normalise(st, inbox["z_sum"].row(0))
-            if st.cap < math.inf:
-                out.send(MessageBatch.gather("cap", ids, 0, self._cap_report(st, None)))
-        if "cap_sum" in inbox:
-            out.send(MessageBatch.gather("cap", ids, 0, self._cap_report(st, inbox["cap_sum"].row(0))))
-        if "coord" in inbox:
-            out.send(MessageBatch.gather("delta", ids, 0, self._delta(st, int(inbox["coord"].row(0)[0]))))
-        if "delta_sum" in inbox:
-            out.send(MessageBatch.gather("z", ids, 0, self._mirror(st, inbox["delta_sum"].row(0))))
-        return st, out
+            inbox = Inbox({t: b for t, b in inbox.items() if t != "setup"})
+        return st, kernel_step(self.kernel(st), inbox, round_)
 
     def observe(self, st: _ClientState):
         p = np.empty(st.pr.shape[0])
+        hard = st.cap == math.inf and st.ints[K.C_PRIMED]     # the hard margin keeps log-weights only
         for s in range(st.seg_lo.shape[0]):
             sl = slice(st.seg_lo[s], st.seg_hi[s])
-            p[sl] = np.minimum(st.cap, st.mult[st.seg_class[s]] * st.pr[sl])
+            c = st.seg_class[s]
+            p[sl] = np.exp(st.Lr[sl] - st.off[c]) if hard else np.minimum(st.cap, st.mult[c] * st.pr[sl])
         return {"w": st.w.copy(), "index": st.index, "p": p}
 
 
@@ -783,7 +777,9 @@ class SaddleDSVCParams(SaddleParams):
     """``[algorithm]`` keys of saddle-dsvc: those of saddle-svc plus the number of clients k."""
 
     clients: int = Field(20, ge=1, description="number of clients k")
-    projection: Literal["rule3"] = Field("rule3", description="distributed nu-projection: Rule 3 rounds")
+    projection: Literal["rule3", "newton"] = Field(
+        "rule3", description="distributed nu-projection: Rule 3 rounds from c = 1 (Algorithm 4), or Newton steps "
+                             "from the previous iteration's multiplier (the single machine's rule)")
 
 
 def _cap_for(params: SaddleParams, y: np.ndarray) -> float:
@@ -835,8 +831,8 @@ def build_saddle_dsvc(params: SaddleDSVCParams, problem):
     parts, G, clients = layout.parts, layout.topology, layout.clients
     X = ds.X
     node_data = [{"X": X[idx], "y": ds.y[idx], "index": idx} for idx in parts]
-    server = SaddleServer(ds.d, ds.n, params.eps, params.beta, params.q, nu_mode=cap < math.inf)
-    client = SaddleClient(ds.d, params.eps, params.beta, cap)
+    server = SaddleServer(ds.d, ds.n, params.eps, params.beta, params.q, cap, params.projection)
+    client = SaddleClient(ds.d, params.eps, params.beta, cap, projection=params.projection)
     roles = [RoleSpec("server", server, np.array([0], dtype=np.int64), [{"clients": clients}]),
              RoleSpec("client", client, clients, node_data)]
     evaluator = _evaluator(problem, cap)
@@ -860,10 +856,7 @@ def build_saddle_dsvc(params: SaddleDSVCParams, problem):
     def declared(obs):
         srv = obs["server"][0]
         T, R = srv["iteration"], srv["cap_reports"]
-        total = dsvc_setup_scalars(k) + 9 * k * T
-        if cap < math.inf:
-            total += 4 * k * (2 * R - T)
-        return total
+        return dsvc_setup_scalars(k) + dsvc_scalars(k, T, R, cap < math.inf, params.projection)
 
     def model(obs):
         return _svm_model(evaluator, *gather(obs))

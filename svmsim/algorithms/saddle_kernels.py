@@ -284,6 +284,35 @@ def _threshold_sums(q, rn, th):
     return n_big, below, rc, rq, _bits_float(under)
 
 
+@numba.njit(**_OPTS)
+def _threshold_sums_bracket(q, rn, th):
+    """`_threshold_sums` plus the smallest weight at or above the threshold (+inf if none): the two weights
+    around th, so that a Newton step in either direction can tell whether the capped set changes."""
+    _wide_simd()
+    n_big = 0.0
+    below = 0.0
+    rc = 0.0
+    rq = 0.0
+    under = 0
+    over = np.int64(0x7FF0000000000000)      # the bits of +inf
+    for j in range(q.shape[0]):
+        e = q[j]
+        sn = rn[j]
+        small_m = e < th
+        small = e if small_m else 0.0
+        one = 0.0 if small_m else 1.0
+        bits = _float_bits(e)
+        bits_small = bits if small_m else 0
+        bits_big = np.int64(0x7FF0000000000000) if small_m else bits
+        n_big += one
+        below += small
+        rc += sn * one
+        rq += sn * small
+        under = max(under, bits_small)
+        over = min(over, bits_big)
+    return n_big, below, rc, rq, _bits_float(under), _bits_float(over)
+
+
 @numba.njit(cache=True, nogil=True)
 def segment_max(Lr, lo, hi):
     m = -np.inf
@@ -682,12 +711,39 @@ def client_delta_rows(acc_new, acc_old, theta, rows):
         rows[c, 1] = -((1.0 + theta) * acc_new[2 * c + 1] - theta * acc_old[2 * c + 1])
 
 
+@numba.njit(**_OPTS)
+def segment_mirror_hard(r, rn, rnn, uu, LL, dw, ddw, c1, k0, inv, shift):
+    """The hard-margin form of `segment_mirror_next` on one segment (slices), like the single machine's
+    `_mirror_hard`: no raw weights are stored or read. Lt_j = c1*Lr_j + k0 - inv*(u_j + ddw*S_i*j) (k0 = -c1*off)
+    is stored unshifted, u_j += dw*S_i*j, e_j = exp(Lt_j - shift). Returns (sum e, sum row_next*e,
+    sum row_after_next*e): the normaliser's part and the parts of the next two deltas."""
+    _wide_simd()
+    z = 0.0
+    acc_n = 0.0
+    acc_nn = 0.0
+    for j in range(r.shape[0]):
+        s = r[j]
+        uj = uu[j]
+        uu[j] = uj + dw * s
+        x = c1 * LL[j] + k0 - inv * (uj + ddw * s)
+        e = _exp_le709(x - shift)
+        LL[j] = x
+        z += e
+        acc_n += rn[j] * e
+        acc_nn += rnn[j] * e
+    return z, acc_n, acc_nn
+
+
 @numba.njit(cache=True, nogil=True)
-def client_mirror_round(S, i, i_next, w, wnorm2, u, Lr, pr, seg_lo, seg_hi, seg_class, sigma, kappa, gamma, off,
-                        logcap, mult, cap, shift, delta_plus, delta_minus, rows_z, acc_new, acc_old):
+def client_mirror_round(S, i, i_next, i_after, w, wnorm2, u, Lr, pr, seg_lo, seg_hi, seg_class, sigma, kappa,
+                        gamma, off, logcap, mult, cap, shift, delta_plus, delta_minus, rows_z, acc_new, acc_old,
+                        acc_after, primed):
     """Round 2 for a group of clients: the w step (line 12), the shift guard, and the fused pass per segment.
 
-    wnorm2 is a one-element array holding |w|^2. rows_z[c] = [Z+_c, Z-_c] (line 15).
+    wnorm2 is a one-element array holding |w|^2. rows_z[c] = [Z+_c, Z-_c] (line 15). The hard margin
+    (cap = inf) keeps no raw weights: its pass also dots the new weights with row i*(t+2) (acc_after), which is
+    the old-weights part of the delta after next, as the single machine does; `primed[0]` says acc_after holds
+    that from a previous pass (the first pass takes it from the current weights).
     """
     d = S.shape[0]
     wi = w[i]
@@ -702,26 +758,44 @@ def client_mirror_round(S, i, i_next, w, wnorm2, u, Lr, pr, seg_lo, seg_hi, seg_
             shift[c] = floor
     row = S[i]
     row_next = S[i_next]
+    if cap < np.inf:
+        for s in range(seg_lo.shape[0]):
+            c = seg_class[s]
+            z, a_new, a_old = segment_mirror_next(row, row_next, u, Lr, pr, seg_lo[s], seg_hi[s], dw, d, kappa,
+                                                  gamma, off[c], logcap, mult[c], cap, shift[c])
+            rows_z[s // 2, s % 2] = z
+            acc_new[s] = a_new
+            acc_old[s] = a_old
+        return
+    row_after = S[i_after]
+    inv = 1.0 / (gamma + kappa)
+    c1 = kappa * inv
     for s in range(seg_lo.shape[0]):
         c = seg_class[s]
-        z, a_new, a_old = segment_mirror_next(row, row_next, u, Lr, pr, seg_lo[s], seg_hi[s], dw, d, kappa, gamma,
-                                              off[c], logcap, mult[c], cap, shift[c])
+        lo, hi = seg_lo[s], seg_hi[s]
+        if primed[0] == 0:                      # <S_i*(t+1), p[t]> from the current weights, once
+            acc_after[s] = segment_capped_dot(row_next, pr, lo, hi, mult[c], np.inf)
+        acc_old[s] = acc_after[s]
+        z, a_new, a_after = segment_mirror_hard(row[lo:hi], row_next[lo:hi], row_after[lo:hi], u[lo:hi],
+                                                Lr[lo:hi], dw, d * dw, c1, -c1 * off[c], inv, shift[c])
         rows_z[s // 2, s % 2] = z
         acc_new[s] = a_new
-        acc_old[s] = a_old
+        acc_after[s] = a_after
+    primed[0] = 1
 
 
 @numba.njit(cache=True, nogil=True)
-def client_normalise(sums, mult, mult_capped, off, shift, acc_new, seg_class, hard):
+def client_normalise(sums, mult, mult_capped, off, shift, acc_new, acc_after, seg_class, hard):
     """Round 3 (lines 20-21), lazily: eta = eta/S.Z+ and xi = xi/S.Z- become per-class multipliers."""
     for c in range(2):
         mult[c] = 1.0 / sums[c]
         mult_capped[c] = 0.0
         off[c] = shift[c] + math.log(sums[c])
         shift[c] = off[c]
-    if hard:                              # the prepared sum S_next*pr_new becomes S_next*p[t+1]
+    if hard:                              # the prepared sums with the new raw weights become sums with p[t+1]
         for s in range(acc_new.shape[0]):
             acc_new[s] *= mult[seg_class[s]]
+            acc_after[s] *= mult[seg_class[s]]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -741,3 +815,255 @@ def client_cap_round(row_next, pr, seg_lo, seg_hi, seg_class, sums, apply, mult,
         rows[s // 2, s % 2] = e
         rows[s // 2, 2 + s % 2] = b
         acc_new[s] = dot
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Saddle-DSVC round steps: the compiled form of SaddleServer.step / SaddleClient.step after set-up (a
+# `SyncKernel`; the Python steps call these too, so both paths are one code). Tags index DSVC_TAGS.
+# ---------------------------------------------------------------------------------------------------------------
+
+DSVC_TAGS = ("stats", "setup", "coord", "delta", "delta_sum", "z", "z_sum", "cap", "cap_sum", "mass", "scale")
+DSVC_WIDTHS = np.array([4, 4, 1, 2, 2, 2, 2, 4, 4, 8, 3], dtype=np.int64)
+T_COORD, T_DELTA, T_DELTA_SUM, T_Z, T_Z_SUM, T_CAP, T_CAP_SUM, T_MASS, T_SCALE = 2, 3, 4, 5, 6, 7, 8, 9, 10
+_WAKE, _PAUSE, _ERROR = 1, 4, 8     # program.KERNEL_* flags
+#: a coordinate buffer with fewer than this many entries left asks for a refill (pause)
+COORD_LOW_WATER = 8
+
+# server ints: iteration, cap reports, Rule 3 passes this iteration, phase, coordinate position, own id,
+# nu mode, max passes, projection (0: Rule 3, 1: warm-started Newton)
+S_ITER, S_REPORTS, S_PASSES, S_PHASE, S_POS, S_ID, S_NU, S_MAXPASS, S_NEWTON = range(9)
+# server floats: Z per class and the Newton multiplier c per class (Newton projection), the weight cap
+SF_Z, SF_C, SF_CAP = 0, 2, 4
+PHASE_SETUP, PHASE_DELTA, PHASE_NEXT = 0, 1, 2
+CAP_TOLERANCE = 1e-13   # Rule 3 "until the excess is zero", with floating-point slack (notes section 7.10)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sum_rows(in_tag, in_payload, n_in, tag, width, out):
+    for c in range(width):
+        out[c] = 0.0
+    for r in range(n_in):
+        if in_tag[r] == tag:
+            for c in range(width):
+                out[c] += in_payload[r, c]
+
+
+@numba.njit(cache=True, nogil=True)
+def _broadcast(tag, src, dsts, values, width, out_tag, out_src, out_dst, out_payload, n_out):
+    for j in range(dsts.shape[0]):
+        out_tag[n_out] = tag
+        out_src[n_out] = src
+        out_dst[n_out] = dsts[j]
+        for c in range(width):
+            out_payload[n_out, c] = values[c]
+        n_out += 1
+    return n_out
+
+
+@numba.njit(cache=True, nogil=True)
+def dsvc_server_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
+                     out_payload):
+    """Algorithm 4, server side: lines 10 (delta sums), 19 (Z sums), 31-36 (Rule 3 sums) and line 3 (i*)."""
+    clients, coords, ints, sfl = arrays
+    me = ints[S_ID]
+    sums = np.zeros(6)
+    n_out = 0
+    completed = -1
+    flags = 0
+    first = in_tag[0] if n_in > 0 else -1
+    if first == T_DELTA:                                            # line 10
+        _sum_rows(in_tag, in_payload, n_in, T_DELTA, 2, sums)
+        n_out = _broadcast(T_DELTA_SUM, me, clients, sums, 2, out_tag, out_src, out_dst, out_payload, n_out)
+    elif first == T_Z:                                              # line 19
+        _sum_rows(in_tag, in_payload, n_in, T_Z, 2, sums)
+        n_out = _broadcast(T_Z_SUM, me, clients, sums, 2, out_tag, out_src, out_dst, out_payload, n_out)
+        ints[S_PASSES] = 0
+        sfl[SF_Z] = sums[0]
+        sfl[SF_Z + 1] = sums[1]
+        if ints[S_NU] == 0:
+            ints[S_ITER] += 1
+            ints[S_PHASE] = PHASE_NEXT
+            completed = ints[S_ITER]
+            flags |= _WAKE
+    elif first == T_CAP:                                            # lines 31-36
+        _sum_rows(in_tag, in_payload, n_in, T_CAP, 4, sums)
+        ints[S_REPORTS] += 1
+        ints[S_PASSES] += 1
+        if (sums[0] <= CAP_TOLERANCE and sums[1] <= CAP_TOLERANCE) or ints[S_PASSES] >= ints[S_MAXPASS]:
+            ints[S_ITER] += 1
+            ints[S_PHASE] = PHASE_NEXT
+            completed = ints[S_ITER]
+            flags |= _WAKE
+        else:
+            n_out = _broadcast(T_CAP_SUM, me, clients, sums, 4, out_tag, out_src, out_dst, out_payload, n_out)
+    elif first == T_MASS:                                           # warm-started Newton projection
+        _sum_rows(in_tag, in_payload, n_in, T_MASS, 4, sums)
+        ints[S_REPORTS] += 1
+        ints[S_PASSES] += 1
+        final = True
+        for c in range(2):
+            under = 0.0                                             # the raw weights around the threshold,
+            over = np.inf                                           # over all clients
+            for r in range(n_in):
+                if in_tag[r] == T_MASS:
+                    under = max(under, in_payload[r, 4 + c])
+                    over = min(over, in_payload[r, 6 + c])
+            z, cur, n_big, below = sfl[SF_Z + c], sfl[SF_C + c], sums[c], sums[2 + c]
+            if n_big == 0.0:
+                c_new = 1.0
+            elif below > 0.0:
+                c_new = z * (1.0 - sfl[SF_CAP] * n_big) / below
+                c_new = max(c_new, 1.0) if ints[S_PASSES] == 1 else max(c_new, cur)
+            else:                                                   # everything capped: only at the answer
+                c_new = cur
+            # exact when no raw weight lies between the old and the new threshold (the capped set stays)
+            th_new = sfl[SF_CAP] * z / c_new
+            if not (below <= 0.0 or (under < th_new if c_new >= cur else over >= th_new)):
+                final = False
+            sfl[SF_C + c] = c_new
+        if ints[S_PASSES] >= ints[S_MAXPASS]:
+            final = True
+        sums[0] = sfl[SF_C]
+        sums[1] = sfl[SF_C + 1]
+        sums[2] = 1.0 if final else 0.0
+        n_out = _broadcast(T_SCALE, me, clients, sums, 3, out_tag, out_src, out_dst, out_payload, n_out)
+        if final:
+            ints[S_ITER] += 1
+            ints[S_PHASE] = PHASE_NEXT
+            completed = ints[S_ITER]
+            flags |= _WAKE
+    elif n_in == 0 and ints[S_PHASE] == PHASE_NEXT:                 # woken: line 3, the next i*
+        pos = ints[S_POS]
+        sums[0] = coords[pos]
+        ints[S_POS] = pos + 1
+        n_out = _broadcast(T_COORD, me, clients, sums, 1, out_tag, out_src, out_dst, out_payload, n_out)
+        ints[S_PHASE] = PHASE_DELTA
+        if coords.shape[0] - ints[S_POS] < COORD_LOW_WATER:
+            flags |= _PAUSE
+    return n_out, completed, flags
+
+
+# client ints: coordinate position, i*, i*(t+1), first iteration flag, server id, expected and received i* of a
+# protocol error, whether the hard margin's acc_after holds a previous pass's sums, projection (1: Newton)
+C_POS, C_ISTAR, C_NEXT, C_FIRST, C_SERVER, C_ERR_EXPECTED, C_ERR_GOT, C_PRIMED, C_NEWTON = range(9)
+# client floats: sigma, kappa, gamma, theta, cap, log cap, Z per class, Newton multiplier c per class
+F_SIGMA, F_KAPPA, F_GAMMA, F_THETA, F_CAP, F_LOGCAP, F_Z, F_C = 0, 1, 2, 3, 4, 5, 6, 8
+
+
+@numba.njit(cache=True, nogil=True)
+def clients_threshold_report(row_next, pr, seg_lo, seg_hi, seg_class, z, c, cap, rows, rc, rq):
+    """A Newton pass of the distributed projection (cf. `_newton_projection`): with p_j = min(cap, c*pr_j/Z)
+    the entries with pr_j >= th = cap*Z/c are capped. Per client and class: rows = [count capped (2), raw mass
+    below th (2), largest raw weight below th (2), smallest raw weight at or above th (2)]; per segment rc = sum
+    of row_next over the capped, rq = sum of row_next*pr over the others (the next delta's dot, once c is
+    final)."""
+    for s in range(seg_lo.shape[0]):
+        k = seg_class[s]
+        lo, hi = seg_lo[s], seg_hi[s]
+        n_big, below, rc_s, rq_s, under, over = _threshold_sums_bracket(pr[lo:hi], row_next[lo:hi],
+                                                                        cap * z[k] / c[k])
+        rows[s // 2, k] = n_big
+        rows[s // 2, 2 + k] = below
+        rows[s // 2, 4 + k] = under
+        rows[s // 2, 6 + k] = over
+        rc[s] = rc_s
+        rq[s] = rq_s
+
+
+@numba.njit(cache=True, nogil=True)
+def _first_row(in_tag, n_in, tag):
+    for r in range(n_in):
+        if in_tag[r] == tag:
+            return r
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather(tag, srcs, dst, rows, out_tag, out_src, out_dst, out_payload, n_out):
+    for j in range(srcs.shape[0]):
+        out_tag[n_out] = tag
+        out_src[n_out] = srcs[j]
+        out_dst[n_out] = dst
+        for c in range(rows.shape[1]):
+            out_payload[n_out, c] = rows[j, c]
+        n_out += 1
+    return n_out
+
+
+@numba.njit(cache=True, nogil=True)
+def dsvc_client_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
+                     out_payload):
+    """Algorithm 4, client side, for a group of clients: lines 5-6 (delta), 12-15 (w step and the mirror pass),
+    20-21 (normalise) and 27-34 (Rule 3 reports)."""
+    (S, seg_lo, seg_hi, seg_class, ids, w, wnorm2, u, Lr, pr, p_prev, mult, mult_capped, off, shift, acc_new,
+     acc_old, acc_after, rows2, rows4, rows6, coords, ints, fl) = arrays
+    server = ints[C_SERVER]
+    cap = fl[F_CAP]
+    n_out = 0
+    flags = 0
+    r = _first_row(in_tag, n_in, T_Z_SUM)
+    if r >= 0:                                                      # lines 20-21, then the first Rule 3 report
+        client_normalise(in_payload[r], mult, mult_capped, off, shift, acc_new, acc_after, seg_class,
+                         not (cap < np.inf))
+        if cap < np.inf and ints[C_NEWTON] == 1:                    # Newton from the last multiplier
+            fl[F_Z] = in_payload[r, 0]
+            fl[F_Z + 1] = in_payload[r, 1]
+            clients_threshold_report(S[ints[C_NEXT]], pr, seg_lo, seg_hi, seg_class, fl[F_Z:F_Z + 2],
+                                     fl[F_C:F_C + 2], cap, rows6, acc_new, acc_after)
+            n_out = _gather(T_MASS, ids, server, rows6, out_tag, out_src, out_dst, out_payload, n_out)
+        elif cap < np.inf:
+            client_cap_round(S[ints[C_NEXT]], pr, seg_lo, seg_hi, seg_class, in_payload[r], False, mult,
+                             mult_capped, off, cap, rows4, acc_new)
+            n_out = _gather(T_CAP, ids, server, rows4, out_tag, out_src, out_dst, out_payload, n_out)
+    r = _first_row(in_tag, n_in, T_CAP_SUM)
+    if r >= 0:                                                      # lines 27-34
+        client_cap_round(S[ints[C_NEXT]], pr, seg_lo, seg_hi, seg_class, in_payload[r], True, mult, mult_capped,
+                         off, cap, rows4, acc_new)
+        n_out = _gather(T_CAP, ids, server, rows4, out_tag, out_src, out_dst, out_payload, n_out)
+    r = _first_row(in_tag, n_in, T_SCALE)
+    if r >= 0:                                                      # the server's Newton step
+        fl[F_C] = in_payload[r, 0]
+        fl[F_C + 1] = in_payload[r, 1]
+        if in_payload[r, 2] != 0.0:                                 # final: p = min(cap, c*pr/Z)
+            for k in range(2):
+                mult[k] = fl[F_C + k] / fl[F_Z + k]
+                off[k] = shift[k] - math.log(fl[F_C + k])
+            for s in range(seg_lo.shape[0]):
+                k = seg_class[s]
+                acc_new[s] = cap * acc_new[s] + mult[k] * acc_after[s]
+        else:
+            clients_threshold_report(S[ints[C_NEXT]], pr, seg_lo, seg_hi, seg_class, fl[F_Z:F_Z + 2],
+                                     fl[F_C:F_C + 2], cap, rows6, acc_new, acc_after)
+            n_out = _gather(T_MASS, ids, server, rows6, out_tag, out_src, out_dst, out_payload, n_out)
+    r = _first_row(in_tag, n_in, T_COORD)
+    if r >= 0:                                                      # lines 5-6
+        i = np.int64(in_payload[r, 0])
+        pos = ints[C_POS]
+        if i != coords[pos]:
+            ints[C_ERR_EXPECTED] = coords[pos]
+            ints[C_ERR_GOT] = i
+            return 0, -1, _ERROR
+        ints[C_ISTAR] = i
+        ints[C_NEXT] = coords[pos + 1]
+        ints[C_POS] = pos + 1
+        if coords.shape[0] - ints[C_POS] < COORD_LOW_WATER:
+            flags |= _PAUSE
+        theta = fl[F_THETA]
+        if ints[C_FIRST] == 1:                                      # iteration 0: eta[-1] = eta[0], no momentum
+            seg = np.empty(seg_lo.shape[0])
+            clients_delta(S[i], pr, p_prev, seg_lo, seg_hi, seg_class, mult, cap, theta, seg)
+            ints[C_FIRST] = 0
+            for c in range(rows2.shape[0]):
+                rows2[c, 0] = seg[2 * c]
+                rows2[c, 1] = -seg[2 * c + 1]                       # delta- = <X-_i*, xi_bar> = -(signed sum)
+        else:
+            client_delta_rows(acc_new, acc_old, theta, rows2)
+        n_out = _gather(T_DELTA, ids, server, rows2, out_tag, out_src, out_dst, out_payload, n_out)
+    r = _first_row(in_tag, n_in, T_DELTA_SUM)
+    if r >= 0:                                                      # lines 12-15
+        client_mirror_round(S, ints[C_ISTAR], ints[C_NEXT], coords[ints[C_POS] + 1], w, wnorm2, u, Lr, pr, seg_lo,
+                            seg_hi, seg_class, fl[F_SIGMA], fl[F_KAPPA], fl[F_GAMMA], off, fl[F_LOGCAP], mult, cap,
+                            shift, in_payload[r, 0], in_payload[r, 1], rows2, acc_new, acc_old, acc_after,
+                            ints[C_PRIMED:C_PRIMED + 1])
+        n_out = _gather(T_Z, ids, server, rows2, out_tag, out_src, out_dst, out_payload, n_out)
+    return n_out, -1, flags

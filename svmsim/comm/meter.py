@@ -164,6 +164,32 @@ class Meter:
         tot[1] += m * spm
         tot[2] += m * bpm
 
+    def compiled_view(self) -> tuple[np.ndarray, np.ndarray, bool] | None:
+        """(edge array (3, N*N), flat adjacency, check flag) for a compiled loop that meters in place, or None
+        when edges are not kept densely (then the loop must not run)."""
+        if not self._dense or self.log is not None:
+            return None
+        return self._edges, self._adjacency, self._check
+
+    def absorb(self, tags: tuple, by_tag: np.ndarray, rounds: np.ndarray, iterations: np.ndarray) -> None:
+        """Add what a compiled loop metered (its edges went straight into `compiled_view`'s array): rows
+        (messages, scalars, bytes) per tag, (round, messages, scalars, bytes) per round, (iteration, round)."""
+        self._flush_round()
+        for t, row in zip(tags, by_tag):
+            if row[0]:
+                tot = self.by_tag.get(t)
+                if tot is None:
+                    tot = self.by_tag[t] = [0, 0, 0]
+                for c in range(3):
+                    tot[c] += int(row[c])
+        self.messages += int(by_tag[:, 0].sum())
+        self.scalars += int(by_tag[:, 1].sum())
+        self.bytes += int(by_tag[:, 2].sum())
+        if rounds.shape[0]:
+            self._round_log.frombytes(np.ascontiguousarray(rounds, dtype=np.int64).tobytes())
+            self.last_round = max(self.last_round, int(rounds[-1, 0]))
+        self.iteration_rounds.extend(map(tuple, iterations.tolist()))
+
     def mark_iteration(self, iteration: int, round_: int) -> None:
         self.iteration_rounds.append((int(iteration), int(round_)))
 
@@ -188,11 +214,13 @@ class Meter:
                 (self._dropped_chunks if dropped else self._edge_chunks).append((keys, spm, bpm))
 
     def _raise_bad_edge(self, batch: MessageBatch, i: int) -> None:
-        s, d = int(batch.src[i]), int(batch.dst[i])
+        self.raise_bad_edge(batch.tag, int(batch.src[i]), int(batch.dst[i]))
+
+    def raise_bad_edge(self, tag: str, s: int, d: int) -> None:
         if not (0 <= s < self.n_nodes and 0 <= d < self.n_nodes):
-            raise ProtocolError(f"message with tag {batch.tag!r} goes from node {s} to node {d}, but node ids "
+            raise ProtocolError(f"message with tag {tag!r} goes from node {s} to node {d}, but node ids "
                                 f"must lie in 0..{self.n_nodes - 1}")
-        raise ProtocolError(f"message with tag {batch.tag!r} goes from node {s} ({self.node_names[s]}) to node "
+        raise ProtocolError(f"message with tag {tag!r} goes from node {s} ({self.node_names[s]}) to node "
                             f"{d} ({self.node_names[d]}), which are not neighbours in the topology; node programs "
                             f"may only send along edges")
 

@@ -56,6 +56,11 @@ class Engine(ABC):
     @abstractmethod
     def observe(self, gids: list[int] | None = None) -> dict[int, Any]: ...
 
+    def kernels(self) -> list | None:
+        """The groups' compiled steps (`SyncKernel`, indexed by gid) if this engine can let the scheduler run
+        them in its own process, else None (the default: groups live elsewhere)."""
+        return None
+
     def close(self) -> None:
         pass
 

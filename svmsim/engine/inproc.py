@@ -29,6 +29,15 @@ class InProcessEngine(Engine):
             states[gid], out[gid] = groups[gid].program.step(states[gid], inbox, round_)
         return out
 
+    def kernels(self) -> list | None:
+        kernels = []
+        for group, state in zip(self.groups, self.states):
+            kernel = group.program.kernel(state)
+            if kernel is None:
+                return None
+            kernels.append(kernel)
+        return kernels
+
     def observe(self, gids: list[int] | None = None) -> dict[int, Any]:
         gids = range(len(self.groups)) if gids is None else gids
         return {g: self.groups[g].program.observe(self.states[g]) for g in gids}

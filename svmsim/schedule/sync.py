@@ -11,6 +11,11 @@ Programs report progress through `Outbox.signals`:
 At an iteration boundary that the observer wants to look at, the scheduler first runs a *settle* round that
 steps only groups with mail (so receivers apply the messages that close the iteration), then calls the observer;
 woken groups run in the round after.
+
+When the engine lends its groups' compiled steps (`Engine.kernels`: the in-process engine, for programs that
+offer a `SyncKernel`) and there is no fault model or message log, the rounds run in the compiled loop of
+`compiled_sync` instead, with the same rules and the same ledger; rounds whose programs have no kernel (e.g. a
+set-up phase) run here.
 """
 from __future__ import annotations
 
@@ -47,7 +52,8 @@ class SyncScheduler:
         metered as dropped and not delivered.
     """
 
-    def __init__(self, engine: Engine, groups: list[Group], meter: Meter, n_nodes: int, faults=None):
+    def __init__(self, engine: Engine, groups: list[Group], meter: Meter, n_nodes: int, faults=None,
+                 compiled: bool | None = None):
         self.engine = engine
         self.groups = groups
         self.meter = meter
@@ -62,6 +68,9 @@ class SyncScheduler:
         self._pending: dict[tuple[int, str], list[MessageBatch]] = {}   # several batches for one (gid, tag)
         self._wake: set[int] = {g.gid for g in groups if g.program.initiator}
         self._route_cache: dict[int, tuple] = {}
+        # the compiled loop: allowed unless compiled=False; used when every group offers a kernel
+        self._compiled_allowed = compiled is not False and faults is None and meter.compiled_view() is not None
+        self._compiled_mail = None
 
     def _post(self, gid: int, batch: MessageBatch) -> None:
         inbox = self._mail.get(gid)
@@ -152,6 +161,14 @@ class SyncScheduler:
         meter = self.meter
         step = self.engine.step
         while True:
+            if self._compiled_allowed:
+                kernels = self.engine.kernels()
+                if kernels is not None:
+                    reason = self._run_compiled(kernels, max_iterations, max_rounds, max_scalars, observe_every,
+                                                on_iteration, on_round)
+                    if reason is not None:
+                        return reason
+                    continue
             if max_rounds is not None and self.round >= max_rounds and (self._mail or self._wake):
                 return StopReason.ROUNDS
             inboxes = self._take_mail()
@@ -178,12 +195,55 @@ class SyncScheduler:
             due = on_iteration is not None and bool(observe_every) and completed % observe_every == 0
             if due or last:
                 self._settle()
-            if (due or last) and on_iteration is not None and on_iteration(completed, self.round):
-                return StopReason.OBSERVER
-            if done:
-                return StopReason.DONE
-            if max_iterations is not None and completed >= max_iterations:
-                return StopReason.ITERATIONS
+            reason = self._after_boundary(completed, done, due or last, max_iterations, on_iteration)
+            if reason is not None:
+                return reason
+
+    def _after_boundary(self, completed, done, observed, max_iterations, on_iteration) -> str | None:
+        """After iteration `completed` ended (and was settled if `observed`): the observer, then the ends."""
+        if observed and on_iteration is not None and on_iteration(completed, self.round):
+            return StopReason.OBSERVER
+        if done:
+            return StopReason.DONE
+        if max_iterations is not None and completed >= max_iterations:
+            return StopReason.ITERATIONS
+        return None
+
+    def _run_compiled(self, kernels, max_iterations, max_rounds, max_scalars, observe_every, on_iteration,
+                      on_round) -> str | None:
+        """One call of the compiled loop from the current mail; None means carry on (in either loop)."""
+        from . import compiled_sync as C
+
+        tags, widths = kernels[0].tags, kernels[0].widths
+        if not C.kernels_compatible(kernels):
+            self._compiled_allowed = False
+            return None
+        if self._compiled_mail is None:
+            capacity = sum(k.max_out for k in kernels)
+            width = int(np.max(widths))
+            self._compiled_mail = (C.CompiledMail(len(self.groups), capacity, width),
+                                   C.CompiledMail(len(self.groups), capacity, width))
+        mail, scratch = self._compiled_mail
+        mail.from_inboxes(self._take_mail(), self._wake, {t: i for i, t in enumerate(tags)})
+        observed = observe_every if on_iteration is not None else 0
+        status, self.round, completed, done = C.run_compiled_rounds(
+            kernels, mail, scratch, self.node_group, self.meter, round_=self.round, iteration=self.iteration,
+            max_rounds=max_rounds, max_scalars=max_scalars, max_iterations=max_iterations, observe_every=observed)
+        self._mail, self._wake = mail.to_inboxes(tags, widths)
+        self.iteration = completed
+        if on_round is not None:
+            on_round(self.round)
+        if status == C.ROUNDS:
+            return StopReason.ROUNDS
+        if status == C.QUIESCENT:
+            return StopReason.QUIESCENT
+        if status == C.COMMUNICATION:
+            return StopReason.COMMUNICATION
+        if status == C.DONE:
+            return StopReason.DONE
+        if status == C.BOUNDARY:
+            return self._after_boundary(completed, done, True, max_iterations, on_iteration)
+        return None            # PAUSE / FLUSH: ask the programs again and go on
 
     def _settle(self) -> None:
         """Step only the groups with mail, so that the iteration's closing messages are applied."""

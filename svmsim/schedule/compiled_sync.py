@@ -1,0 +1,337 @@
+"""The compiled form of synchronous rounds: `SyncScheduler`'s loop in numba, for groups whose programs offer a
+`SyncKernel` (in-process engine, no fault model, no message log).
+
+One call runs rounds until something needs Python: an iteration boundary the observer wants (after its settle
+round), a budget, the end, a program asking for a pause, or full ledger buffers. The rules are the Python
+loop's, round for round: the groups with mail (and the woken ones) step once in gid order; what they send is
+metered in that round and delivered in the next; an inbox is ordered by (tag, src, dst). Metering happens in
+the loop into the meter's own edge array and into per-tag and per-round buffers that `Meter.absorb` adds to the
+ledger, so the ledger is the one the Python loop would write.
+
+Mail between calls lives in `CompiledMail` (fixed-size per-group buffers); `to_inboxes` / `from_inboxes` convert
+to and from the Python loop's `Inbox`es, so the two loops can take turns (set-up rounds run in Python).
+"""
+from __future__ import annotations
+
+import warnings
+
+import numba
+import numpy as np
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+from numba.core.errors import NumbaExperimentalFeatureWarning
+
+from ..comm.message import Inbox, MessageBatch
+from ..errors import ProtocolError
+from ..program import KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, SyncKernel
+
+__all__ = ["CompiledMail", "run_compiled_rounds", "kernels_compatible", "ROUNDS", "QUIESCENT", "COMMUNICATION",
+           "DONE", "BOUNDARY", "PAUSE", "FLUSH"]
+
+# numba calls passing jitted functions as arguments "first-class function type: experimental"; the loop makes
+# direct calls to them (the dispatcher is part of the compiled signature)
+warnings.filterwarnings("ignore", category=NumbaExperimentalFeatureWarning)
+
+
+# why the compiled loop returned (module constants, so that numba folds them)
+ROUNDS = 0           # round budget reached with mail in flight
+QUIESCENT = 1        # no mail and nobody to wake
+COMMUNICATION = 2    # scalar budget reached
+DONE = 3             # a program said the algorithm has finished (no iteration ended in that round)
+BOUNDARY = 4         # an observed (or last) iteration ended and was settled: Python calls the observer
+PAUSE = 5            # a program asked for Python (its `kernel` is asked again)
+FLUSH = 6            # the per-round or per-iteration buffers are full
+BAD_EDGE = 7         # a message on a non-edge: error_info = (tag, src, dst)
+STEP_ERROR = 8       # a program reported a protocol error: error_info = (group, -1, -1)
+
+
+ROUND_BUFFER = 1 << 14
+ITERATION_BUFFER = 1 << 12
+
+
+def kernels_compatible(kernels: list[SyncKernel]) -> bool:
+    """The programs of one deployment must agree on the tag table to share the compiled loop."""
+    first = kernels[0]
+    return all(k.tags == first.tags and np.array_equal(k.widths, first.widths) for k in kernels)
+
+
+class CompiledMail:
+    """Messages in flight to each group (tag, src, dst, payload rows) and the groups to wake."""
+
+    def __init__(self, n_groups: int, capacity: int, width: int):
+        self.tag = np.zeros((n_groups, capacity), np.int64)
+        self.src = np.zeros((n_groups, capacity), np.int64)
+        self.dst = np.zeros((n_groups, capacity), np.int64)
+        self.payload = np.zeros((n_groups, capacity, width))
+        self.count = np.zeros(n_groups, np.int64)
+        self.wake = np.zeros(n_groups, np.bool_)
+
+    def from_inboxes(self, mail: dict[int, Inbox], wake: set[int], tag_id: dict[str, int]) -> None:
+        self.count[:] = 0
+        self.wake[:] = False
+        for gid in wake:
+            self.wake[gid] = True
+        for gid, inbox in mail.items():
+            k = 0
+            for tag, batch in inbox.items():
+                m = batch.n_messages
+                if k + m > self.tag.shape[1]:
+                    raise ProtocolError(f"{k + m} messages in flight to one group exceed the compiled loop's "
+                                        f"capacity of {self.tag.shape[1]} (the kernels' max_out)")
+                self.tag[gid, k:k + m] = tag_id[tag]
+                self.src[gid, k:k + m] = batch.src
+                self.dst[gid, k:k + m] = batch.dst
+                self.payload[gid, k:k + m, :] = 0.0
+                self.payload[gid, k:k + m, :batch.scalars_per_message] = batch.rows()
+                k += m
+            self.count[gid] = k
+
+    def to_inboxes(self, tags: tuple, widths: np.ndarray) -> tuple[dict[int, Inbox], set[int]]:
+        mail: dict[int, Inbox] = {}
+        for gid in np.flatnonzero(self.count):
+            n = int(self.count[gid])
+            t, s, d = self.tag[gid, :n], self.src[gid, :n], self.dst[gid, :n]
+            order = np.lexsort((d, s, t))
+            inbox = Inbox()
+            for tid in np.unique(t):
+                rows = order[t[order] == tid]
+                inbox[tags[tid]] = MessageBatch(tags[tid], s[rows].copy(), d[rows].copy(),
+                                                self.payload[gid, rows, :widths[tid]].copy())
+            mail[int(gid)] = inbox
+        return mail, {int(g) for g in np.flatnonzero(self.wake)}
+
+
+@intrinsic
+def _borrowed(typingctx, arrays):
+    """The arrays of a tuple as borrowed views: the same data without their memory-manager reference, so that
+    numba's reference counting skips them (each pass of an array through a call otherwise costs two atomic
+    operations, which dominated a round). Only for arrays that Python keeps alive for the whole call."""
+    if not isinstance(arrays, types.BaseTuple):
+        return None
+
+    def codegen(context, builder, sig, args):
+        tup = args[0]
+        out = cgutils.get_null_value(context.get_value_type(sig.return_type))
+        for i, ty in enumerate(sig.args[0]):
+            item = builder.extract_value(tup, i)
+            if isinstance(ty, types.Array):
+                ary = context.make_array(ty)(context, builder, value=item)
+                ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
+                ary.parent = cgutils.get_null_value(ary.parent.type)
+                item = ary._getvalue()
+            out = builder.insert_value(out, item, i)
+        return out
+
+    return arrays(arrays), codegen
+
+
+@numba.njit(cache=True, nogil=True)
+def _sort_inbox(tag, src, dst, payload, n):
+    """Stable insertion sort of rows 0..n-1 by (tag, src, dst): linear on the usual already-ordered mail."""
+    w = payload.shape[1]
+    for i in range(1, n):
+        t, s, d = tag[i], src[i], dst[i]
+        j = i - 1
+        while j >= 0 and (tag[j] > t or (tag[j] == t and (src[j] > s or (src[j] == s and dst[j] > d)))):
+            j -= 1
+        j += 1
+        if j == i:
+            continue
+        row = payload[i].copy()
+        for k in range(i, j, -1):
+            tag[k] = tag[k - 1]
+            src[k] = src[k - 1]
+            dst[k] = dst[k - 1]
+            for c in range(w):
+                payload[k, c] = payload[k - 1, c]
+        tag[j], src[j], dst[j] = t, s, d
+        for c in range(w):
+            payload[j, c] = row[c]
+
+
+@numba.njit(cache=True, nogil=True)
+def _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, x_tag, x_src, x_dst, x_pay, x_n, node_group,
+                     n_nodes, widths, edges, adjacency, check, by_tag, counters, error_info):
+    """Count a step's messages (edges, tags, this round) and post them to the receivers' next inboxes; returns
+    BAD_EDGE (with error_info = tag, src, dst) for a message off the topology, else -1."""
+    for r in range(n_out):
+        t = out_tag[r]
+        s = out_src[r]
+        d = out_dst[r]
+        if s < 0 or s >= n_nodes or d < 0 or d >= n_nodes or (check and not adjacency[s * n_nodes + d]):
+            error_info[0] = t
+            error_info[1] = s
+            error_info[2] = d
+            return BAD_EDGE
+        sc = widths[t]
+        key = s * n_nodes + d
+        edges[0, key] += 1
+        edges[1, key] += sc
+        edges[2, key] += 8 * sc
+        by_tag[t, 0] += 1
+        by_tag[t, 1] += sc
+        by_tag[t, 2] += 8 * sc
+        counters[0] += 1
+        counters[1] += sc
+        counters[2] += 8 * sc
+        dg = node_group[d]
+        k = x_n[dg]
+        x_tag[dg, k] = t
+        x_src[dg, k] = s
+        x_dst[dg, k] = d
+        for c in range(sc):
+            x_pay[dg, k, c] = out_payload[r, c]
+        x_n[dg] = k + 1
+    return -1
+
+
+@numba.njit(nogil=True)
+def _loop(step0, arrays0, step1, arrays1, n_groups, a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst,
+          b_pay, b_n, b_wake, node_group, n_nodes, widths, edges, adjacency, check, by_tag, out_tag, out_src, out_dst,
+          out_payload, round_log, iteration_log, limits, state, error_info):
+    """Rounds until Python is needed, for one or two groups (group 1 absent when n_groups == 1). a_*: the mail
+    (and wake flags) in flight; b_*: scratch for the next round (copied back into a_* after each round).
+    limits: [max_rounds, max_scalars, max_iterations, observe_every] (-1: none). state: [round, iteration,
+    scalars, n_round_log, n_iteration_log, done at the boundary] (updated). Returns why it stopped."""
+    max_rounds, max_scalars, max_iterations, observe_every = limits[0], limits[1], limits[2], limits[3]
+    arrays0 = _borrowed(arrays0)
+    arrays1 = _borrowed(arrays1)
+    (a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay, b_n, b_wake, node_group, widths, edges,
+     adjacency, by_tag, out_tag, out_src, out_dst, out_payload, round_log, iteration_log) = _borrowed(
+        (a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay, b_n, b_wake, node_group, widths, edges,
+         adjacency, by_tag, out_tag, out_src, out_dst, out_payload, round_log, iteration_log))
+    counters = np.zeros(3, np.int64)
+    res = np.zeros(4, np.int64)
+    settle = False
+    while True:
+        round_ = state[0]
+        if not settle:
+            pending = a_n.sum() > 0 or a_wake.any()
+            if max_rounds >= 0 and round_ >= max_rounds and pending:
+                return ROUNDS
+            if not pending:
+                return QUIESCENT
+            if state[3] + 2 > round_log.shape[0] or state[4] >= iteration_log.shape[0]:
+                return FLUSH
+        b_n[:] = 0
+        if settle:
+            b_wake[:] = a_wake        # a settle round leaves the woken groups for the round after
+        else:
+            b_wake[:] = False
+        counters[:] = 0
+        res[1] = -1
+        res[2] = 0
+        res[3] = 0
+        for g in range(n_groups):        # step the groups with mail (and the woken ones) in gid order
+            n_in = a_n[g]
+            if not (n_in > 0 or (a_wake[g] and not settle)):
+                continue
+            _sort_inbox(a_tag[g], a_src[g], a_dst[g], a_pay[g], n_in)
+            if g == 0:
+                n_out, it, flags = step0(arrays0, round_, a_tag[g], a_src[g], a_dst[g], a_pay[g], n_in, out_tag,
+                                         out_src, out_dst, out_payload)
+            else:
+                n_out, it, flags = step1(arrays1, round_, a_tag[g], a_src[g], a_dst[g], a_pay[g], n_in, out_tag,
+                                         out_src, out_dst, out_payload)
+            if flags & KERNEL_ERROR:
+                error_info[0] = g
+                return STEP_ERROR
+            bad = _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, b_tag, b_src, b_dst, b_pay, b_n,
+                                   node_group, n_nodes, widths, edges, adjacency, check, by_tag, counters,
+                                   error_info)
+            if bad >= 0:
+                return bad
+            if it >= 0:
+                res[1] = it
+            if flags & KERNEL_WAKE:
+                b_wake[g] = True
+            if flags & KERNEL_DONE:
+                res[2] = 1
+            if flags & KERNEL_PAUSE:
+                res[3] = 1
+        if counters[0] > 0:
+            k = state[3]
+            round_log[k, 0] = round_
+            round_log[k, 1] = counters[0]
+            round_log[k, 2] = counters[1]
+            round_log[k, 3] = counters[2]
+            state[3] = k + 1
+            state[2] += counters[1]
+        for g in range(n_groups):
+            n = b_n[g]
+            a_n[g] = n
+            a_wake[g] = b_wake[g]
+            for j in range(n):
+                a_tag[g, j] = b_tag[g, j]
+                a_src[g, j] = b_src[g, j]
+                a_dst[g, j] = b_dst[g, j]
+                for c in range(a_pay.shape[2]):
+                    a_pay[g, j, c] = b_pay[g, j, c]
+        state[0] = round_ + 1
+        if settle:
+            return BOUNDARY
+        if max_scalars >= 0 and state[2] >= max_scalars:
+            return COMMUNICATION
+        completed = res[1]
+        done = res[2] != 0
+        if completed < 0:
+            if done:
+                return DONE
+            if res[3] != 0:
+                return PAUSE
+            continue
+        state[1] = completed
+        iteration_log[state[4], 0] = completed
+        iteration_log[state[4], 1] = round_
+        state[4] += 1
+        last = (max_iterations >= 0 and completed >= max_iterations) or done
+        state[5] = 1 if done else 0
+        if (observe_every > 0 and completed % observe_every == 0) or last:
+            if a_n.sum() == 0:
+                return BOUNDARY
+            settle = True                   # one settle round: only the groups with mail, then the observer
+            continue
+        if res[3] != 0:
+            return PAUSE
+
+
+def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: CompiledMail, node_group, meter,
+                        *, round_: int, iteration: int, max_rounds, max_scalars, max_iterations,
+                        observe_every: int) -> tuple[int, int, int, bool]:
+    """Run the compiled loop once; meter into `meter`. Returns (status, round, iteration, done)."""
+    view = meter.compiled_view()
+    edges, adjacency, check = view
+    widths = np.ascontiguousarray(kernels[0].widths, dtype=np.int64)
+    n_tags = len(kernels[0].tags)
+    max_out = max(k.max_out for k in kernels)
+    width = mail.payload.shape[2]
+    out_tag = np.zeros(max_out, np.int64)
+    out_src = np.zeros(max_out, np.int64)
+    out_dst = np.zeros(max_out, np.int64)
+    out_payload = np.zeros((max_out, width))
+    by_tag = np.zeros((n_tags, 3), np.int64)
+    round_log = np.zeros((ROUND_BUFFER, 4), np.int64)
+    iteration_log = np.zeros((ITERATION_BUFFER, 2), np.int64)
+    none = -1
+    limits = np.array([none if max_rounds is None else max_rounds, none if max_scalars is None else max_scalars,
+                       none if max_iterations is None else max_iterations, observe_every or 0], np.int64)
+    state = np.array([round_, iteration, meter.scalars, 0, 0, 0], np.int64)
+    error_info = np.full(3, -1, np.int64)
+    if len(kernels) > 2:
+        raise ValueError("the compiled loop runs one or two groups")
+    second = kernels[1] if len(kernels) > 1 else kernels[0]
+    meter.sync()
+    status = _loop(kernels[0].step, kernels[0].arrays, second.step, second.arrays, len(kernels), mail.tag, mail.src,
+                   mail.dst, mail.payload, mail.count, mail.wake, scratch.tag, scratch.src, scratch.dst,
+                   scratch.payload, scratch.count, scratch.wake, node_group, meter.n_nodes, widths, edges, adjacency,
+                   check, by_tag, out_tag, out_src, out_dst, out_payload, round_log, iteration_log, limits, state,
+                   error_info)
+    meter.absorb(kernels[0].tags, by_tag, round_log[:state[3]], iteration_log[:state[4]])
+    if status == BAD_EDGE:
+        t, s, d = (int(x) for x in error_info)
+        meter.raise_bad_edge(kernels[0].tags[t], s, d)
+    if status == STEP_ERROR:
+        k = kernels[int(error_info[0])]
+        raise ProtocolError(k.error() if k.error is not None else "a compiled step reported an error")
+    return int(status), int(state[0]), int(state[1]), bool(state[5])

@@ -1,0 +1,191 @@
+"""The compiled synchronous loop gives the Python loop's run: same ledger, same rounds, same observer calls, same
+state, under every way a run can stop; and its errors read like the Python loop's."""
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+from svmsim.comm import Meter
+from svmsim.comm.message import MessageBatch, Outbox, frozen_ids
+from svmsim.engine import InProcessEngine
+from svmsim.errors import ProtocolError
+from svmsim.program import (KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, NodeProgram, RoleSpec,
+                            SyncKernel, kernel_step)
+from svmsim.schedule import SyncScheduler
+from svmsim.schedule.sync import StopReason
+from svmsim.topology import build_topology
+
+TAGS = ("hello", "ping", "pong")
+WIDTHS = np.array([1, 1, 2], dtype=np.int64)
+ITER, PAUSE_EVERY, LAST, TOTAL_SLOT = 0, 1, 2, 3
+
+
+@numba.njit(cache=True)
+def _server_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
+    clients, ints, total = arrays
+    n_out = 0
+    flags = 0
+    completed = -1
+    if n_in > 0 and in_tag[0] == 2:                     # pongs: sum them, end the iteration
+        for r in range(n_in):
+            total[0] += in_payload[r, 0] * in_payload[r, 1]
+        ints[ITER] += 1
+        completed = ints[ITER]
+        flags |= KERNEL_WAKE
+        if ints[ITER] % ints[PAUSE_EVERY] == 0:
+            flags |= KERNEL_PAUSE
+        if ints[ITER] == ints[LAST]:
+            flags = KERNEL_DONE
+    elif n_in == 0 or in_tag[0] == 0:                   # woken (or greeted): ping every client
+        for j in range(clients.shape[0]):
+            out_tag[n_out] = 1
+            out_src[n_out] = 0
+            out_dst[n_out] = clients[j]
+            out_payload[n_out, 0] = ints[ITER] + 0.5
+            n_out += 1
+    return n_out, completed, flags
+
+
+@numba.njit(cache=True)
+def _client_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
+    ids, seen, mode = arrays
+    if mode[0] == 2:
+        return 0, -1, KERNEL_ERROR
+    n_out = 0
+    for r in range(n_in):
+        if in_tag[r] == 1:
+            c = in_dst[r] - ids[0]
+            seen[c] += in_payload[r, 0]
+            out_tag[n_out] = 2
+            out_src[n_out] = in_dst[r]
+            out_dst[n_out] = 0 if mode[0] == 0 else ids[(c + 1) % ids.shape[0]]   # mode 1: to a neighbour client
+            out_payload[n_out, 0] = seen[c]
+            out_payload[n_out, 1] = in_dst[r]
+            n_out += 1
+    return n_out, -1, 0
+
+
+class Server(NodeProgram):
+    role = "server"
+
+    def __init__(self, pause_every=7, last=-1):
+        self.pause_every, self.last = pause_every, last
+
+    def init(self, node_ids, node_data, seed):
+        return {"clients": frozen_ids(node_data[0]["clients"]), "total": np.zeros(1),
+                "ints": np.array([0, self.pause_every, self.last, 0], dtype=np.int64), "greeted": False}
+
+    def kernel(self, st):
+        if not st["greeted"]:
+            return None           # the greeting round runs in Python (a set-up phase)
+        return SyncKernel((st["clients"], st["ints"], st["total"]), _server_step, TAGS, WIDTHS, st["clients"].size)
+
+    def step(self, st, inbox, round_):
+        if "hello" in inbox:
+            st["greeted"] = True
+        return st, kernel_step(self.kernel(st), inbox, round_)
+
+    def observe(self, st):
+        return {"iteration": int(st["ints"][ITER]), "total": float(st["total"][0])}
+
+
+class Client(NodeProgram):
+    role = "client"
+    initiator = True
+
+    def __init__(self, mode=0):
+        self.mode = mode
+
+    def init(self, node_ids, node_data, seed):
+        return {"ids": frozen_ids(node_ids), "seen": np.zeros(len(node_ids)), "mode": np.array([self.mode]),
+                "started": False}
+
+    def kernel(self, st):
+        if not st["started"]:
+            return None
+        return SyncKernel((st["ids"], st["seen"], st["mode"]), _client_step, TAGS, WIDTHS, st["ids"].size,
+                          error=lambda: "client reported a broken protocol")
+
+    def step(self, st, inbox, round_):
+        if not st["started"]:
+            st["started"] = True
+            out = Outbox()
+            out.send(MessageBatch.single("hello", int(st["ids"][0]), 0, [1.0]))
+            return st, out
+        return st, kernel_step(self.kernel(st), inbox, round_)
+
+    def observe(self, st):
+        return {"seen": st["seen"].copy()}
+
+
+def _run(compiled, k=5, mode=0, pause_every=7, last=-1, observe_every=4, **budget):
+    G = build_topology("star", k + 1)
+    clients = np.arange(1, k + 1, dtype=np.int64)
+    roles = [RoleSpec("server", Server(pause_every, last), np.array([0]), [{"clients": clients}]),
+             RoleSpec("client", Client(mode), clients, [None] * k)]
+    eng = InProcessEngine()
+    groups = eng.plan(roles)
+    eng.deploy(groups, 0)
+    import networkx as nx
+
+    meter = Meter(k + 1, nx.to_numpy_array(G, nodelist=range(k + 1)) > 0)
+    sched = SyncScheduler(eng, groups, meter, k + 1, compiled=compiled)
+    seen_calls = []
+
+    def on_iteration(it, rnd):
+        seen_calls.append((it, rnd, eng.observe()[0]["total"]))
+        return False
+
+    reason = sched.run(observe_every=observe_every, on_iteration=on_iteration, **budget)
+    return reason, sched, meter.ledger(), eng.observe(), seen_calls
+
+
+@pytest.mark.parametrize("budget", [{"max_iterations": 40}, {"max_rounds": 37}, {"max_scalars": 333},
+                                    {"max_iterations": 1000, "last": 23}])
+def test_compiled_loop_gives_the_python_loop_run(budget):
+    last = budget.pop("last", -1)
+    runs = [_run(c, last=last, **budget) for c in (False, None)]
+    (r0, s0, l0, o0, c0), (r1, s1, l1, o1, c1) = runs
+    assert r0 == r1 and r0 != StopReason.QUIESCENT
+    assert (s0.round, s0.iteration) == (s1.round, s1.iteration)
+    assert l0.equals(l1)
+    assert c0 == c1 and len(c0) >= 3                    # the observer ran at the same iterations and rounds
+    assert o0[0] == o1[0] and np.array_equal(o0[1]["seen"], o1[1]["seen"])
+    if last > 0:
+        assert r1 == StopReason.DONE and s1.iteration == last
+
+
+def test_compiled_loop_is_used_and_resumable():
+    from svmsim.schedule import compiled_sync
+
+    calls = []
+    real = compiled_sync.run_compiled_rounds
+
+    def spy(*a, **kw):
+        out = real(*a, **kw)
+        calls.append(out[0])
+        return out
+
+    compiled_sync.run_compiled_rounds = spy
+    try:
+        reason, sched, ledger, obs, _ = _run(None, pause_every=3, max_iterations=20)
+    finally:
+        compiled_sync.run_compiled_rounds = real
+    assert reason == StopReason.ITERATIONS and obs[0]["iteration"] == 20
+    assert compiled_sync.PAUSE in calls and compiled_sync.BOUNDARY in calls
+    # declared count: one hello, then 5 pings (1 scalar) + 5 pongs (2 scalars) per iteration
+    assert ledger.totals["scalars"] == 1 + 20 * 15
+    assert ledger.by_tag["pong"][1] == 20 * 10
+
+
+def test_compiled_loop_rejects_a_message_off_the_topology():
+    with pytest.raises(ProtocolError, match="not neighbours in the topology"):
+        _run(None, mode=1, max_iterations=3)
+    with pytest.raises(ProtocolError, match="not neighbours in the topology"):
+        _run(False, mode=1, max_iterations=3)
+
+
+def test_compiled_step_errors_reach_the_caller():
+    with pytest.raises(ProtocolError, match="broken protocol"):
+        _run(None, mode=2, max_iterations=3)
