@@ -503,9 +503,11 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
 #   round 3 server -> client "z_sum" [S.Z+, S.Z-]        2k
 #   round 4 (nu only, repeated P times): client -> server "cap" [s+_c, s-_c, O+_c, O-_c]   4k each time;
 #           server -> client "cap_sum" [S.s+, S.s-, S.O+, S.O-] 4k, except after the last report (sums zero)
-#   with projection = "newton" instead (P ~ 1-2 times): client -> server "mass" [capped count, mass below,
-#           largest weight below and smallest at or above the threshold, per class] 8k; server -> client "scale"
-#           [c+, c-, final] 3k
+#   with projection = "newton" instead, round 2's "z" is "z_guess" [Z, capped count, mass below and row i* times
+#           the mass below a predicted threshold, per class] 8k, round 3's "z_sum" is "z_scale" [S.Z+, S.Z-, c0+,
+#           c0-] 4k, then P ~ 1 times: client -> server "mass" [capped count, mass below, largest weight below and
+#           smallest at or above the threshold, row i*(t+1) times the mass below, per class] 10k; server -> client
+#           "scale" [c+, c-, final, the four trends of the next guess] 7k
 
 CAP_TOLERANCE = K.CAP_TOLERANCE
 MAX_CAP_PASSES = 10_000
@@ -519,10 +521,11 @@ def dsvc_scalars_per_iteration(k: int, nu_mode: bool, cap_reports: int = 1) -> i
 def dsvc_scalars(k: int, iterations: int, reports: int, nu_mode: bool, projection: str = "rule3") -> int:
     """Scalars of `iterations` Saddle-DSVC iterations with `reports` projection reports in all (after set-up):
     9k each, plus for the nu-SVM per report 4k ("cap") and 4k more ("cap_sum") except the last of an iteration
-    (Rule 3), or 8k ("mass") and 3k ("scale") per report (Newton)."""
+    (Rule 3), or with Newton 6k more on "z_guess" than on "z" and 2k more on "z_scale" than on "z_sum", and
+    10k ("mass") and 7k ("scale") per report."""
     total = 9 * k * iterations
     if nu_mode:
-        total += 4 * k * (2 * reports - iterations) if projection == "rule3" else 11 * k * reports
+        total += 4 * k * (2 * reports - iterations) if projection == "rule3" else 8 * k * iterations + 17 * k * reports
     return total
 
 
@@ -560,7 +563,7 @@ class _ServerState:
         self.ints[K.S_ID] = me
         self.ints[K.S_NU] = int(cap < math.inf)
         self.ints[K.S_NEWTON] = int(newton)
-        self.floats = np.array([0.0, 0.0, 1.0, 1.0, cap])
+        self.floats = np.array([0.0, 0.0, 1.0, 1.0, cap, 0.0, 0.0, 0.0, 0.0])
         self.ints[K.S_MAXPASS] = MAX_CAP_PASSES
         self.ints[K.S_PHASE] = K.PHASE_SETUP
         self.coords = _CoordinateWindow(d_pad, seed, self.ints, K.S_POS)
@@ -642,13 +645,13 @@ class _ClientState:
         k = seg_lo.shape[0] // 2
         self.rows2 = np.zeros((k, 2))                   # reply buffers
         self.rows4 = np.zeros((k, 4))
-        self.rows6 = np.zeros((k, 8))
+        self.rows6 = np.zeros((k, 10))
         self.ints = np.zeros(9, dtype=np.int64)
         self.ints[K.C_FIRST] = 1
         self.ints[K.C_SERVER] = server
         self.ints[K.C_ISTAR] = -1
         self.ints[K.C_NEWTON] = int(newton)
-        self.floats = np.zeros(10)
+        self.floats = np.zeros(17)
         self.floats[K.F_C:K.F_C + 2] = 1.0
         # the shared coordinate stream (Algorithm 3's shared seed): the clients know i*(t+1) in advance
         self.coords = _CoordinateWindow(S.shape[0], seed, self.ints, K.C_POS)
@@ -714,6 +717,7 @@ class SaddleClient(NodeProgram):
         st.pr[:] = np.exp(st.Lr)
         st.p_prev[:] = st.pr
         st.shift[:] = c.kappa * (-np.log(counts)) / (c.gamma + c.kappa) + np.log(counts)
+        st.floats[K.F_LOGNORM:K.F_LOGNORM + 2] = st.shift
 
     def kernel(self, st: _ClientState) -> SyncKernel | None:
         if st.const is None:

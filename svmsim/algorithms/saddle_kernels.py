@@ -652,6 +652,51 @@ def segment_mirror_next(row, row_next, u, Lr, pr, lo, hi, dw, d, kappa, gamma, o
 
 
 @numba.njit(**_OPTS)
+def segment_mirror_guess(r, rn, fut, uu, LL, q, dw, ddw, kappa, gamma, off, logcap, mult, cap, shift, th):
+    """`segment_mirror_next` for the Newton projection (slices of one segment): instead of the new weights' dot
+    (the projection passes give it) the pass sums the projection at a predicted raw threshold th, as the single
+    machine's fused pass does, and prefetches `fut` (the row that is row_next next iteration, a fresh stream).
+    exp cannot overflow: the shift guard keeps Lt - shift <= 700. Returns (sum of the new pr, number of
+    pr >= th, sum of pr < th, sum row*pr over pr < th, sum row_next*p[t])."""
+    _wide_simd()
+    inv = 1.0 / (gamma + kappa)
+    z = 0.0
+    n_big = 0.0
+    below = 0.0
+    rs = 0.0
+    acc_old = 0.0
+    n = r.shape[0]
+    for base in range(0, n, _CHUNK):
+        end = min(base + _CHUNK, n)
+        for k in range(base, end, 8):
+            _prefetch_l2(fut, k)
+        r_ = r[base:end]
+        rn_ = rn[base:end]
+        uu_ = uu[base:end]
+        LL_ = LL[base:end]
+        q_ = q[base:end]
+        for j in range(end - base):
+            s = r_[j]
+            uj = uu_[j]
+            uu_[j] = uj + dw * s
+            L = min(LL_[j] - off, logcap)
+            p_old = min(mult * q_[j], cap)
+            lt = (kappa * L - (uj + ddw * s)) * inv
+            e = _exp_le709(lt - shift)
+            LL_[j] = lt
+            q_[j] = e
+            z += e
+            small_m = e < th
+            small = e if small_m else 0.0
+            one = 0.0 if small_m else 1.0
+            n_big += one
+            below += small
+            rs += s * small
+            acc_old += rn_[j] * p_old
+    return z, n_big, below, rs, acc_old
+
+
+@numba.njit(**_OPTS)
 def segment_cap_sums_dot(row_next, pr, lo, hi, mult, mult_capped, cap):
     """Rule 3 sums on one segment (Algorithm 4 lines 27-28, eqs. 12-13) in the lazy representation, fused with
     sum row_next*min(cap, mult*pr) (if this report closes the projection, that sum is the new-weights part of
@@ -735,6 +780,57 @@ def segment_mirror_hard(r, rn, rnn, uu, LL, dw, ddw, c1, k0, inv, shift):
 
 
 @numba.njit(cache=True, nogil=True)
+def _client_w_step(w, wnorm2, i, d, sigma, kappa, gamma, shift, delta):
+    """Line 12 (the prox step on w_i*, eq. 9) and the exp shift guard: |<w_hat, x>| <= ||w_hat|| for ||x|| <= 1,
+    so a shift of at least ||w_hat||/(gamma + kappa) - 700 keeps every exp finite. Returns dw."""
+    wi = w[i]
+    wnew = (wi + sigma * delta) / (sigma + 1.0)
+    dw = wnew - wi
+    w[i] = wnew
+    wnorm2[0] += wnew * wnew - wi * wi
+    wnorm_hat = math.sqrt(max(wnorm2[0], 0.0)) + (d - 1) * abs(dw)
+    floor = wnorm_hat / (gamma + kappa) - _EXP_HEADROOM
+    for c in range(2):
+        if shift[c] < floor:
+            shift[c] = floor
+    return dw
+
+
+@numba.njit(cache=True, nogil=True)
+def client_mirror_round_newton(S, i, i_next, i_after, w, wnorm2, u, Lr, pr, seg_lo, seg_hi, seg_class, sigma, kappa, gamma,
+                               off, logcap, mult, cap, shift, lognorm, c_prev, trend, dw_prev, delta_plus, delta_minus,
+                               rows, acc_old):
+    """Round 2 with the Newton projection: the w step and one pass per segment that also sums the projection at
+    the predicted threshold, rows[c] = [Z+, Z-, N+, N-, B+, B-, RS+, RS-] (Z, and the capped count, the mass below
+    and row i* times the mass below, at the guess).
+
+    The guess is the single machine's (`_class_step`): the cap binds where c*e/Z >= cap; take c and the
+    normaliser from the last iteration and move the threshold by minus this step's change of the uncapped
+    log-weights, averaged with the trends that the server sent (trend = [means of row i*(t) and of row i*(t-1)
+    over the uncapped weights] per class). dw_prev holds the last w step and is updated."""
+    d = S.shape[0]
+    dw = _client_w_step(w, wnorm2, i, d, sigma, kappa, gamma, shift, delta_plus - delta_minus)
+    inv = 1.0 / (gamma + kappa)
+    row = S[i]
+    row_next = S[i_next]
+    row_after = S[i_after]
+    for s in range(seg_lo.shape[0]):
+        c = seg_class[s]
+        lo, hi = seg_lo[s], seg_hi[s]
+        th = math.exp(math.log(cap / c_prev[c]) + lognorm[c] - shift[c]
+                      - inv * (d * dw * trend[2 * c] - (d - 1) * dw_prev[0] * trend[2 * c + 1]))
+        z, n_big, below, rs, a_old = segment_mirror_guess(row[lo:hi], row_next[lo:hi], row_after[lo:hi], u[lo:hi],
+                                                          Lr[lo:hi], pr[lo:hi], dw, d * dw, kappa, gamma, off[c],
+                                                          logcap, mult[c], cap, shift[c], th)
+        rows[s // 2, c] = z
+        rows[s // 2, 2 + c] = n_big
+        rows[s // 2, 4 + c] = below
+        rows[s // 2, 6 + c] = rs
+        acc_old[s] = a_old
+    dw_prev[0] = dw
+
+
+@numba.njit(cache=True, nogil=True)
 def client_mirror_round(S, i, i_next, i_after, w, wnorm2, u, Lr, pr, seg_lo, seg_hi, seg_class, sigma, kappa,
                         gamma, off, logcap, mult, cap, shift, delta_plus, delta_minus, rows_z, acc_new, acc_old,
                         acc_after, primed):
@@ -746,16 +842,7 @@ def client_mirror_round(S, i, i_next, i_after, w, wnorm2, u, Lr, pr, seg_lo, seg
     that from a previous pass (the first pass takes it from the current weights).
     """
     d = S.shape[0]
-    wi = w[i]
-    wnew = (wi + sigma * (delta_plus - delta_minus)) / (sigma + 1.0)
-    dw = wnew - wi
-    w[i] = wnew
-    wnorm2[0] += wnew * wnew - wi * wi
-    wnorm_hat = math.sqrt(max(wnorm2[0], 0.0)) + (d - 1) * abs(dw)
-    floor = wnorm_hat / (gamma + kappa) - _EXP_HEADROOM
-    for c in range(2):
-        if shift[c] < floor:
-            shift[c] = floor
+    dw = _client_w_step(w, wnorm2, i, d, sigma, kappa, gamma, shift, delta_plus - delta_minus)
     row = S[i]
     row_next = S[i_next]
     if cap < np.inf:
@@ -822,9 +909,10 @@ def client_cap_round(row_next, pr, seg_lo, seg_hi, seg_class, sums, apply, mult,
 # `SyncKernel`; the Python steps call these too, so both paths are one code). Tags index DSVC_TAGS.
 # ---------------------------------------------------------------------------------------------------------------
 
-DSVC_TAGS = ("stats", "setup", "coord", "delta", "delta_sum", "z", "z_sum", "cap", "cap_sum", "mass", "scale")
-DSVC_WIDTHS = np.array([4, 4, 1, 2, 2, 2, 2, 4, 4, 8, 3], dtype=np.int64)
-T_COORD, T_DELTA, T_DELTA_SUM, T_Z, T_Z_SUM, T_CAP, T_CAP_SUM, T_MASS, T_SCALE = 2, 3, 4, 5, 6, 7, 8, 9, 10
+DSVC_TAGS = ("stats", "setup", "coord", "delta", "delta_sum", "z", "z_sum", "cap", "cap_sum", "mass", "scale",
+             "z_guess", "z_scale")
+DSVC_WIDTHS = np.array([4, 4, 1, 2, 2, 2, 2, 4, 4, 10, 7, 8, 4], dtype=np.int64)
+T_COORD, T_DELTA, T_DELTA_SUM, T_Z, T_Z_SUM, T_CAP, T_CAP_SUM, T_MASS, T_SCALE, T_Z_GUESS, T_Z_SCALE = range(2, 13)
 _WAKE, _PAUSE, _ERROR = 1, 4, 8     # program.KERNEL_* flags
 #: a coordinate buffer with fewer than this many entries left asks for a refill (pause)
 COORD_LOW_WATER = 8
@@ -832,8 +920,9 @@ COORD_LOW_WATER = 8
 # server ints: iteration, cap reports, Rule 3 passes this iteration, phase, coordinate position, own id,
 # nu mode, max passes, projection (0: Rule 3, 1: warm-started Newton)
 S_ITER, S_REPORTS, S_PASSES, S_PHASE, S_POS, S_ID, S_NU, S_MAXPASS, S_NEWTON = range(9)
-# server floats: Z per class and the Newton multiplier c per class (Newton projection), the weight cap
-SF_Z, SF_C, SF_CAP = 0, 2, 4
+# server floats: Z per class and the Newton multiplier c per class (Newton projection), the weight cap, the
+# trends of the threshold guess (per class: mean of the next row and of the current row over the uncapped)
+SF_Z, SF_C, SF_CAP, SF_TREND = 0, 2, 4, 5
 PHASE_SETUP, PHASE_DELTA, PHASE_NEXT = 0, 1, 2
 CAP_TOLERANCE = 1e-13   # Rule 3 "until the excess is zero", with floating-point slack (notes section 7.10)
 
@@ -866,7 +955,7 @@ def dsvc_server_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, o
     """Algorithm 4, server side: lines 10 (delta sums), 19 (Z sums), 31-36 (Rule 3 sums) and line 3 (i*)."""
     clients, coords, ints, sfl = arrays
     me = ints[S_ID]
-    sums = np.zeros(6)
+    sums = np.zeros(10)
     n_out = 0
     completed = -1
     flags = 0
@@ -896,8 +985,20 @@ def dsvc_server_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, o
             flags |= _WAKE
         else:
             n_out = _broadcast(T_CAP_SUM, me, clients, sums, 4, out_tag, out_src, out_dst, out_payload, n_out)
+    elif first == T_Z_GUESS:                                        # Newton: Z and the step at the guess
+        _sum_rows(in_tag, in_payload, n_in, T_Z_GUESS, 8, sums)
+        ints[S_PASSES] = 0
+        for c in range(2):
+            z, n_big, below = sums[c], sums[2 + c], sums[4 + c]
+            sfl[SF_TREND + 2 * c + 1] = sums[6 + c] / below if below > 0.0 else 0.0   # mean of row i*(t)
+            c0 = z * (1.0 - sfl[SF_CAP] * n_big) / below if (n_big > 0.0 and below > 0.0) else 1.0
+            sfl[SF_Z + c] = z
+            sfl[SF_C + c] = max(c0, 1.0)          # a tangent root: at or left of the answer (concavity)
+        sums[2] = sfl[SF_C]
+        sums[3] = sfl[SF_C + 1]
+        n_out = _broadcast(T_Z_SCALE, me, clients, sums, 4, out_tag, out_src, out_dst, out_payload, n_out)
     elif first == T_MASS:                                           # warm-started Newton projection
-        _sum_rows(in_tag, in_payload, n_in, T_MASS, 4, sums)
+        _sum_rows(in_tag, in_payload, n_in, T_MASS, 10, sums)
         ints[S_REPORTS] += 1
         ints[S_PASSES] += 1
         final = True
@@ -912,8 +1013,7 @@ def dsvc_server_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, o
             if n_big == 0.0:
                 c_new = 1.0
             elif below > 0.0:
-                c_new = z * (1.0 - sfl[SF_CAP] * n_big) / below
-                c_new = max(c_new, 1.0) if ints[S_PASSES] == 1 else max(c_new, cur)
+                c_new = max(z * (1.0 - sfl[SF_CAP] * n_big) / below, cur)
             else:                                                   # everything capped: only at the answer
                 c_new = cur
             # exact when no raw weight lies between the old and the new threshold (the capped set stays)
@@ -921,12 +1021,15 @@ def dsvc_server_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, o
             if not (below <= 0.0 or (under < th_new if c_new >= cur else over >= th_new)):
                 final = False
             sfl[SF_C + c] = c_new
+            sfl[SF_TREND + 2 * c] = sums[8 + c] / below if below > 0.0 else 0.0     # mean of row i*(t+1)
         if ints[S_PASSES] >= ints[S_MAXPASS]:
             final = True
         sums[0] = sfl[SF_C]
         sums[1] = sfl[SF_C + 1]
         sums[2] = 1.0 if final else 0.0
-        n_out = _broadcast(T_SCALE, me, clients, sums, 3, out_tag, out_src, out_dst, out_payload, n_out)
+        for j in range(4):                  # the trends of the next threshold guess (row i*(t+1), row i*(t))
+            sums[3 + j] = sfl[SF_TREND + j]
+        n_out = _broadcast(T_SCALE, me, clients, sums, 7, out_tag, out_src, out_dst, out_payload, n_out)
         if final:
             ints[S_ITER] += 1
             ints[S_PHASE] = PHASE_NEXT
@@ -946,17 +1049,19 @@ def dsvc_server_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, o
 # client ints: coordinate position, i*, i*(t+1), first iteration flag, server id, expected and received i* of a
 # protocol error, whether the hard margin's acc_after holds a previous pass's sums, projection (1: Newton)
 C_POS, C_ISTAR, C_NEXT, C_FIRST, C_SERVER, C_ERR_EXPECTED, C_ERR_GOT, C_PRIMED, C_NEWTON = range(9)
-# client floats: sigma, kappa, gamma, theta, cap, log cap, Z per class, Newton multiplier c per class
-F_SIGMA, F_KAPPA, F_GAMMA, F_THETA, F_CAP, F_LOGCAP, F_Z, F_C = 0, 1, 2, 3, 4, 5, 6, 8
+# client floats: sigma, kappa, gamma, theta, cap, log cap, Z per class, Newton multiplier c per class, log of
+# the last normaliser per class, the server's trends (4) and the last w step (the Newton guess)
+F_SIGMA, F_KAPPA, F_GAMMA, F_THETA, F_CAP, F_LOGCAP, F_Z, F_C, F_LOGNORM, F_TREND, F_DW = 0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16
 
 
 @numba.njit(cache=True, nogil=True)
 def clients_threshold_report(row_next, pr, seg_lo, seg_hi, seg_class, z, c, cap, rows, rc, rq):
     """A Newton pass of the distributed projection (cf. `_newton_projection`): with p_j = min(cap, c*pr_j/Z)
     the entries with pr_j >= th = cap*Z/c are capped. Per client and class: rows = [count capped (2), raw mass
-    below th (2), largest raw weight below th (2), smallest raw weight at or above th (2)]; per segment rc = sum
-    of row_next over the capped, rq = sum of row_next*pr over the others (the next delta's dot, once c is
-    final)."""
+    below th (2), largest raw weight below th (2), smallest raw weight at or above th (2), sum of row_next*pr
+    below th (2)]; per segment rc = sum of row_next over the capped, rq = sum of row_next*pr over the others (the
+    next delta's dot, once c is final)."""
+    rows[:, 8:10] = 0.0
     for s in range(seg_lo.shape[0]):
         k = seg_class[s]
         lo, hi = seg_lo[s], seg_hi[s]
@@ -966,6 +1071,7 @@ def clients_threshold_report(row_next, pr, seg_lo, seg_hi, seg_class, z, c, cap,
         rows[s // 2, 2 + k] = below
         rows[s // 2, 4 + k] = under
         rows[s // 2, 6 + k] = over
+        rows[s // 2, 8 + k] += rq_s
         rc[s] = rc_s
         rq[s] = rq_s
 
@@ -1005,13 +1111,7 @@ def dsvc_client_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, o
     if r >= 0:                                                      # lines 20-21, then the first Rule 3 report
         client_normalise(in_payload[r], mult, mult_capped, off, shift, acc_new, acc_after, seg_class,
                          not (cap < np.inf))
-        if cap < np.inf and ints[C_NEWTON] == 1:                    # Newton from the last multiplier
-            fl[F_Z] = in_payload[r, 0]
-            fl[F_Z + 1] = in_payload[r, 1]
-            clients_threshold_report(S[ints[C_NEXT]], pr, seg_lo, seg_hi, seg_class, fl[F_Z:F_Z + 2],
-                                     fl[F_C:F_C + 2], cap, rows6, acc_new, acc_after)
-            n_out = _gather(T_MASS, ids, server, rows6, out_tag, out_src, out_dst, out_payload, n_out)
-        elif cap < np.inf:
+        if cap < np.inf:
             client_cap_round(S[ints[C_NEXT]], pr, seg_lo, seg_hi, seg_class, in_payload[r], False, mult,
                              mult_capped, off, cap, rows4, acc_new)
             n_out = _gather(T_CAP, ids, server, rows4, out_tag, out_src, out_dst, out_payload, n_out)
@@ -1020,11 +1120,23 @@ def dsvc_client_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, o
         client_cap_round(S[ints[C_NEXT]], pr, seg_lo, seg_hi, seg_class, in_payload[r], True, mult, mult_capped,
                          off, cap, rows4, acc_new)
         n_out = _gather(T_CAP, ids, server, rows4, out_tag, out_src, out_dst, out_payload, n_out)
+    r = _first_row(in_tag, n_in, T_Z_SCALE)
+    if r >= 0:                                                      # Newton: normalise, a pass at c0
+        client_normalise(in_payload[r], mult, mult_capped, off, shift, acc_new, acc_after, seg_class, False)
+        for k in range(2):
+            fl[F_Z + k] = in_payload[r, k]
+            fl[F_C + k] = in_payload[r, 2 + k]
+            fl[F_LOGNORM + k] = shift[k]
+        clients_threshold_report(S[ints[C_NEXT]], pr, seg_lo, seg_hi, seg_class, fl[F_Z:F_Z + 2],
+                                 fl[F_C:F_C + 2], cap, rows6, acc_new, acc_after)
+        n_out = _gather(T_MASS, ids, server, rows6, out_tag, out_src, out_dst, out_payload, n_out)
     r = _first_row(in_tag, n_in, T_SCALE)
     if r >= 0:                                                      # the server's Newton step
         fl[F_C] = in_payload[r, 0]
         fl[F_C + 1] = in_payload[r, 1]
         if in_payload[r, 2] != 0.0:                                 # final: p = min(cap, c*pr/Z)
+            for j in range(4):
+                fl[F_TREND + j] = in_payload[r, 3 + j]
             for k in range(2):
                 mult[k] = fl[F_C + k] / fl[F_Z + k]
                 off[k] = shift[k] - math.log(fl[F_C + k])
@@ -1060,7 +1172,13 @@ def dsvc_client_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, o
             client_delta_rows(acc_new, acc_old, theta, rows2)
         n_out = _gather(T_DELTA, ids, server, rows2, out_tag, out_src, out_dst, out_payload, n_out)
     r = _first_row(in_tag, n_in, T_DELTA_SUM)
-    if r >= 0:                                                      # lines 12-15
+    if r >= 0 and ints[C_NEWTON] == 1 and cap < np.inf:             # lines 12-15, Newton form
+        client_mirror_round_newton(S, ints[C_ISTAR], ints[C_NEXT], coords[ints[C_POS] + 1], w, wnorm2, u, Lr, pr, seg_lo, seg_hi, seg_class,
+                                   fl[F_SIGMA], fl[F_KAPPA], fl[F_GAMMA], off, fl[F_LOGCAP], mult, cap, shift,
+                                   fl[F_LOGNORM:F_LOGNORM + 2], fl[F_C:F_C + 2], fl[F_TREND:F_TREND + 4],
+                                   fl[F_DW:F_DW + 1], in_payload[r, 0], in_payload[r, 1], rows6, acc_old)
+        n_out = _gather(T_Z_GUESS, ids, server, rows6[:, :8], out_tag, out_src, out_dst, out_payload, n_out)
+    elif r >= 0:                                                    # lines 12-15
         client_mirror_round(S, ints[C_ISTAR], ints[C_NEXT], coords[ints[C_POS] + 1], w, wnorm2, u, Lr, pr, seg_lo,
                             seg_hi, seg_class, fl[F_SIGMA], fl[F_KAPPA], fl[F_GAMMA], off, fl[F_LOGCAP], mult, cap,
                             shift, in_payload[r, 0], in_payload[r, 1], rows2, acc_new, acc_old, acc_after,
