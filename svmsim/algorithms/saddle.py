@@ -37,7 +37,8 @@ from .registry import AlgorithmInfo, register
 
 __all__ = [
     "SaddleSVC", "Rotation", "SaddleConstants", "saddle_constants", "resolve_cap", "CoordinateStream",
-    "SaddleEvaluator", "SaddleServer", "SaddleClient", "dsvc_scalars_per_iteration", "dsvc_scalars", "dsvc_setup_scalars",
+    "SaddleEvaluator", "SaddleServer", "SaddleClient", "dsvc_scalars_per_iteration", "dsvc_scalars",
+    "dsvc_setup_scalars",
     "dsvc_bound", "hull_lower_bound",
 ]
 
@@ -866,7 +867,8 @@ def build_saddle_dsvc(params: SaddleDSVCParams, problem):
         return _svm_model(evaluator, *gather(obs))
 
     return Deployment(roles=roles, topology=G, node_names=layout.node_names, evaluate=evaluate,
-                      declared_scalars=declared, bound=lambda eps: dsvc_bound(k, d_pad, eps), comm_unit=("kd", float(k * ds.d)),
+                      declared_scalars=declared, bound=lambda eps: dsvc_bound(k, d_pad, eps),
+                      comm_unit=("kd", float(k * ds.d)),
                       model=model, info={"k": k, "cap": cap, "d_pad": d_pad, "n": ds.n,
                                          "scalars_per_iteration_hard": dsvc_scalars_per_iteration(k, False)})
 

@@ -807,9 +807,9 @@ def _client_w_step(w, wnorm2, i, d, sigma, kappa, gamma, shift, delta):
 
 
 @numba.njit(cache=True, nogil=True)
-def client_mirror_round_newton(S, i, i_next, i_after, w, wnorm2, u, Lr, pr, seg_lo, seg_hi, seg_class, sigma, kappa, gamma,
-                               off, logcap, mult, cap, shift, lognorm, c_prev, trend, dw_prev, delta_plus, delta_minus,
-                               rows, acc_old):
+def client_mirror_round_newton(S, i, i_next, i_after, w, wnorm2, u, Lr, pr, seg_lo, seg_hi, seg_class, sigma, kappa,
+                               gamma, off, logcap, mult, cap, shift, lognorm, c_prev, trend, dw_prev, delta_plus,
+                               delta_minus, rows, acc_old):
     """Round 2 with the Newton projection: the w step and one pass per segment that also sums the projection at
     the predicted threshold, rows[c] = [Z+, Z-, N+, N-, B+, B-, RS+, RS-] (Z, and the capped count, the mass below
     and row i* times the mass below, at the guess).
@@ -1059,7 +1059,8 @@ def dsvc_server_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, o
 C_POS, C_ISTAR, C_NEXT, C_FIRST, C_SERVER, C_ERR_EXPECTED, C_ERR_GOT, C_PRIMED, C_NEWTON = range(9)
 # client floats: sigma, kappa, gamma, theta, cap, log cap, Z per class, Newton multiplier c per class, log of
 # the last normaliser per class, the server's trends (4) and the last w step (the Newton guess)
-F_SIGMA, F_KAPPA, F_GAMMA, F_THETA, F_CAP, F_LOGCAP, F_Z, F_C, F_LOGNORM, F_TREND, F_DW = 0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16
+F_SIGMA, F_KAPPA, F_GAMMA, F_THETA, F_CAP, F_LOGCAP = range(6)
+F_Z, F_C, F_LOGNORM, F_TREND, F_DW = 6, 8, 10, 12, 16
 
 
 @numba.njit(cache=True, nogil=True)
@@ -1181,8 +1182,9 @@ def dsvc_client_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, o
         n_out = _gather(T_DELTA, ids, server, rows2, out_tag, out_src, out_dst, out_payload, n_out)
     r = _first_row(in_tag, n_in, T_DELTA_SUM)
     if r >= 0 and ints[C_NEWTON] == 1 and cap < np.inf:             # lines 12-15, Newton form
-        client_mirror_round_newton(S, ints[C_ISTAR], ints[C_NEXT], coords[ints[C_POS] + 1], w, wnorm2, u, Lr, pr, seg_lo, seg_hi, seg_class,
-                                   fl[F_SIGMA], fl[F_KAPPA], fl[F_GAMMA], off, fl[F_LOGCAP], mult, cap, shift,
+        client_mirror_round_newton(S, ints[C_ISTAR], ints[C_NEXT], coords[ints[C_POS] + 1], w, wnorm2, u, Lr, pr,
+                                   seg_lo, seg_hi, seg_class, fl[F_SIGMA], fl[F_KAPPA], fl[F_GAMMA], off,
+                                   fl[F_LOGCAP], mult, cap, shift,
                                    fl[F_LOGNORM:F_LOGNORM + 2], fl[F_C:F_C + 2], fl[F_TREND:F_TREND + 4],
                                    fl[F_DW:F_DW + 1], in_payload[r, 0], in_payload[r, 1], rows6, acc_old)
         n_out = _gather(T_Z_GUESS, ids, server, rows6[:, :8], out_tag, out_src, out_dst, out_payload, n_out)

@@ -29,9 +29,7 @@ from ..program import KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, Sync
 __all__ = ["CompiledMail", "run_compiled_rounds", "kernels_compatible", "ROUNDS", "QUIESCENT", "COMMUNICATION",
            "DONE", "BOUNDARY", "PAUSE", "FLUSH"]
 
-# numba calls passing jitted functions as arguments "first-class function type: experimental"; the loop makes
-# direct calls to them (the dispatcher is part of the compiled signature)
-warnings.filterwarnings("ignore", category=NumbaExperimentalFeatureWarning)
+
 
 
 # why the compiled loop returned (module constants, so that numba folds them)
@@ -322,11 +320,15 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
         raise ValueError("the compiled loop runs one or two groups")
     second = kernels[1] if len(kernels) > 1 else kernels[0]
     meter.sync()
-    status = _loop(kernels[0].step, kernels[0].arrays, second.step, second.arrays, len(kernels), mail.tag, mail.src,
-                   mail.dst, mail.payload, mail.count, mail.wake, scratch.tag, scratch.src, scratch.dst,
-                   scratch.payload, scratch.count, scratch.wake, node_group, meter.n_nodes, widths, edges, adjacency,
-                   check, by_tag, out_tag, out_src, out_dst, out_payload, round_log, iteration_log, limits, state,
-                   error_info)
+    with warnings.catch_warnings():
+        # numba calls passing jitted functions as arguments "first-class function type: experimental"; the loop
+        # makes direct calls to them (each dispatcher is part of the compiled signature)
+        warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
+        status = _loop(kernels[0].step, kernels[0].arrays, second.step, second.arrays, len(kernels), mail.tag,
+                       mail.src, mail.dst, mail.payload, mail.count, mail.wake, scratch.tag, scratch.src, scratch.dst,
+                       scratch.payload, scratch.count, scratch.wake, node_group, meter.n_nodes, widths, edges,
+                       adjacency, check, by_tag, out_tag, out_src, out_dst, out_payload, round_log, iteration_log,
+                       limits, state, error_info)
     meter.absorb(kernels[0].tags, by_tag, round_log[:state[3]], iteration_log[:state[4]])
     if status == BAD_EDGE:
         t, s, d = (int(x) for x in error_info)
