@@ -34,7 +34,7 @@ def dsvc_time(ds, kw, T, seed=3):
     groups = eng.plan(dep.roles)
     eng.deploy(groups, seed)
     meter = Meter(dep.n_nodes, dep.adjacency(), dep.node_names)
-    sched = SyncScheduler(eng, groups, meter, dep.n_nodes)
+    sched = SyncScheduler(eng, groups, meter, dep.n_nodes, compiled=True)
     sched.run(max_iterations=50)                    # warm-up (compilation)
     r0 = sched.round
     t0 = time.perf_counter()

@@ -564,7 +564,8 @@ class ScheduleSection(_Section):
     every ``eval_time`` of virtual time (default round_time) or every ``eval_messages`` messages; the budgets
     ``max_time`` (virtual time) and ``max_messages`` (beside [stop]'s: max_rounds and max_iterations count rounds
     of virtual time). ``compiled = false`` forces the Python loop of either scheduler (same results, slower): the
-    gossip event loop, or the synchronous rounds of programs that offer a compiled step (in-process engine).
+    gossip event loop, or the synchronous rounds of programs that offer a compiled step (in-process engine; by
+    default those move to the compiled loop once a run has spent a few seconds in Python rounds).
     """
 
     kind: str = "auto"

@@ -145,7 +145,7 @@ def _run(compiled, k=5, mode=0, pause_every=7, last=-1, observe_every=4, **budge
                                     {"max_iterations": 1000, "last": 23}])
 def test_compiled_loop_gives_the_python_loop_run(budget):
     last = budget.pop("last", -1)
-    runs = [_run(c, last=last, **budget) for c in (False, None)]
+    runs = [_run(c, last=last, **budget) for c in (False, True)]
     (r0, s0, l0, o0, c0), (r1, s1, l1, o1, c1) = runs
     assert r0 == r1 and r0 != StopReason.QUIESCENT
     assert (s0.round, s0.iteration) == (s1.round, s1.iteration)
@@ -169,7 +169,7 @@ def test_compiled_loop_is_used_and_resumable():
 
     compiled_sync.run_compiled_rounds = spy
     try:
-        reason, sched, ledger, obs, _ = _run(None, pause_every=3, max_iterations=20)
+        reason, sched, ledger, obs, _ = _run(True, pause_every=3, max_iterations=20)
     finally:
         compiled_sync.run_compiled_rounds = real
     assert reason == StopReason.ITERATIONS and obs[0]["iteration"] == 20
@@ -181,11 +181,30 @@ def test_compiled_loop_is_used_and_resumable():
 
 def test_compiled_loop_rejects_a_message_off_the_topology():
     with pytest.raises(ProtocolError, match="not neighbours in the topology"):
-        _run(None, mode=1, max_iterations=3)
+        _run(True, mode=1, max_iterations=3)
     with pytest.raises(ProtocolError, match="not neighbours in the topology"):
         _run(False, mode=1, max_iterations=3)
 
 
+def test_by_default_a_short_run_stays_in_python_and_a_long_one_switches(monkeypatch):
+    from svmsim.schedule import compiled_sync, sync
+
+    calls = []
+    real = compiled_sync.run_compiled_rounds
+
+    def spy(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(compiled_sync, "run_compiled_rounds", spy)
+    short = _run(None, max_iterations=30)
+    assert not calls
+    monkeypatch.setattr(sync, "COMPILE_AFTER_SECONDS", 0.0)     # as if the Python rounds had run long enough
+    switched = _run(None, max_iterations=30)
+    assert calls
+    assert short[2].equals(switched[2]) and short[3][0] == switched[3][0]
+
+
 def test_compiled_step_errors_reach_the_caller():
     with pytest.raises(ProtocolError, match="broken protocol"):
-        _run(None, mode=2, max_iterations=3)
+        _run(True, mode=2, max_iterations=3)

@@ -129,7 +129,7 @@ def test_estimator_api(load):
 
 # -- distributed: same iterates, exact ledger ------------------------------------------------------------------
 
-def _run_dsvc(ds, k, T, seed, compiled=None, **kw):
+def _run_dsvc(ds, k, T, seed, compiled=True, **kw):
     dep = build_saddle_dsvc(SaddleDSVCParams(clients=k, **kw), Problem(ds, seed=seed, partition_scheme="iid"))
     eng = InProcessEngine()
     groups = eng.plan(dep.roles)
@@ -158,7 +158,7 @@ def test_dsvc_follows_saddle_svc_iterates(load, name, kw, T):
 @pytest.mark.parametrize("kw", [{}, {"alpha": 0.85}, {"alpha": 0.85, "projection": "newton"}])
 def test_dsvc_compiled_rounds_equal_python_rounds(load, kw):
     ds = load("heart_scale")
-    runs = [_run_dsvc(ds, 6, 300, seed=2, compiled=c, **kw) for c in (False, None)]
+    runs = [_run_dsvc(ds, 6, 300, seed=2, compiled=c, **kw) for c in (False, True)]
     (_, m0, o0), (_, m1, o1) = runs
     assert m0.ledger().equals(m1.ledger())
     assert np.array_equal(o0["client"][0]["w"], o1["client"][0]["w"])

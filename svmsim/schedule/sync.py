@@ -13,12 +13,17 @@ steps only groups with mail (so receivers apply the messages that close the iter
 woken groups run in the round after.
 
 When the engine lends its groups' compiled steps (`Engine.kernels`: the in-process engine, for programs that
-offer a `SyncKernel`) and there is no fault model or message log, the rounds run in the compiled loop of
-`compiled_sync` instead, with the same rules and the same ledger; rounds whose programs have no kernel (e.g. a
-set-up phase) run here.
+offer a `SyncKernel`) and there is no fault model or message log, the rounds can run in the compiled loop of
+`compiled_sync` instead, with the same rules, the same ledger and the same states; rounds whose programs have no
+kernel (e.g. a set-up phase) run here. Compiling that loop for a program takes seconds (numba cannot cache it:
+the steps are arguments), so by default (``compiled=None``) a run switches to it only after its rounds have
+taken `COMPILE_AFTER_SECONDS` here: a short run never pays for the compilation, a long one pays at most
+about twice what the better choice would have cost (the ski-rental rule). ``compiled=True`` switches at once,
+``compiled=False`` never.
 """
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import numpy as np
@@ -28,7 +33,10 @@ from ..comm.meter import Meter
 from ..engine.base import Engine
 from ..program import Group
 
-__all__ = ["SyncScheduler", "StopReason"]
+__all__ = ["SyncScheduler", "StopReason", "COMPILE_AFTER_SECONDS"]
+
+#: by default, rounds move to the compiled loop once the Python loop has run this long (about its compile time)
+COMPILE_AFTER_SECONDS = 5.0
 
 
 class StopReason:
@@ -70,6 +78,8 @@ class SyncScheduler:
         self._route_cache: dict[int, tuple] = {}
         # the compiled loop: allowed unless compiled=False; used when every group offers a kernel
         self._compiled_allowed = compiled is not False and faults is None and meter.compiled_view() is not None
+        self._compile_now = compiled is True
+        self._python_since: float | None = None    # when this scheduler first ran a Python round
         self._compiled_mail = None
 
     def _post(self, gid: int, batch: MessageBatch) -> None:
@@ -161,7 +171,7 @@ class SyncScheduler:
         meter = self.meter
         step = self.engine.step
         while True:
-            if self._compiled_allowed:
+            if self._compiled_allowed and self._compiled_due():
                 kernels = self.engine.kernels()
                 if kernels is not None:
                     reason = self._run_compiled(kernels, max_iterations, max_rounds, max_scalars, observe_every,
@@ -198,6 +208,14 @@ class SyncScheduler:
             reason = self._after_boundary(completed, done, due or last, max_iterations, on_iteration)
             if reason is not None:
                 return reason
+
+    def _compiled_due(self) -> bool:
+        if self._compile_now:
+            return True
+        now = time.perf_counter()
+        if self._python_since is None:
+            self._python_since = now
+        return now - self._python_since >= COMPILE_AFTER_SECONDS
 
     def _after_boundary(self, completed, done, observed, max_iterations, on_iteration) -> str | None:
         """After iteration `completed` ended (and was settled if `observed`): the observer, then the ends."""
