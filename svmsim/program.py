@@ -101,14 +101,18 @@ def kernel_step(kernel: SyncKernel, inbox: Inbox, round_: int) -> Outbox:
         in_dst[k:k + m] = batch.dst[order]
         in_payload[k:k + m, :batch.scalars_per_message] = batch.rows()[order]
         k += m
-    out_tag = np.empty(kernel.max_out, np.int64)
-    out_src = np.empty(kernel.max_out, np.int64)
-    out_dst = np.empty(kernel.max_out, np.int64)
-    out_payload = np.zeros((kernel.max_out, width))
+    room = 2 * kernel.max_out + 16          # beyond max_out, so that an overrun is caught before harm is done
+    out_tag = np.empty(room, np.int64)
+    out_src = np.empty(room, np.int64)
+    out_dst = np.empty(room, np.int64)
+    out_payload = np.zeros((room, width))
     n_out, iteration, flags = kernel.step(kernel.arrays, round_, in_tag, in_src, in_dst, in_payload, n_in,
                                           out_tag, out_src, out_dst, out_payload)
     if flags & KERNEL_ERROR:
         raise ProtocolError(kernel.error() if kernel.error is not None else "a compiled step reported an error")
+    if n_out > kernel.max_out:
+        raise ProtocolError(f"a compiled step sent {n_out} messages in one round, more than its kernel's max_out = "
+                            f"{kernel.max_out}; allowed: at most max_out (raise it in the kernel)")
     out = Outbox()
     start = 0
     while start < n_out:                     # consecutive rows of one tag make one batch

@@ -54,6 +54,11 @@ def _client_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
         return 0, -1, KERNEL_ERROR
     n_out = 0
     for r in range(n_in):
+        if in_tag[r] == 1 and mode[0] == 3:               # mode 3: one message too many (past max_out)
+            out_tag[n_out] = 2
+            out_src[n_out] = in_dst[r]
+            out_dst[n_out] = 0
+            n_out += 1
         if in_tag[r] == 1:
             c = in_dst[r] - ids[0]
             seen[c] += in_payload[r, 0]
@@ -208,3 +213,6 @@ def test_by_default_a_short_run_stays_in_python_and_a_long_one_switches(monkeypa
 def test_compiled_step_errors_reach_the_caller():
     with pytest.raises(ProtocolError, match="broken protocol"):
         _run(True, mode=2, max_iterations=3)
+    for compiled in (True, False):
+        with pytest.raises(ProtocolError, match="more than its kernel's max_out = 5"):
+            _run(compiled, mode=3, max_iterations=3)

@@ -42,6 +42,7 @@ PAUSE = 5            # a program asked for Python (its `kernel` is asked again)
 FLUSH = 6            # the per-round or per-iteration buffers are full
 BAD_EDGE = 7         # a message on a non-edge: error_info = (tag, src, dst)
 STEP_ERROR = 8       # a program reported a protocol error: error_info = (group, -1, -1)
+OVERFULL = 9         # a step wrote more messages than its kernel's max_out: error_info = (group, count, -1)
 
 
 ROUND_BUFFER = 1 << 14
@@ -187,7 +188,7 @@ def _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, x_tag, x_src
 @numba.njit(nogil=True)
 def _loop(step0, arrays0, step1, arrays1, n_groups, a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst,
           b_pay, b_n, b_wake, node_group, n_nodes, widths, edges, adjacency, check, by_tag, out_tag, out_src, out_dst,
-          out_payload, round_log, iteration_log, limits, state, error_info):
+          out_payload, round_log, iteration_log, limits, state, error_info, max_outs):
     """Rounds until Python is needed, for one or two groups (group 1 absent when n_groups == 1). a_*: the mail
     (and wake flags) in flight; b_*: scratch for the next round (copied back into a_* after each round).
     limits: [max_rounds, max_scalars, max_iterations, observe_every] (-1: none). state: [round, iteration,
@@ -235,6 +236,10 @@ def _loop(step0, arrays0, step1, arrays1, n_groups, a_tag, a_src, a_dst, a_pay, 
             if flags & KERNEL_ERROR:
                 error_info[0] = g
                 return STEP_ERROR
+            if n_out > max_outs[g]:
+                error_info[0] = g
+                error_info[1] = n_out
+                return OVERFULL
             bad = _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, b_tag, b_src, b_dst, b_pay, b_n,
                                    node_group, n_nodes, widths, edges, adjacency, check, by_tag, counters,
                                    error_info)
@@ -302,12 +307,14 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
     edges, adjacency, check = view
     widths = np.ascontiguousarray(kernels[0].widths, dtype=np.int64)
     n_tags = len(kernels[0].tags)
-    max_out = max(k.max_out for k in kernels)
+    max_outs = np.array([k.max_out for k in kernels], np.int64)
+    # room beyond the largest max_out, so that a step that overruns its promise is caught before harm is done
+    room = 2 * int(max_outs.max()) + 16
     width = mail.payload.shape[2]
-    out_tag = np.zeros(max_out, np.int64)
-    out_src = np.zeros(max_out, np.int64)
-    out_dst = np.zeros(max_out, np.int64)
-    out_payload = np.zeros((max_out, width))
+    out_tag = np.zeros(room, np.int64)
+    out_src = np.zeros(room, np.int64)
+    out_dst = np.zeros(room, np.int64)
+    out_payload = np.zeros((room, width))
     by_tag = np.zeros((n_tags, 3), np.int64)
     round_log = np.zeros((ROUND_BUFFER, 4), np.int64)
     iteration_log = np.zeros((ITERATION_BUFFER, 2), np.int64)
@@ -328,11 +335,15 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
                        mail.src, mail.dst, mail.payload, mail.count, mail.wake, scratch.tag, scratch.src, scratch.dst,
                        scratch.payload, scratch.count, scratch.wake, node_group, meter.n_nodes, widths, edges,
                        adjacency, check, by_tag, out_tag, out_src, out_dst, out_payload, round_log, iteration_log,
-                       limits, state, error_info)
+                       limits, state, error_info, max_outs)
     meter.absorb(kernels[0].tags, by_tag, round_log[:state[3]], iteration_log[:state[4]])
     if status == BAD_EDGE:
         t, s, d = (int(x) for x in error_info)
         meter.raise_bad_edge(kernels[0].tags[t], s, d)
+    if status == OVERFULL:
+        g, n = int(error_info[0]), int(error_info[1])
+        raise ProtocolError(f"the compiled step of group {g} sent {n} messages in one round, more than its kernel's "
+                            f"max_out = {kernels[g].max_out}; allowed: at most max_out (raise it in the kernel)")
     if status == STEP_ERROR:
         k = kernels[int(error_info[0])]
         raise ProtocolError(k.error() if k.error is not None else "a compiled step reported an error")
