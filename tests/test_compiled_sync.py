@@ -9,6 +9,7 @@ import pytest
 from svmsim.comm import Meter
 from svmsim.comm.message import MessageBatch, Outbox, frozen_ids
 from svmsim.engine import InProcessEngine
+from svmsim.engine.base import split_roles
 from svmsim.errors import ProtocolError
 from svmsim.program import (KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, NodeProgram, RoleSpec,
                             SyncKernel, kernel_step)
@@ -124,13 +125,13 @@ class Client(NodeProgram):
         return {"seen": st["seen"].copy()}
 
 
-def _run(compiled, k=5, mode=0, pause_every=7, last=-1, observe_every=4, **budget):
+def _run(compiled, k=5, mode=0, pause_every=7, last=-1, observe_every=4, client_groups=1, **budget):
     G = build_topology("star", k + 1)
     clients = np.arange(1, k + 1, dtype=np.int64)
     roles = [RoleSpec("server", Server(pause_every, last), np.array([0]), [{"clients": clients}]),
              RoleSpec("client", Client(mode), clients, [None] * k)]
     eng = InProcessEngine()
-    groups = eng.plan(roles)
+    groups = split_roles(roles, {"client": client_groups})
     eng.deploy(groups, 0)
     import networkx as nx
 
@@ -182,6 +183,14 @@ def test_compiled_loop_is_used_and_resumable():
     # declared count: one hello, then 5 pings (1 scalar) + 5 pongs (2 scalars) per iteration
     assert ledger.totals["scalars"] == 1 + 20 * 15
     assert ledger.by_tag["pong"][1] == 20 * 10
+
+
+def test_more_groups_than_the_loop_takes_run_in_python_with_the_same_results(monkeypatch):
+    from svmsim.schedule import compiled_sync
+
+    monkeypatch.setattr(compiled_sync, "run_compiled_rounds", None)       # must not be called
+    runs = [_run(c, client_groups=2, max_iterations=12) for c in (False, True)]
+    assert runs[0][2].equals(runs[1][2]) and runs[0][3][0] == runs[1][3][0]
 
 
 def test_compiled_loop_rejects_a_message_off_the_topology():

@@ -45,6 +45,8 @@ STEP_ERROR = 8       # a program reported a protocol error: error_info = (group,
 OVERFULL = 9         # a step wrote more messages than its kernel's max_out: error_info = (group, count, -1)
 
 
+#: the loop steps one or two groups (a server and its clients, or one group of peers)
+MAX_GROUPS = 2
 ROUND_BUFFER = 1 << 14
 ITERATION_BUFFER = 1 << 12
 
@@ -323,8 +325,8 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
                        none if max_iterations is None else max_iterations, observe_every or 0], np.int64)
     state = np.array([round_, iteration, meter.scalars, 0, 0, 0], np.int64)
     error_info = np.full(3, -1, np.int64)
-    if len(kernels) > 2:
-        raise ValueError("the compiled loop runs one or two groups")
+    if len(kernels) > MAX_GROUPS:
+        raise ValueError(f"the compiled loop runs at most {MAX_GROUPS} groups, not {len(kernels)}")
     second = kernels[1] if len(kernels) > 1 else kernels[0]
     meter.sync()
     with warnings.catch_warnings():

@@ -233,8 +233,8 @@ class SyncScheduler:
         from . import compiled_sync as C
 
         tags, widths = kernels[0].tags, kernels[0].widths
-        if not C.kernels_compatible(kernels):
-            self._compiled_allowed = False
+        if len(kernels) > C.MAX_GROUPS or not C.kernels_compatible(kernels):
+            self._compiled_allowed = False      # the Python loop runs them (same results)
             return None
         if self._compiled_mail is None:
             capacity = sum(k.max_out for k in kernels)
