@@ -110,8 +110,9 @@ from ..schedule.gossip import (CAUSE_DEAD_RECEIVER, CAUSE_DELIVERED, CAUSE_IN_FL
                                N_EVENTS, N_FREE, N_HEAP, N_LOG, N_REC, N_SENT, N_SENT_SCALARS, N_WAKES, P_DELIVER,
                                P_WAKE, ST_BAD_EDGE, ST_EVAL_TIME, ST_FLUSH, ST_GROW, ST_MESSAGES, ST_QUIESCENT,
                                ST_SCALARS, ST_TIME, ST_YIELD, Clock, GossipProgram, GossipProgress, GossipScheduler,
-                               GossipStopReason, LatencyModel, grow_pool, program_sends, python_node_event, _enqueue,
-                               _handle_event, _heap_pop, _heap_push, _next_tick, _no_room, _push_events, _send,
+                               GossipStopReason, LatencyModel, EventLoopArrays, grow_pool, program_sends,
+                               python_node_event, register_kind, _enqueue,
+                               _handle_event, _heap_pop, _heap_push, _next_tick, _no_room, _send,
                                _send_fate)
 from ..topology import check_connected, neighbours
 from .base import split_roles
@@ -361,13 +362,7 @@ class _HostState:
         return {"name": self.name, "nodes": int(self.local.size), "compiled": self.compiled}
 
     def _kind_id(self, tag: str, spm: int, dtype) -> int:
-        dtype = np.dtype(dtype)
-        key = (tag, spm, dtype.str)
-        kid = self._kind_ids.get(key)
-        if kid is None:
-            kid = self._kind_ids[key] = len(self._kinds)
-            self._kinds.append((tag, spm, dtype))
-        return kid
+        return register_kind(self._kinds, self._kind_ids, tag, spm, dtype)
 
     def _init_compiled(self, events) -> None:
         k = self._kernel
@@ -378,23 +373,13 @@ class _HostState:
             self._kind_id(tag, int(w), np.float64)
         self._tag_ids = {tag: i for i, tag in enumerate(k.tags)}
         width = int(self._widths.max())
-        pool = 4 * int(self.local.size) + 64
-        cap = len(events) + pool + 2 * k.max_out + 16
-        self._ht = np.empty(cap)
-        self._hk = np.empty((cap, 4), dtype=np.int64)
-        self._mi = np.empty((pool, 5), dtype=np.int64)
-        self._mp = np.empty((pool, width))
-        self._free = np.arange(pool, dtype=np.int64)[::-1].copy()
-        self._ni = np.zeros((n, 6), dtype=np.int64)
-        self._ni[:, I_TICKS] = 1
-        self._rec = np.empty((65536, 4), dtype=np.int64)
-        self._log_t = np.empty(4096)
-        self._log_i = np.empty((4096, 2), dtype=np.int64)
-        self._ctr = np.zeros(24, dtype=np.int64)
-        self._ctr[N_FREE] = pool
-        self._fc = np.zeros(8)
+        a = EventLoopArrays.allocate(n, 4 * int(self.local.size) + 64, events, k.max_out, width, n_counters=24,
+                                     n_settings=8)
+        (self._ht, self._hk, self._mi, self._mp, self._free, self._ni, self._rec, self._log_t, self._log_i,
+         self._ctr, self._fc, self._lim, self._out_dst, self._out_tag, self._out_pay) = (
+            a.ht, a.hk, a.mi, a.mp, a.free, a.ni, a.rec, a.log_t, a.log_i, a.ctr, a.fc, a.lim, a.out_dst, a.out_tag,
+            a.out_pay)
         self._fc[F_NEXT_EVAL] = math.inf
-        self._lim = np.zeros(8, dtype=np.int64)
         self._lim[L_MAX_MESSAGES] = _NO_LIMIT
         self._lim[L_MAX_SCALARS] = _NO_LIMIT
         self._lim[L_YIELD] = _YIELD_EVENTS
@@ -402,13 +387,6 @@ class _HostState:
         self._lim[L_XBATCH] = self._xbatch
         self._xi = np.empty((self._xbatch + 2 * k.max_out + 8, 6), dtype=np.int64)
         self._xf = np.empty((self._xbatch + 2 * k.max_out + 8, 1 + width))
-        self._out_dst = np.zeros(k.max_out, dtype=np.int64)
-        self._out_tag = np.zeros(k.max_out, dtype=np.int64)
-        self._out_pay = np.zeros((k.max_out, width))
-        if events:
-            times = np.array([e[0] for e in events], dtype=np.float64)
-            ev = np.array([e[1:] for e in events], dtype=np.int64)
-            _push_events(self._ht, self._hk, self._ctr, times, ev)
         # compile now (a slice that handles nothing), so that the run's first slice does not
         self._fc[F_MAX_TIME] = -math.inf
         self._call_loop()

@@ -847,6 +847,60 @@ class GossipProgress:
     in_flight: int
 
 
+@dataclass
+class EventLoopArrays:
+    """The arrays a compiled event loop works in (in-process and on each Ray actor): the event heap (times,
+    keys), the message pool (ints, payloads, free list), per-node state, ledger records, the evaluation log,
+    counters, float and int settings, and a step's out buffers. `allocate` pushes the initial events."""
+
+    ht: np.ndarray
+    hk: np.ndarray
+    mi: np.ndarray
+    mp: np.ndarray
+    free: np.ndarray
+    ni: np.ndarray
+    rec: np.ndarray
+    log_t: np.ndarray
+    log_i: np.ndarray
+    ctr: np.ndarray
+    fc: np.ndarray
+    lim: np.ndarray
+    out_dst: np.ndarray
+    out_tag: np.ndarray
+    out_pay: np.ndarray
+
+    @classmethod
+    def allocate(cls, n_nodes: int, pool: int, events: list, max_out: int, width: int, n_counters: int,
+                 n_settings: int) -> "EventLoopArrays":
+        cap = len(events) + pool + 2 * max_out + 16
+        ctr = np.zeros(n_counters, dtype=np.int64)
+        ctr[N_FREE] = pool
+        ni = np.zeros((n_nodes, 6), dtype=np.int64)
+        ni[:, I_TICKS] = 1
+        arrays = cls(ht=np.empty(cap), hk=np.empty((cap, 4), dtype=np.int64), mi=np.empty((pool, 5), dtype=np.int64),
+                     mp=np.empty((pool, width)), free=np.arange(pool, dtype=np.int64)[::-1].copy(), ni=ni,
+                     rec=np.empty((65536, 4), dtype=np.int64), log_t=np.empty(4096),
+                     log_i=np.empty((4096, 2), dtype=np.int64), ctr=ctr, fc=np.zeros(n_settings),
+                     lim=np.zeros(n_settings, dtype=np.int64), out_dst=np.zeros(max_out, dtype=np.int64),
+                     out_tag=np.zeros(max_out, dtype=np.int64), out_pay=np.zeros((max_out, width)))
+        if events:
+            times = np.array([e[0] for e in events], dtype=np.float64)
+            keys = np.array([e[1:] for e in events], dtype=np.int64)
+            _push_events(arrays.ht, arrays.hk, arrays.ctr, times, keys)
+        return arrays
+
+
+def register_kind(kinds: list, kind_ids: dict, tag: str, spm: int, dtype) -> int:
+    """The id of a message kind (tag, scalars per message, dtype) in a loop's kind table, added if new."""
+    dtype = np.dtype(dtype)
+    key = (tag, spm, dtype.str)
+    kid = kind_ids.get(key)
+    if kid is None:
+        kid = kind_ids[key] = len(kinds)
+        kinds.append((tag, spm, dtype))
+    return kid
+
+
 def grow_pool(mi, mp, free, ctr, ht, hk):
     """Double a compiled loop's message pool (ids mi, payloads mp, free list) and grow its heap (times ht, keys
     hk) to match; ctr[N_FREE] is updated. Returns the new (mi, mp, free, ht, hk)."""
@@ -1102,39 +1156,15 @@ class GossipScheduler:
         self._widths = np.asarray(k.widths, dtype=np.int64)
         for tag, w in zip(k.tags, self._widths):
             self._kind_id(tag, int(w), np.dtype(np.float64))
-        width = int(self._widths.max())
-        pool = 4 * n + 64
-        init = self._initial_events()
-        cap = len(init) + pool + 2 * k.max_out + 16
-        self._ht = np.empty(cap)
-        self._hk = np.empty((cap, 4), dtype=np.int64)
-        self._mi = np.empty((pool, 5), dtype=np.int64)
-        self._mp = np.empty((pool, width))
-        self._free = np.arange(pool, dtype=np.int64)[::-1].copy()
-        self._ni_arr = np.zeros((n, 6), dtype=np.int64)
-        self._ni_arr[:, I_TICKS] = 1
-        self._rec_arr = np.empty((65536, 4), dtype=np.int64)
-        self._log_t = np.empty(4096)
-        self._log_i = np.empty((4096, 2), dtype=np.int64)
-        self._ctr = np.zeros(16, dtype=np.int64)
-        self._ctr[N_FREE] = pool
-        self._fc = np.zeros(4)
-        self._lim = np.zeros(4, dtype=np.int64)
-        self._out_dst = np.zeros(k.max_out, dtype=np.int64)
-        self._out_tag = np.zeros(k.max_out, dtype=np.int64)
-        self._out_pay = np.zeros((k.max_out, width))
-        if init:
-            times = np.array([e[0] for e in init], dtype=np.float64)
-            events = np.array([e[1:] for e in init], dtype=np.int64)
-            _push_events(self._ht, self._hk, self._ctr, times, events)
+        a = EventLoopArrays.allocate(n, 4 * n + 64, self._initial_events(), k.max_out, int(self._widths.max()),
+                                     n_counters=16, n_settings=4)
+        (self._ht, self._hk, self._mi, self._mp, self._free, self._ni_arr, self._rec_arr, self._log_t, self._log_i,
+         self._ctr, self._fc, self._lim, self._out_dst, self._out_tag, self._out_pay) = (
+            a.ht, a.hk, a.mi, a.mp, a.free, a.ni, a.rec, a.log_t, a.log_i, a.ctr, a.fc, a.lim, a.out_dst, a.out_tag,
+            a.out_pay)
 
     def _kind_id(self, tag: str, spm: int, dtype: np.dtype) -> int:
-        key = (tag, spm, dtype.str)
-        kid = self._kind_ids.get(key)
-        if kid is None:
-            kid = self._kind_ids[key] = len(self._kinds)
-            self._kinds.append((tag, spm, dtype))
-        return kid
+        return register_kind(self._kinds, self._kind_ids, tag, spm, dtype)
 
     # -- state ----------------------------------------------------------------------------------------------------
     @property
