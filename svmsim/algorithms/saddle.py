@@ -564,7 +564,9 @@ class _ServerState:
         self.ints[K.S_ID] = me
         self.ints[K.S_NU] = int(cap < math.inf)
         self.ints[K.S_NEWTON] = int(newton)
-        self.floats = np.array([0.0, 0.0, 1.0, 1.0, cap, 0.0, 0.0, 0.0, 0.0])
+        self.floats = np.zeros(K.SF_SIZE)         # Z, c, cap, trends, then the sums' scratch
+        self.floats[K.SF_C:K.SF_C + 2] = 1.0
+        self.floats[K.SF_CAP] = cap
         self.ints[K.S_MAXPASS] = MAX_CAP_PASSES
         self.ints[K.S_PHASE] = K.PHASE_SETUP
         self.coords = _CoordinateWindow(d_pad, seed, self.ints, K.S_POS)

@@ -871,11 +871,9 @@ def client_mirror_round(S, i, i_next, i_after, w, wnorm2, u, Lr, pr, seg_lo, seg
         if primed[0] == 0:                      # <S_i*(t+1), p[t]> from the current weights, once
             acc_after[s] = segment_capped_dot(row_next, pr, seg_lo[s], seg_hi[s], mult[seg_class[s]], np.inf)
         acc_old[s] = acc_after[s]
-    z = np.empty(seg_lo.shape[0])
+    # rows_z is (clients, 2), C order: its flat index is the segment's (client, class) index
     clients_mirror_hard(row, row_next, row_after, u, Lr, seg_lo, seg_hi, seg_class, dw, d * dw, c1, inv, off, shift,
-                        z, acc_new, acc_after)
-    for s in range(seg_lo.shape[0]):
-        rows_z[s // 2, s % 2] = z[s]
+                        rows_z.reshape(rows_z.size), acc_new, acc_after)
     primed[0] = 1
 
 
@@ -929,8 +927,10 @@ COORD_LOW_WATER = 8
 # nu mode, max passes, projection (0: Rule 3, 1: warm-started Newton)
 S_ITER, S_REPORTS, S_PASSES, S_PHASE, S_POS, S_ID, S_NU, S_MAXPASS, S_NEWTON = range(9)
 # server floats: Z per class and the Newton multiplier c per class (Newton projection), the weight cap, the
-# trends of the threshold guess (per class: mean of the next row and of the current row over the uncapped)
-SF_Z, SF_C, SF_CAP, SF_TREND = 0, 2, 4, 5
+# trends of the threshold guess (per class: mean of the next row and of the current row over the uncapped),
+# then room for a round's sums
+SF_Z, SF_C, SF_CAP, SF_TREND, SF_SUMS = 0, 2, 4, 5, 9
+SF_SIZE = SF_SUMS + 10   # the sums of a round's reports (scratch, no allocation per round)
 PHASE_SETUP, PHASE_DELTA, PHASE_NEXT = 0, 1, 2
 CAP_TOLERANCE = 1e-13   # Rule 3 "until the excess is zero", with floating-point slack (notes section 7.10)
 
@@ -963,7 +963,7 @@ def dsvc_server_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, o
     """Algorithm 4, server side: lines 10 (delta sums), 19 (Z sums), 31-36 (Rule 3 sums) and line 3 (i*)."""
     clients, coords, ints, sfl = arrays
     me = ints[S_ID]
-    sums = np.zeros(10)
+    sums = sfl[SF_SUMS:SF_SUMS + 10]
     n_out = 0
     completed = -1
     flags = 0

@@ -68,6 +68,13 @@ class CompiledMail:
         self.count = np.zeros(n_groups, np.int64)
         self.wake = np.zeros(n_groups, np.bool_)
 
+    def swap(self, other: "CompiledMail") -> None:
+        """Exchange the contents with `other` (the compiled loop alternates between two buffers)."""
+        for name in ("tag", "src", "dst", "payload", "count", "wake"):
+            mine = getattr(self, name)
+            setattr(self, name, getattr(other, name))
+            setattr(other, name, mine)
+
     def from_inboxes(self, mail: dict[int, Inbox], wake: set[int], tag_id: dict[str, int]) -> None:
         self.count[:] = 0
         self.wake[:] = False
@@ -194,7 +201,8 @@ def _loop(step0, arrays0, step1, arrays1, n_groups, a_tag, a_src, a_dst, a_pay, 
     """Rounds until Python is needed, for one or two groups (group 1 absent when n_groups == 1). a_*: the mail
     (and wake flags) in flight; b_*: scratch for the next round (copied back into a_* after each round).
     limits: [max_rounds, max_scalars, max_iterations, observe_every] (-1: none). state: [round, iteration,
-    scalars, n_round_log, n_iteration_log, done at the boundary] (updated). Returns why it stopped."""
+    scalars, n_round_log, n_iteration_log, done at the boundary, 1 if the mail now lives in b_*] (updated).
+    Returns why it stopped."""
     max_rounds, max_scalars, max_iterations, observe_every = limits[0], limits[1], limits[2], limits[3]
     arrays0 = _borrowed(arrays0)
     arrays1 = _borrowed(arrays1)
@@ -263,16 +271,15 @@ def _loop(step0, arrays0, step1, arrays1, n_groups, a_tag, a_src, a_dst, a_pay, 
             round_log[k, 3] = counters[2]
             state[3] = k + 1
             state[2] += counters[1]
-        for g in range(n_groups):
-            n = b_n[g]
-            a_n[g] = n
-            a_wake[g] = b_wake[g]
-            for j in range(n):
-                a_tag[g, j] = b_tag[g, j]
-                a_src[g, j] = b_src[g, j]
-                a_dst[g, j] = b_dst[g, j]
-                for c in range(a_pay.shape[2]):
-                    a_pay[g, j, c] = b_pay[g, j, c]
+        # the next round's mail is the scratch: swap the buffers (the caller swaps its two `CompiledMail`s
+        # when state[6] says an odd number of swaps happened)
+        a_tag, b_tag = b_tag, a_tag
+        a_src, b_src = b_src, a_src
+        a_dst, b_dst = b_dst, a_dst
+        a_pay, b_pay = b_pay, a_pay
+        a_n, b_n = b_n, a_n
+        a_wake, b_wake = b_wake, a_wake
+        state[6] = 1 - state[6]
         state[0] = round_ + 1
         if settle:
             return BOUNDARY
@@ -323,7 +330,7 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
     none = -1
     limits = np.array([none if max_rounds is None else max_rounds, none if max_scalars is None else max_scalars,
                        none if max_iterations is None else max_iterations, observe_every or 0], np.int64)
-    state = np.array([round_, iteration, meter.scalars, 0, 0, 0], np.int64)
+    state = np.array([round_, iteration, meter.scalars, 0, 0, 0, 0], np.int64)
     error_info = np.full(3, -1, np.int64)
     if len(kernels) > MAX_GROUPS:
         raise ValueError(f"the compiled loop runs at most {MAX_GROUPS} groups, not {len(kernels)}")
@@ -339,6 +346,8 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
                        adjacency, check, by_tag, out_tag, out_src, out_dst, out_payload, round_log, iteration_log,
                        limits, state, error_info, max_outs)
     meter.absorb(kernels[0].tags, by_tag, round_log[:state[3]], iteration_log[:state[4]])
+    if state[6]:
+        mail.swap(scratch)
     if status == BAD_EDGE:
         t, s, d = (int(x) for x in error_info)
         meter.raise_bad_edge(kernels[0].tags[t], s, d)
