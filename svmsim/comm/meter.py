@@ -80,7 +80,8 @@ class Meter:
         self.messages = 0
         self.scalars = 0
         self.bytes = 0
-        self.iteration_rounds: list[tuple[int, int]] = []  # (iteration, round at which it ended)
+        self._iteration_log = array("q")   # flat (iteration, round at which it ended): no Python object per
+        # iteration (million-iteration runs would otherwise spend their time in the garbage collector)
         self.log: list[tuple] | None = [] if keep_log else None
 
     # -- recording ------------------------------------------------------------------------------------------
@@ -188,10 +189,17 @@ class Meter:
         if rounds.shape[0]:
             self._round_log.frombytes(np.ascontiguousarray(rounds, dtype=np.int64).tobytes())
             self.last_round = max(self.last_round, int(rounds[-1, 0]))
-        self.iteration_rounds.extend(map(tuple, iterations.tolist()))
+        if iterations.shape[0]:
+            self._iteration_log.frombytes(np.ascontiguousarray(iterations, dtype=np.int64).tobytes())
 
     def mark_iteration(self, iteration: int, round_: int) -> None:
-        self.iteration_rounds.append((int(iteration), int(round_)))
+        self._iteration_log.append(int(iteration))
+        self._iteration_log.append(int(round_))
+
+    @property
+    def iteration_rounds(self) -> np.ndarray:
+        """Rows (iteration, round at which it ended), in the order the iterations ended."""
+        return np.frombuffer(self._iteration_log, dtype=np.int64).reshape(-1, 2).copy()
 
     def _add_edges(self, batch: MessageBatch, spm: int, bpm: int, dropped: bool, times: int = 1) -> None:
         src = batch.src if batch.src.dtype == np.int64 else batch.src.astype(np.int64)
@@ -287,7 +295,7 @@ class Ledger:
     edges: np.ndarray  # rows (src, dst, messages, scalars, bytes)
     dropped_edges: np.ndarray
     rounds: np.ndarray  # rows (round, messages, scalars, bytes) for rounds that carried messages
-    iteration_rounds: list
+    iteration_rounds: np.ndarray  # rows (iteration, round at which it ended)
     node_names: list
 
     @classmethod
@@ -297,7 +305,7 @@ class Ledger:
         return cls(totals=m.totals(), by_tag={k: list(v) for k, v in sorted(m.by_tag.items())},
                    dropped_by_tag={k: list(v) for k, v in sorted(m.dropped_by_tag.items())},
                    edges=_edges_table(m, False), dropped_edges=_edges_table(m, True), rounds=rounds,
-                   iteration_rounds=list(m.iteration_rounds), node_names=list(m.node_names))
+                   iteration_rounds=m.iteration_rounds, node_names=list(m.node_names))
 
     def by_node(self) -> dict[str, dict]:
         """Sent and received messages/scalars/bytes per node that took part."""
@@ -314,14 +322,14 @@ class Ledger:
     def equals(self, other: "Ledger") -> bool:
         return (self.totals == other.totals and self.by_tag == other.by_tag
                 and self.dropped_by_tag == other.dropped_by_tag and np.array_equal(self.edges, other.edges)
-                and np.array_equal(self.rounds, other.rounds) and self.iteration_rounds == other.iteration_rounds)
+                and np.array_equal(self.rounds, other.rounds) and np.array_equal(self.iteration_rounds, other.iteration_rounds))
 
     def summary(self) -> dict:
         tags = {t: dict(zip(("messages", "scalars", "bytes"), v)) for t, v in self.by_tag.items()}
         dropped = {t: dict(zip(("messages", "scalars", "bytes"), v)) for t, v in self.dropped_by_tag.items()}
         return {"totals": self.totals, "by_tag": tags, "dropped_by_tag": dropped, "by_node": self.by_node(),
                 "n_rounds_with_messages": int(self.rounds.shape[0]),
-                "iterations": len(self.iteration_rounds)}
+                "iterations": int(self.iteration_rounds.shape[0])}
 
     def save(self, directory: Path) -> None:
         directory = Path(directory)

@@ -951,6 +951,12 @@ def _sum_rows(tables: list[np.ndarray], key_cols: int, width: int) -> np.ndarray
     return np.column_stack([keys, sums.astype(np.int64)]).astype(np.int64)
 
 
+def _sorted_rows(tables: list[np.ndarray]) -> np.ndarray:
+    """The rows of (iteration, round) tables together, in lexicographic order."""
+    rows = np.concatenate([np.asarray(t, dtype=np.int64).reshape(-1, 2) for t in tables])
+    return rows[np.lexsort((rows[:, 1], rows[:, 0]))]
+
+
 def merge_ledgers(ledgers: list[Ledger]) -> Ledger:
     """One ledger from several meters' (exact: totals, tags and dropped tags summed; edges summed by (src, dst),
     sorted; rounds summed by round)."""
@@ -972,7 +978,7 @@ def merge_ledgers(ledgers: list[Ledger]) -> Ledger:
                   edges=_sum_rows([lg.edges for lg in ledgers], 2, 5),
                   dropped_edges=_sum_rows([lg.dropped_edges for lg in ledgers], 2, 5),
                   rounds=_sum_rows([lg.rounds for lg in ledgers], 1, 4),
-                  iteration_rounds=sorted(x for lg in ledgers for x in lg.iteration_rounds),
+                  iteration_rounds=_sorted_rows([lg.iteration_rounds for lg in ledgers]),
                   node_names=list(ledgers[0].node_names))
 
 
