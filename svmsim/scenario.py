@@ -49,7 +49,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from svmsim.algorithms.registry import ALGORITHMS, AlgorithmInfo, get_algorithm
-from svmsim.data import BUILTIN_DATASETS, PARTITION_SCHEMES, SYNTHETIC_KINDS
+from svmsim.data import BUILTIN_DATASETS, PARTITION_SCHEMES, SCALINGS, SYNTHETIC_KINDS
 from svmsim.engine import ENGINES
 from svmsim.errors import ScenarioError, TopologyError
 from svmsim.faults import FAULT_KEYS, FaultModel
@@ -174,6 +174,8 @@ class DataSection(_Section):
     holdout: float | None = Field(None, gt=0, lt=1)
     positive_label: int | float | None = None
     n_features: int | None = Field(None, ge=1)
+    scale: str = Field("none", json_schema_extra=_allowed(
+        "a feature scaling: " + ", ".join(f"'{k}' ({v})" for k, v in SCALINGS.items())))
     # synthetic data only
     kind: str | None = None
     n: int | None = Field(None, ge=2)
@@ -186,6 +188,13 @@ class DataSection(_Section):
     @classmethod
     def _paths_as_str(cls, value: Any) -> Any:
         return _as_plain_str(value)
+
+    @field_validator("scale")
+    @classmethod
+    def _known_scaling(cls, value: str) -> str:
+        if value not in SCALINGS:
+            raise _choice("scale", value, "a feature scaling", tuple(SCALINGS))
+        return value
 
     @field_validator("kind")
     @classmethod
@@ -203,7 +212,7 @@ class DataSection(_Section):
                 errors.append(_issue(("data", key), (
                     f"{key} = {_show(getattr(self, key))} only applies to synthetic data (name = \"synthetic\"), "
                     f"not to data set {self.name!r}; allowed keys for a non-synthetic set: "
-                    "name, data_dir, test, holdout, positive_label, n_features")))
+                    "name, data_dir, test, holdout, positive_label, n_features, scale")))
         else:
             if self.kind is None:
                 self.kind = DEFAULT_SYNTHETIC_KIND
@@ -810,7 +819,8 @@ class Scenario(_Section):
         """Keyword arguments of :func:`svmsim.data.load_dataset` for this scenario (seeded by ``seed``)."""
         d = self.data
         kwargs: dict[str, Any] = {"name": d.name, "data_dir": d.data_dir, "test": d.test,
-                                  "positive_label": d.positive_label, "n_features": d.n_features}
+                                  "positive_label": d.positive_label, "n_features": d.n_features,
+                                  "scale": d.scale}
         if d.holdout is not None:
             kwargs.update(holdout=d.holdout, holdout_seed=self.seed)
         if d.is_synthetic:

@@ -89,6 +89,42 @@ def test_phishing_holdout():
 
 
 @needs_shared
+def test_unit_box_scaling_fits_the_training_range_and_applies_it_to_the_test_set():
+    raw = load_dataset("madelon", data_dir=SHARED_DATA, test="auto")
+    ds = load_dataset("madelon", data_dir=SHARED_DATA, test="auto", scale="unit_box")
+    dense = (lambda M: M.toarray() if sp.issparse(M) else np.asarray(M, dtype=float))
+    X, R = ds.X, dense(raw.X)
+    varying = R.max(axis=0) > R.min(axis=0)
+    assert np.allclose(X[:, varying].min(axis=0), -1.0) and np.allclose(X[:, varying].max(axis=0), 1.0)
+    lo, span = R.min(axis=0), R.max(axis=0) - R.min(axis=0)
+    j = int(np.flatnonzero(varying)[0])
+    expected = 2.0 * (dense(raw.X_test)[:, j] - lo[j]) / span[j] - 1.0
+    assert np.allclose(ds.X_test[:, j], expected)              # the training range, not the test set's own
+    assert np.array_equal(ds.y, raw.y) and "unit_box" in ds.meta["scaling"]
+
+
+@needs_shared
+def test_max_abs_scaling_keeps_sparse_data_sparse(a9a):
+    ds = load_dataset("a9a", data_dir=SHARED_DATA, test="auto", scale="max_abs")
+    assert sp.issparse(ds.X) and ds.X.nnz == a9a.X.nnz
+    peak = np.asarray(abs(ds.X).max(axis=0).todense()).ravel()
+    assert np.allclose(peak[peak > 0], 1.0)
+    assert sp.issparse(ds.X_test) and ds.X_test.shape == a9a.X_test.shape
+
+
+def test_scaling_errors(monkeypatch):
+    with pytest.raises(ScenarioError, match=r"scale = 'minmax' is not a feature scaling; allowed: 'none'"):
+        load_dataset("iris", scale="minmax")
+    import svmsim.data.registry as registry
+
+    monkeypatch.setattr(registry, "DENSE_SCALING_LIMIT", 10)
+    sparse = Dataset("tiny", sp.csr_matrix(np.eye(4)), np.array([1.0, -1.0, 1.0, -1.0]))
+    with pytest.raises(ScenarioError, match="would make data set 'tiny' dense.*'max_abs'"):
+        registry.scale_dataset(sparse, "unit_box")
+    assert registry.scale_dataset(sparse, "none") is sparse
+
+
+@needs_shared
 def test_manifest_listing_and_checksum():
     rows = {r.name: r for r in list_datasets(SHARED_DATA)}
     assert rows["a9a"].n == 32561 and rows["a9a"].d == 123 and rows["a9a"].labels == "-1:24720,1:7841"

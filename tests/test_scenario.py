@@ -68,7 +68,7 @@ FULL = {
     "description": "every section given",
     "seed": 7,
     "data": {"name": "a9a", "data_dir": "/data", "test": "none", "holdout": 0.1, "positive_label": 1,
-             "n_features": 123},
+             "n_features": 123, "scale": "max_abs"},
     "partition": {"scheme": "label_skew", "skew": 0.8},
     "topology": {"kind": "star"},
     "engine": {"name": "ray", "actors": 4, "address": "auto", "dashboard": False, "metrics": False, "colocate": True},
@@ -122,7 +122,7 @@ def test_defaults_are_filled():
         "name": "quick",
         "description": "",
         "seed": 0,
-        "data": {"name": "iris", "test": "auto"},
+        "data": {"name": "iris", "test": "auto", "scale": "none"},
         "partition": {"scheme": "iid"},
         "topology": {"kind": "star"},
         "engine": {"name": "inproc", "actors": 2, "address": "", "dashboard": False, "metrics": True, "colocate": True},
@@ -143,8 +143,8 @@ def test_scheme_topology_and_synthetic_defaults_are_resolved():
     d = s.to_dict()
     assert d["topology"] == {"kind": "small_world", "k": 4, "p": 0.2}
     assert d["partition"] == {"scheme": "unequal", "alpha": 1.0}
-    assert d["data"] == {"name": "synthetic", "test": "auto", "kind": "nonseparable", "n": 200, "d": 5,
-                         "beta": 0.0, "flip_band": 0.1}
+    assert d["data"] == {"name": "synthetic", "test": "auto", "scale": "none", "kind": "nonseparable", "n": 200,
+                         "d": 5, "beta": 0.0, "flip_band": 0.1}
     assert s.partition.params() == {"alpha": 1.0}
     kw = s.dataset_kwargs()
     assert kw["kind"] == "nonseparable" and kw["n"] == 200 and kw["seed"] == 0
@@ -328,6 +328,16 @@ def test_missing_file(tmp_path):
 def test_source_of_the_wrong_type():
     with pytest.raises(ScenarioError, match="TOML file path or a dict"):
         load_scenario(42)
+
+
+def test_feature_scaling_key():
+    raw = minimal()
+    raw["data"]["scale"] = "unit_box"
+    s = load_scenario(raw)
+    assert s.dataset_kwargs()["scale"] == "unit_box"
+    raw["data"]["scale"] = "standard"
+    msg = error_of(raw)
+    assert "[data] scale = 'standard' is not a feature scaling; allowed: none, unit_box, max_abs" in msg
 
 
 def test_synthetic_keys_on_a_real_data_set():

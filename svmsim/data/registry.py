@@ -231,12 +231,55 @@ def verify_checksum(name: str, data_dir=None) -> bool:
 # loaders
 
 
-def scale_to_unit_box(X: np.ndarray) -> np.ndarray:
-    """Scale each column linearly to [-1, 1] (min -> -1, max -> +1; constant columns -> 0), like LIBSVM's svm-scale."""
+def scale_to_unit_box(X: np.ndarray, reference: np.ndarray | None = None) -> np.ndarray:
+    """Scale each column linearly to [-1, 1] (min -> -1, max -> +1; constant columns -> 0), like LIBSVM's svm-scale.
+
+    The range is the columns' range in `reference` (default X itself): a test set is scaled with its training
+    set's range, so its values may fall outside [-1, 1]."""
     X = np.asarray(X, dtype=np.float64)
-    lo, hi = X.min(axis=0), X.max(axis=0)
+    R = X if reference is None else np.asarray(reference, dtype=np.float64)
+    lo, hi = R.min(axis=0), R.max(axis=0)
     span = np.where(hi > lo, hi - lo, 1.0)
     return np.where(hi > lo, 2.0 * (X - lo) / span - 1.0, 0.0)
+
+
+#: Feature scalings of `load_dataset` (fitted on the training set, applied to both sets).
+SCALINGS = {
+    "none": "the features as stored",
+    "unit_box": "each feature linearly to [-1, 1] by its training range (LIBSVM's svm-scale; sparse input becomes dense)",
+    "max_abs": "each feature divided by its largest training |value| (keeps sparse input sparse)",
+}
+#: `unit_box` makes sparse input dense; above this many entries it asks for `max_abs` instead
+DENSE_SCALING_LIMIT = 200_000_000
+
+
+def scale_dataset(ds: "Dataset", scaling: str) -> "Dataset":
+    """`ds` with its features scaled by `scaling` (a key of :data:`SCALINGS`), fitted on the training set."""
+    if scaling not in SCALINGS:
+        raise ScenarioError(f"scale = {scaling!r} is not a feature scaling; allowed: "
+                            + ", ".join(f"{k!r} ({v})" for k, v in SCALINGS.items()))
+    if scaling == "none":
+        return ds
+    X, X_test = ds.X, ds.X_test
+    if scaling == "unit_box":
+        if sp.issparse(X) and X.shape[0] * X.shape[1] > DENSE_SCALING_LIMIT:
+            raise ScenarioError(
+                f"scale = 'unit_box' would make data set '{ds.name}' dense ({X.shape[0]} x {X.shape[1]} = "
+                f"{X.shape[0] * X.shape[1]:,} entries, more than {DENSE_SCALING_LIMIT:,}); allowed for it: "
+                "'max_abs' (keeps it sparse) or 'none'")
+        dense = X.toarray() if sp.issparse(X) else X
+        X_new = scale_to_unit_box(dense)
+        if X_test is not None:
+            X_test = scale_to_unit_box(X_test.toarray() if sp.issparse(X_test) else X_test, reference=dense)
+    else:
+        from sklearn.preprocessing import MaxAbsScaler
+
+        scaler = MaxAbsScaler().fit(X)
+        X_new = scaler.transform(X)
+        if X_test is not None:
+            X_test = scaler.transform(X_test)
+    return Dataset(ds.name, X_new, ds.y, X_test, ds.y_test, n_features=ds.n_features, source=ds.source,
+                   meta=dict(ds.meta, scaling=f"{scaling}: {SCALINGS[scaling]}"))
 
 
 def _load_builtin(name: str) -> Dataset:
@@ -334,6 +377,7 @@ def load_dataset(
     n_features: int | None = None,
     holdout: float | None = None,
     holdout_seed: int = 0,
+    scale: str = "none",
     **synthetic,
 ) -> Dataset:
     """Load a data set by name and return a :class:`Dataset` with labels in {-1, +1}.
@@ -352,6 +396,9 @@ def load_dataset(
     present; otherwise a name or path. Train and test get the same number of features (``n_features`` when
     given, else the larger of the two files). ``holdout`` (a fraction in (0, 1)) instead splits a random test
     set off the training data with ``holdout_seed`` (the paper holds out 10% of phishing).
+
+    ``scale``: a feature scaling of :data:`SCALINGS` (``"none"``, ``"unit_box"``, ``"max_abs"``), fitted on the
+    training set (after a holdout split) and applied to the test set as well.
     """
     if not isinstance(name, (str, os.PathLike)) or not str(name):
         raise DataError(f"data set name {name!r} is invalid: give a data-set name or a file path")
@@ -371,7 +418,7 @@ def load_dataset(
         ds = _load_file_dataset(name, data_dir, None if holdout is not None else test, positive_label, n_features)
     if holdout is not None:
         ds = _split_holdout(ds, holdout, holdout_seed)
-    return ds
+    return scale_dataset(ds, scale)
 
 
 def _split_holdout(ds: Dataset, fraction, seed) -> Dataset:
@@ -382,7 +429,8 @@ def _split_holdout(ds: Dataset, fraction, seed) -> Dataset:
 
 
 #: Keys accepted by :func:`make_dataset` besides the synthetic generators' parameters.
-DATASET_SPEC_KEYS = ("name", "data_dir", "test", "positive_label", "n_features", "holdout", "holdout_seed")
+DATASET_SPEC_KEYS = ("name", "data_dir", "test", "positive_label", "n_features", "holdout", "holdout_seed",
+                     "scale")
 
 
 def make_dataset(spec: Mapping[str, Any]) -> Dataset:
