@@ -11,7 +11,8 @@ Exported series (Ray prefixes ``ray_`` and adds ``_total`` to counters):
     svmsim_rel_gap{scenario}                  gauge     certified relative duality gap
     svmsim_accuracy{scenario, split}          gauge     train / test accuracy
 
-Ray exports every `metrics_report_interval_ms` (10 s by default, at least 1 s): these are for watching a run;
+Gossip runs on Ray export the counters as run totals (tag "all", role "all": their hosts' meters settle only
+totals at an evaluation point). Ray exports every `metrics_report_interval_ms` (10 s by default, at least 1 s): these are for watching a run;
 the ledger in the run directory is for counting. Gauges are re-set at every evaluation because Ray drops gauges
 that are not updated for a while.
 """
@@ -62,6 +63,15 @@ class LiveMetrics:
         else:
             for tag, (m, s, b) in meter.by_tag.items():
                 totals[(tag, "all")] = np.array([m, s, b], dtype=float)
+        self._export(totals, metrics)
+
+    def update_totals(self, messages: int, scalars: int, bytes_: int, metrics: dict) -> None:
+        """Export run totals without a meter at hand (gossip on Ray: the hosts' meters report only totals at
+        an evaluation point), as tag "all", role "all"."""
+        self._export({("all", "all"): np.array([messages, scalars, bytes_], dtype=float)}, metrics)
+
+    def _export(self, totals: dict, metrics: dict) -> None:
+        """Counters by what was sent since the last export; gauges from the evaluation's metrics."""
         for key, v in totals.items():
             prev = self._sent.get(key, np.zeros(3))
             delta = v - prev

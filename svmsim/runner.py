@@ -400,7 +400,7 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
                 if scenario.schedule.kind == "gossip" and scenario.engine.is_ray:
                     from .engine.ray_gossip import run_scenario as _run_ray_gossip    # hosts send to each other
 
-                    model, rows, ledger, reason, extra = _run_ray_gossip(scenario, built, eng, progress)
+                    model, rows, ledger, reason, extra = _run_ray_gossip(scenario, built, eng, progress, live)
                 elif scenario.schedule.kind == "gossip":
                     model, rows, ledger, reason, extra = _run_gossip(scenario, built, eng, progress)
                 else:

@@ -58,36 +58,49 @@ def _scrape(port: int) -> str:
     return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
 
 
+def _wait_for_scalars(port: int, scenario: str, want: float) -> float:
+    """The scalars that Prometheus shows for `scenario` (summed over role="all"), once they reach `want` or after
+    40 s (Ray exports every second)."""
+    deadline = time.time() + 40
+    exported = -1.0
+    while time.time() < deadline and exported != want:
+        lines = [ln for ln in _scrape(port).splitlines() if ln.startswith("ray_svmsim_scalars_total{")
+                 and f'scenario="{scenario}"' in ln and 'role="all"' in ln]
+        exported = sum(float(ln.rsplit(" ", 1)[1]) for ln in lines)
+        if exported != want:
+            time.sleep(0.5)
+    return exported
+
+
 def test_live_metrics_reach_the_prometheus_endpoint(ray_local, data_env):
     """Runs a scenario on the Ray engine (the session's Ray exports metrics every second) and scrapes them."""
     import svmsim
     from svmsim.monitor import METRIC_NAMES
 
-    if True:
-        port = ray.nodes()[0]["MetricsExportPort"]
-        scenario = {"name": "metrics-probe", "seed": 0, "data": {"name": "iris"},
-                    "engine": {"name": "ray", "actors": 2, "metrics": True},
-                    "algorithm": {"name": "saddle-dsvc", "clients": 4},
-                    "stop": {"max_iterations": 300}, "output": {"eval_every": 50, "progress": False}}
-        res = svmsim.run(scenario, write=False)
-        want = res.ledger.totals["scalars"]
-        deadline = time.time() + 40
-        exported, text = -1.0, ""
-        while time.time() < deadline and exported != want:   # Ray exports every second; wait for the last
-            text = _scrape(port)
-            lines = [ln for ln in text.splitlines() if ln.startswith("ray_svmsim_scalars_total{")
-                     and 'scenario="metrics-probe"' in ln and 'role="all"' in ln]
-            exported = sum(float(ln.rsplit(" ", 1)[1]) for ln in lines)
-            time.sleep(0.5)
-        assert exported == want                                  # counters carry the ledger's totals
-        assert "ray_svmsim_rel_gap" in text and "ray_svmsim_accuracy" in text
-        assert 'tag="coord"' in text and 'role="client"' in text
-        # the shipped Grafana dashboard only uses metric names svmsim exports
-        dash = json.loads((Path(__file__).resolve().parents[1] / "dashboards" /
-                           "svmsim_grafana_dashboard.json").read_text())
-        exprs = " ".join(t["expr"] for p in dash["panels"] for t in p["targets"])
-        for name in METRIC_NAMES:
-            assert f"ray_{name}" in exprs
-        for used in {w for w in exprs.replace("(", " ").replace("{", " ").split() if w.startswith("ray_svmsim")}:
-            base = used[len("ray_"):].removesuffix("_total")
-            assert base in METRIC_NAMES
+    port = ray.nodes()[0]["MetricsExportPort"]
+    scenario = {"name": "metrics-probe", "seed": 0, "data": {"name": "iris"},
+                "engine": {"name": "ray", "actors": 2, "metrics": True},
+                "algorithm": {"name": "saddle-dsvc", "clients": 4},
+                "stop": {"max_iterations": 300}, "output": {"eval_every": 50, "progress": False}}
+    res = svmsim.run(scenario, write=False)
+    want = res.ledger.totals["scalars"]
+    assert _wait_for_scalars(port, "metrics-probe", want) == want     # counters carry the ledger's totals
+    text = _scrape(port)
+    assert "ray_svmsim_rel_gap" in text and "ray_svmsim_accuracy" in text
+    assert 'tag="coord"' in text and 'role="client"' in text
+    # a gossip run on Ray exports its totals at every evaluation point
+    gossip = {"name": "metrics-gossip", "seed": 1, "data": {"name": "iris"},
+              "topology": {"kind": "random_k_out", "k": 2}, "engine": {"name": "ray", "actors": 2},
+              "algorithm": {"name": "pushsum", "nodes": 12}, "schedule": {"eval_time": 2.0},
+              "stop": {"max_rounds": 10}, "output": {"progress": False}}
+    g = svmsim.run(gossip, write=False)
+    assert _wait_for_scalars(port, "metrics-gossip", g.ledger.totals["scalars"]) == g.ledger.totals["scalars"]
+    # the shipped Grafana dashboard only uses metric names svmsim exports
+    dash = json.loads((Path(__file__).resolve().parents[1] / "dashboards" /
+                       "svmsim_grafana_dashboard.json").read_text())
+    exprs = " ".join(t["expr"] for p in dash["panels"] for t in p["targets"])
+    for name in METRIC_NAMES:
+        assert f"ray_{name}" in exprs
+    for used in {w for w in exprs.replace("(", " ").replace("{", " ").split() if w.startswith("ray_svmsim")}:
+        base = used[len("ray_"):].removesuffix("_total")
+        assert base in METRIC_NAMES

@@ -1391,8 +1391,9 @@ class RayGossipEngine:
 # The runner's entry point
 # ----------------------------------------------------------------------------------------------------------------
 
-def run_scenario(scenario, deployment, engine, progress: bool):
-    """`runner._run_gossip` on Ray: returns (model, rows, ledger, reason, extra) in the same shape."""
+def run_scenario(scenario, deployment, engine, progress: bool, live=None):
+    """`runner._run_gossip` on Ray: returns (model, rows, ledger, reason, extra) in the same shape. `live`: a
+    `monitor.LiveMetrics` that gets the totals and metrics of every evaluation point."""
     from ..runner import _add_row, _by_role, _Progress
 
     stop, sched = scenario.stop, scenario.schedule
@@ -1411,6 +1412,8 @@ def run_scenario(scenario, deployment, engine, progress: bool):
         m.update(iteration=p.round, round=p.round, virtual_time=p.time, wakes=p.wakes, sent_messages=p.sent,
                  in_flight=p.in_flight, messages=p.messages, scalars=p.scalars, bytes=p.bytes,
                  comm_units=p.scalars / unit, wall_time=time.perf_counter() - started)
+        if live is not None:
+            live.update_totals(p.messages, p.scalars, p.bytes, m)
         return _add_row(scenario, rows, bar, p.round, m, started, reason_box)
 
     eval_time = sched.eval_time if sched.eval_time is not None else round_time
