@@ -12,9 +12,9 @@ Exported series (Ray prefixes ``ray_`` and adds ``_total`` to counters):
     svmsim_accuracy{scenario, split}          gauge     train / test accuracy
 
 Gossip runs on Ray export the counters as run totals (tag "all", role "all": their hosts' meters settle only
-totals at an evaluation point). Ray exports every `metrics_report_interval_ms` (10 s by default, at least 1 s): these are for watching a run;
-the ledger in the run directory is for counting. Gauges are re-set at every evaluation because Ray drops gauges
-that are not updated for a while.
+totals at an evaluation point). Ray exports every `metrics_report_interval_ms` (10 s by default, at least 1 s):
+these are for watching a run; the ledger in the run directory is for counting. Gauges are re-set at every
+evaluation because Ray drops gauges that are not updated for a while.
 """
 from __future__ import annotations
 

@@ -322,7 +322,8 @@ class Ledger:
     def equals(self, other: "Ledger") -> bool:
         return (self.totals == other.totals and self.by_tag == other.by_tag
                 and self.dropped_by_tag == other.dropped_by_tag and np.array_equal(self.edges, other.edges)
-                and np.array_equal(self.rounds, other.rounds) and np.array_equal(self.iteration_rounds, other.iteration_rounds))
+                and np.array_equal(self.rounds, other.rounds)
+                and np.array_equal(self.iteration_rounds, other.iteration_rounds))
 
     def summary(self) -> dict:
         tags = {t: dict(zip(("messages", "scalars", "bytes"), v)) for t, v in self.by_tag.items()}

@@ -12,12 +12,12 @@ from svmsim.data.partition import PARTITION_SCHEMES, partition, train_test_split
 from svmsim.data.registry import (
     BUILTIN_DATASETS,
     DATA_DIR_ENV,
+    SCALINGS,
     Dataset,
     DatasetInfo,
     list_datasets,
     load_dataset,
     make_dataset,
-    SCALINGS,
     resolve_data_dir,
     scale_dataset,
     scale_to_unit_box,

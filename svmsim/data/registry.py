@@ -246,7 +246,8 @@ def scale_to_unit_box(X: np.ndarray, reference: np.ndarray | None = None) -> np.
 #: Feature scalings of `load_dataset` (fitted on the training set, applied to both sets).
 SCALINGS = {
     "none": "the features as stored",
-    "unit_box": "each feature linearly to [-1, 1] by its training range (LIBSVM's svm-scale; sparse input becomes dense)",
+    "unit_box": "each feature linearly to [-1, 1] by its training range (LIBSVM's svm-scale; sparse input "
+                "becomes dense)",
     "max_abs": "each feature divided by its largest training |value| (keeps sparse input sparse)",
 }
 #: `unit_box` makes sparse input dense; above this many entries it asks for `max_abs` instead
