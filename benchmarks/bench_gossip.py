@@ -13,11 +13,12 @@ import time
 from _common import save, table
 from svmsim.algorithms.pushsum import PushSumParams, build_pushsum
 from svmsim.comm import Meter
+from svmsim.core.timing import Distribution, LatencyModel
 from svmsim.data import make_dataset
 from svmsim.deployment import Problem
 from svmsim.engine import InProcessEngine
 from svmsim.faults import FaultModel
-from svmsim.schedule.gossip import GossipScheduler, LatencyModel, Distribution
+from svmsim.schedule.gossip import GossipScheduler
 
 NODES, DIM = 1000, 100
 FAULTS = FaultModel(drop=0.1, duplicate=0.05, crash=0.1, crash_time=20.0)

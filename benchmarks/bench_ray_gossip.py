@@ -27,9 +27,10 @@ from svmsim.comm import Meter
 from svmsim.data import make_dataset
 from svmsim.deployment import Problem
 from svmsim.engine import InProcessEngine
-from svmsim.engine.ray_gossip import RayGossipEngine
+from svmsim.engine.ray_gossip import RayGossipRun
 from svmsim.faults import FaultModel
-from svmsim.schedule.gossip import Distribution, GossipScheduler, LatencyModel
+from svmsim.core.timing import Distribution, LatencyModel
+from svmsim.schedule.gossip import GossipScheduler
 
 NODES, DIM, ACTORS = 1000, 100, 2
 MESSAGES = 1_000_000
@@ -45,12 +46,13 @@ def deployment(seed: int = 0):
 
 
 def ray_gossip(dep, max_skew, faults=None, seed: int = 0) -> dict:
-    with RayGossipEngine(actors=ACTORS, max_skew=max_skew, call_timeout=300.0) as eng:
+    with RayGossipRun(actors=ACTORS, max_skew=max_skew, call_timeout=300.0) as eng:
         t0 = time.perf_counter()
         eng.deploy(eng.plan(dep.roles), seed, dep.topology, latency=LATENCY, faults=faults,
                    node_names=dep.node_names)
         deploy = time.perf_counter() - t0
-        res = eng.run(max_messages=MESSAGES)
+        eng.run(max_messages=MESSAGES)
+        res = eng.outcome()
     st, p = res.stats, res.progress
     assert res.ledger.totals["messages"] + res.faults["dropped_total"]["messages"] >= p.sent
     return {"engine": "ray", "max_skew_rounds": max_skew, "faults": faults is not None, "nodes": NODES, "d": DIM,

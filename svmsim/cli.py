@@ -249,11 +249,10 @@ def _cmd_list(args) -> int:
     what = args.what
     out = []
     if what in ("all", "algorithms"):
-        from .algorithms.registry import ALGORITHMS, _load_builtin
+        from .algorithms.registry import load_all
 
-        _load_builtin()
         out.append("algorithms:")
-        for name, info in sorted(ALGORITHMS.items()):
+        for name, info in sorted(load_all().items()):
             keys = ", ".join(info.Params.model_fields)
             out.append(f"  {name:<18} {info.description}")
             out.append(f"  {'':<18} paper {info.paper}; keys: {keys}")

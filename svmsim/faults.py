@@ -2,7 +2,7 @@
 
 A `FaultModel` is the configuration (a scenario's ``[faults]`` section, or built in Python); `bind(n_nodes, seed)`
 resolves it for one run into a `FaultPlan`: which nodes crash or straggle, the outage timeline, per-node random
-keys, and a `FaultTally` of what was lost. Every random decision is counter based (`schedule.gossip`'s SplitMix64
+keys, and a `FaultTally` of what was lost. Every random decision is counter based (`core.streams`' SplitMix64
 streams keyed by the fault seed, the node and the message's index at its sender), so a run with faults replays
 exactly, and changing the fault model does not reshuffle the latencies or clocks of the rest of the run.
 
@@ -38,8 +38,8 @@ import numpy as np
 
 from .comm.message import MessageBatch
 from .errors import ScenarioError
-from .schedule.gossip import (E_CHURN_DOWN, E_CHURN_RATE, STREAM_CHURN, STREAM_FAULT, Distribution, _churn_duration,
-                              counter_uniform, stream_keys)
+from .core.streams import STREAM_CHURN, STREAM_FAULT, counter_uniform, stream_keys
+from .core.timing import Distribution, churn_gap
 
 __all__ = ["FaultModel", "FaultPlan", "FaultTally", "Outage", "FAULT_KEYS", "GOSSIP_ONLY_KEYS"]
 
@@ -272,9 +272,6 @@ class FaultPlan:
         self.churn_keys = stream_keys(seed, STREAM_CHURN, n)
         self.tally = FaultTally()
         # synchronous-rounds state
-        self._env = np.zeros(16)
-        self._env[E_CHURN_RATE] = self.churn_rate
-        self._env[E_CHURN_DOWN] = self.churn_downtime
         self._sent = np.zeros(n, dtype=np.int64)
         self._mask_round = None
         self._mask = None
@@ -318,15 +315,16 @@ class FaultPlan:
         self._outage_down = outage
         if self.churn_rate:
             if self._churn_next is None:
-                self._churn_next = np.array([_churn_duration(self._env, k, 0) for k in self.churn_keys])
+                self._churn_next = np.array([churn_gap(self.churn_rate, self.churn_downtime, k, 0)
+                                             for k in self.churn_keys])
             for node in np.flatnonzero(self._churn_next <= t):
                 while self._churn_next[node] <= t:
                     c = self._churn_count[node]
                     if self._churn_down[node]:                       # join; next up-time has counter 2c+2
                         self._churn_count[node] = c + 1
-                        gap = _churn_duration(self._env, self.churn_keys[node], 2 * c + 2)
+                        gap = churn_gap(self.churn_rate, self.churn_downtime, self.churn_keys[node], 2 * c + 2)
                     else:                                            # leave; down-time has counter 2c+1
-                        gap = _churn_duration(self._env, self.churn_keys[node], 2 * c + 1)
+                        gap = churn_gap(self.churn_rate, self.churn_downtime, self.churn_keys[node], 2 * c + 1)
                     self.tally.node_event(float(self._churn_next[node]), int(node),
                                           "join" if self._churn_down[node] else "leave")
                     self._churn_down[node] = not self._churn_down[node]

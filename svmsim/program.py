@@ -1,5 +1,9 @@
 """Node programs: what a server, a client or a peer does, free of any transport.
 
+Two kinds: a `NodeProgram` runs in synchronous rounds (optionally with a compiled `SyncKernel`); a `GossipProgram`
+is woken by its node's clock and handed messages one event at a time (optionally with a compiled `GossipKernel`).
+Algorithms, schedulers and engines import these interfaces from here; none of them imports another for them.
+
 A `NodeProgram` runs one role over a *group* of logical nodes of that role at once (struct of arrays: a
 group's state holds every member's data and variables, so a step is one vectorised or numba pass over the
 group's whole shard, never a Python loop over points). It is the optax-like pair
@@ -16,13 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numba
 import numpy as np
 
 from .comm.message import Inbox, MessageBatch, Outbox
 from .errors import ProtocolError
 
 __all__ = ["NodeProgram", "RoleSpec", "Group", "SyncKernel", "kernel_step", "KERNEL_WAKE", "KERNEL_DONE",
-           "KERNEL_PAUSE", "KERNEL_ERROR"]
+           "KERNEL_PAUSE", "KERNEL_ERROR", "GossipProgram", "GossipKernel"]
 
 #: flags a compiled step returns (bitwise or): step me next round / the algorithm has finished / return to
 #: Python after this round (e.g. to refill a buffer; `kernel` is asked again) / protocol error (see `error`)
@@ -132,6 +137,82 @@ def kernel_step(kernel: SyncKernel, inbox: Inbox, round_: int) -> Outbox:
         signals["done"] = True
     out.signals = signals or None
     return out
+
+
+# -- gossip programs (asynchronous: woken by their clocks, handed messages one event at a time) -------------
+
+@numba.njit(cache=True)
+def _kernel_no_crash(arrays, node):
+    return
+
+
+@numba.njit(cache=True)
+def _kernel_no_recover(arrays, node, keep_state):
+    return
+
+
+@dataclass
+class GossipKernel:
+    """A program's compiled form, for the compiled event loop. All functions are numba-jitted and act in place on
+    ``arrays`` (a tuple of arrays that the program's state shares, so `observe` sees the result):
+
+    ``wake(arrays, node, t, out_dst, out_tag, out_payload) -> (n_out, done)``
+    ``receive(arrays, dst, src, tag, payload, t, out_dst, out_tag, out_payload) -> (n_out, done)``
+    ``crash(arrays, node)``, ``recover(arrays, node, keep_state)``
+
+    A call writes its messages to rows ``0..n_out-1`` of the out arrays (sender: the event's node; payload row k
+    holds ``widths[out_tag[k]]`` float64 scalars) and returns whether every node of the program has finished.
+    The results must equal the program's Python methods exactly (the easy way: the methods call these functions).
+    """
+
+    arrays: tuple
+    wake: Callable
+    receive: Callable
+    tags: tuple
+    widths: np.ndarray
+    max_out: int = 1
+    crash: Callable = _kernel_no_crash
+    recover: Callable = _kernel_no_recover
+
+
+class GossipProgram(NodeProgram):
+    """A peer program for the gossip scheduler; acts on a group of nodes (struct of arrays over the group).
+
+    ``init(node_ids, node_data, seed) -> state``
+    ``wake(state, nodes, times) -> (state, Outbox)``: the clocks of `nodes` ticked at `times` (event order); each
+        may do local work and send messages (`MessageBatch` rows src -> dst; src must be the waking node).
+    ``receive(state, batch, times) -> (state, Outbox)``: deliver the rows of `batch` (event order) that arrived at
+        `times`; the result must equal processing the rows one at a time in that order. Replies are sent from the
+        receiving node.
+    ``observe(state)``: a snapshot for the evaluator (never metered).
+    ``crash(state, nodes)`` / ``recover(state, nodes, keep_state)``: fault hooks (default: nothing happens; a
+        recovered node without its state should restart from its initial state). Return the state.
+    ``kernel(state) -> GossipKernel | None``: the compiled form, if the program has one.
+
+    Randomness comes from per-node seeded streams in the state. ``Outbox.signals = {"done": True}`` says every
+    node of this group has finished; the scheduler stops when all groups say so.
+    """
+
+    role = "peer"
+
+    def wake(self, state: Any, nodes: np.ndarray, times: np.ndarray) -> tuple[Any, Outbox]:  # pragma: no cover
+        raise NotImplementedError
+
+    def receive(self, state: Any, batch: MessageBatch, times: np.ndarray) -> tuple[Any, Outbox]:  # pragma: no cover
+        raise NotImplementedError
+
+    def crash(self, state: Any, nodes: np.ndarray) -> Any:
+        return state
+
+    def recover(self, state: Any, nodes: np.ndarray, keep_state: bool) -> Any:
+        return state
+
+    def kernel(self, state: Any) -> GossipKernel | None:
+        return None
+
+    def step(self, state, inbox, round_):
+        raise ProtocolError(f"{type(self).__name__} is a gossip program: it runs under the gossip scheduler "
+                            "([schedule] kind = \"gossip\"), not in synchronous rounds")
 
 
 @dataclass

@@ -115,18 +115,39 @@ def _by_role(observed: dict, groups) -> dict[str, list]:
     return out
 
 
-def _add_row(scenario: Scenario, rows: list[dict], bar, step: int, m: dict, started: float,
-             reason_box: list[str]) -> bool:
-    """Append metrics row `m` (shown on the progress bar at `step`) and apply the metric-based stopping rules:
-    True to stop (the reason appended to `reason_box`)."""
-    previous = rows[-1] if rows else None
-    rows.append(m)
-    bar.update(step, m)
-    why = _stop_by_metrics(scenario, m, started, previous)
-    if why:
-        reason_box.append(why)
-        return True
-    return False
+class _Recorder:
+    """The one place that records a run's metrics rows and decides the metric-based stops, for every scheduler
+    and engine: `add` appends a row (shown on the progress bar at `step`) and returns True to stop, keeping the
+    reason; `reason(scheduler_reason)` is the reason the run stopped."""
+
+    def __init__(self, scenario: Scenario, progress: bool, total: int | None, max_iterations: int | None = None):
+        self.scenario = scenario
+        self.rows: list[dict] = []
+        self.started = time.perf_counter()
+        self.bar = _Progress(progress, total, scenario.name)
+        self.max_iterations = max_iterations
+        self.why: str | None = None
+
+    def wall(self) -> float:
+        return time.perf_counter() - self.started
+
+    def add(self, step: int, m: dict) -> bool:
+        previous = self.rows[-1] if self.rows else None
+        self.rows.append(m)
+        self.bar.update(step, m)
+        why = _stop_by_metrics(self.scenario, m, self.started, previous)
+        if why is None and self.max_iterations is not None and m["iteration"] >= self.max_iterations:
+            why = StopReason.ITERATIONS
+        if why and self.why is None:
+            self.why = why
+        return bool(why)
+
+    def reason(self, scheduler_reason: str, observer_reason: str = StopReason.OBSERVER) -> str:
+        """The scheduler's reason, or the metric rule's when the observer stopped the run."""
+        return self.why if scheduler_reason == observer_reason and self.why else scheduler_reason
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine, progress: bool, live):
@@ -138,10 +159,7 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
     scheduler = SyncScheduler(engine, groups, meter, deployment.n_nodes, faults=faults,
                               compiled=None if scenario.schedule.compiled else False)
     unit = deployment.comm_unit[1] if deployment.comm_unit else 1.0
-    rows: list[dict] = []
-    started = time.perf_counter()
-    bar = _Progress(progress, stop.max_iterations, scenario.name)
-    reason_box: list[str] = []
+    rec = _Recorder(scenario, progress, stop.max_iterations)
 
     def observations():
         return _by_role(engine.observe(), groups)
@@ -149,17 +167,10 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
     def on_iteration(iteration: int, round_: int) -> bool:
         m = deployment.evaluate(observations())
         m.update(iteration=iteration, round=round_, messages=meter.messages, scalars=meter.scalars,
-                 bytes=meter.bytes, comm_units=meter.scalars / unit, wall_time=time.perf_counter() - started)
-        previous = rows[-1] if rows else None
-        rows.append(m)
-        bar.update(iteration, m)
+                 bytes=meter.bytes, comm_units=meter.scalars / unit, wall_time=rec.wall())
         if live is not None:
             live.update(meter, m, deployment)
-        why = _stop_by_metrics(scenario, m, started, previous)
-        if why:
-            reason_box.append(why)
-            return True
-        return False
+        return rec.add(iteration, m)
 
     failed = None
     try:
@@ -178,16 +189,15 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
                                f"{scheduler.round} ({type(exc).__name__}: {exc}); it assumes reliable delivery")
         if failed is None:
             obs = observations()
-            if not rows or rows[-1]["iteration"] != scheduler.iteration:
+            if not rec.rows or rec.rows[-1]["iteration"] != scheduler.iteration:
                 on_iteration(scheduler.iteration, scheduler.round)
             model = deployment.model(obs) if deployment.model else {}
             declared = deployment.declared_scalars(obs) if deployment.declared_scalars else None
         else:                             # the state is not trustworthy: keep the rows measured before
             model, declared = {}, None
     finally:
-        bar.close()
-    if reason == StopReason.OBSERVER and reason_box:
-        reason = reason_box[0]
+        rec.close()
+    reason = rec.reason(reason)
     extra = {"rounds": scheduler.round, "iterations": scheduler.iteration, "declared_scalars": declared,
              "ledger_matches_declared": None if declared is None else bool(declared == meter.scalars)}
     if faults is not None:
@@ -195,9 +205,9 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
         if reason == StopReason.QUIESCENT and extra["faults"]["dropped_total"]["messages"]:
             reason = (f"{reason}: algorithm {scenario.algorithm.name!r} stalled after the fault model dropped a "
                       "message it waited for (it assumes reliable delivery)")
-        extra["ledger_matches_declared"] = _ledger_matches(declared, meter, extra["faults"])
+        extra["ledger_matches_declared"] = _ledger_matches(declared, meter.scalars, extra["faults"])
         extra["failed_under_faults"] = failed is not None
-    return model, rows, meter.ledger(), reason, extra
+    return model, rec.rows, meter.ledger(), reason, extra
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -213,98 +223,86 @@ def _sync_faults(scenario: Scenario, n_nodes: int) -> FaultPlan | None:
     return model.bind(n_nodes, scenario.seed)
 
 
-def _ledger_matches(declared: int | None, meter: Meter, faults: dict) -> bool | None:
+def _ledger_matches(declared: int | None, metered_scalars: int, faults: dict) -> bool | None:
     """With faults: what the programs sent plus the network's duplicates equals delivered plus dropped scalars."""
     if declared is None:
         return None
     duplicated = sum(rec["scalars"] for rec in faults["duplicated"].values())
-    return bool(declared + duplicated == meter.scalars + faults["dropped_total"]["scalars"])
+    return bool(declared + duplicated == metered_scalars + faults["dropped_total"]["scalars"])
 
 
-def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, progress: bool):
-    """Run peer programs on the asynchronous gossip scheduler (virtual time; see `svmsim.schedule.gossip`).
+def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, progress: bool, live):
+    """Run peer programs asynchronously on virtual time, on whichever engine hosts them (`Engine.gossip`: one event
+    loop in this process, or one per Ray actor; see `svmsim.schedule.gossip`).
 
     Metrics rows are taken every ``[schedule] eval_time`` of virtual time (default: one round) and/or every
-    ``eval_messages`` messages: ``iteration`` and ``round`` are the whole rounds of virtual time elapsed
-    (``floor(virtual_time / round_time)``), ``virtual_time``, ``wakes`` (clock ticks), ``sent_messages`` and
-    ``in_flight`` come from the scheduler, and messages/scalars/bytes are what the meter has settled so far
+    ``eval_messages`` messages (in-process): ``iteration`` and ``round`` are the whole rounds of virtual time
+    elapsed (``floor(virtual_time / round_time)``), ``virtual_time``, ``wakes`` (clock ticks), ``sent_messages``
+    and ``in_flight`` come from the scheduler, and messages/scalars/bytes are what the meter has settled so far
     (delivered or dropped; messages in flight are metered when they arrive, or at the end). Budgets:
     ``[stop] max_rounds`` / ``max_iterations`` (rounds of virtual time), ``max_scalars`` (sent), ``max_seconds``,
     ``gap`` (rel_gap at an evaluation point), and ``[schedule] max_time`` / ``max_messages``.
     """
-    from .schedule.gossip import Clock, GossipScheduler, GossipStopReason, LatencyModel
+    from .core.timing import Clock, LatencyModel
+    from .schedule.gossip import GossipStopReason
 
     stop, sched = scenario.stop, scenario.schedule
-    meter = Meter(deployment.n_nodes, deployment.adjacency(), deployment.node_names)
-    groups = engine.plan(deployment.roles)
-    engine.deploy(groups, scenario.seed)
     round_time = sched.effective_round_time
-    scheduler = GossipScheduler(
-        engine, groups, meter, deployment.topology, clock=Clock(sched.clock, sched.rate, sched.jitter),
-        latency=LatencyModel(sched.latency_distribution(), sched.bandwidth, sched.edge_spread),
-        faults=scenario.faults.model(), seed=scenario.seed, round_time=round_time,
-        compiled=None if sched.compiled else False)
     budgets = [sched.max_time] + [r * round_time for r in (stop.max_rounds, stop.max_iterations) if r is not None]
     max_time = min((b for b in budgets if b is not None), default=None)
     unit = deployment.comm_unit[1] if deployment.comm_unit else 1.0
-    rows: list[dict] = []
-    started = time.perf_counter()
-    bar = _Progress(progress, None if max_time is None else int(max_time / round_time), scenario.name)
-    reason_box: list[str] = []
+    run = engine.gossip(deployment.roles, scenario.seed, deployment.topology, node_names=deployment.node_names,
+                        clock=Clock(sched.clock, sched.rate, sched.jitter),
+                        latency=LatencyModel(sched.latency_distribution(), sched.bandwidth, sched.edge_spread),
+                        faults=scenario.faults.model(), round_time=round_time,
+                        compiled=None if sched.compiled else False)
+    groups = run.groups
+    rec = _Recorder(scenario, progress, None if max_time is None else int(max_time / round_time))
 
-    def observations():
-        return _by_role(engine.observe(), groups)
-
-    def on_observe(p) -> bool:
-        m = deployment.evaluate(observations())
+    def on_observe(p, observed: dict) -> bool:
+        m = deployment.evaluate(_by_role(observed, groups))
         m.update(iteration=p.round, round=p.round, virtual_time=p.time, wakes=p.wakes, sent_messages=p.sent,
-                 in_flight=p.in_flight, messages=meter.messages, scalars=meter.scalars, bytes=meter.bytes,
-                 comm_units=meter.scalars / unit, wall_time=time.perf_counter() - started)
-        return _add_row(scenario, rows, bar, p.round, m, started, reason_box)
+                 in_flight=p.in_flight, messages=p.messages, scalars=p.scalars, bytes=p.bytes,
+                 comm_units=p.scalars / unit, wall_time=rec.wall())
+        if live is not None:
+            live.update_totals(p.messages, p.scalars, p.bytes, m)
+        return rec.add(p.round, m)
 
     eval_time = sched.eval_time if sched.eval_time is not None else (None if sched.eval_messages else round_time)
     try:
-        reason = scheduler.run(max_time=max_time, max_messages=sched.max_messages, max_scalars=stop.max_scalars,
-                               max_seconds=stop.max_seconds, eval_time=eval_time, eval_messages=sched.eval_messages,
-                               on_observe=on_observe)
-        if not rows or rows[-1]["virtual_time"] != scheduler.now or rows[-1]["wakes"] != scheduler.progress().wakes:
-            on_observe(scheduler.progress())
-        fault_summary = scheduler.finish()
-        obs = observations()
+        reason = run.run(max_time=max_time, max_messages=sched.max_messages, max_scalars=stop.max_scalars,
+                         max_seconds=stop.max_seconds, eval_time=eval_time, eval_messages=sched.eval_messages,
+                         on_observe=on_observe, with_observations=True)
+        out = run.outcome()
+        p = out.progress
+        last = rec.rows[-1] if rec.rows else None
+        if last is None or (last["virtual_time"], last["wakes"], last["messages"]) != (p.time, p.wakes, p.messages):
+            on_observe(p, out.observations)                  # the final state
+        obs = _by_role(out.observations, groups)
         model = deployment.model(obs) if deployment.model else {}
         declared = deployment.declared_scalars(obs) if deployment.declared_scalars else None
     finally:
-        bar.close()
-    if reason == GossipStopReason.OBSERVER and reason_box:
-        reason = reason_box[0]
-    progress_ = scheduler.progress()
-    extra = {"rounds": progress_.round, "iterations": progress_.round, "virtual_time": progress_.time,
-             "wakes": progress_.wakes, "events": progress_.events, "sent_messages": progress_.sent,
-             "round_time": round_time, "compiled_loop": scheduler.compiled, "declared_scalars": declared,
-             "ledger_matches_declared": _ledger_matches(declared, meter, fault_summary), "faults": fault_summary}
-    return model, rows, meter.ledger(), reason, extra
+        rec.close()
+        run.close()
+    reason = rec.reason(reason, GossipStopReason.OBSERVER)
+    extra = {"rounds": p.round, "iterations": p.round, "virtual_time": p.time, "wakes": p.wakes, "events": p.events,
+             "sent_messages": p.sent, "round_time": round_time, "compiled_loop": out.compiled,
+             "declared_scalars": declared,
+             "ledger_matches_declared": _ledger_matches(declared, out.ledger.totals["scalars"], out.faults),
+             "faults": out.faults}
+    if out.stats:
+        extra["ray_gossip"] = {k: v for k, v in out.stats.items() if k != "sent_per_node"}
+    return model, rec.rows, out.ledger, reason, extra
 
 
 def _run_single(scenario: Scenario, solver: SingleMachineRun, progress: bool):
     stop = scenario.stop
-    rows: list[dict] = []
-    started = time.perf_counter()
-    bar = _Progress(progress, stop.max_iterations, scenario.name)
-    reason_box: list[str] = []
+    rec = _Recorder(scenario, progress, stop.max_iterations, max_iterations=stop.max_iterations)
 
     def on_check(info: dict) -> bool:
         m = dict(info)
-        m.update(round=0, messages=0, scalars=0, bytes=0, comm_units=0.0, wall_time=time.perf_counter() - started)
-        previous = rows[-1] if rows else None
-        rows.append(m)
-        bar.update(int(m["iteration"]), m)
-        why = _stop_by_metrics(scenario, m, started, previous)
-        if why is None and stop.max_iterations is not None and m["iteration"] >= stop.max_iterations:
-            why = StopReason.ITERATIONS
-        if why:
-            reason_box.append(why)
-            return True
-        return False
+        m.update(round=0, messages=0, scalars=0, bytes=0, comm_units=0.0, wall_time=rec.wall())
+        return rec.add(int(m["iteration"]), m)
 
     try:
         eval_every = scenario.output.eval_every
@@ -312,8 +310,8 @@ def _run_single(scenario: Scenario, solver: SingleMachineRun, progress: bool):
             eval_every = min(eval_every, stop.max_iterations)
         model = solver.fit(on_check, eval_every)
     finally:
-        bar.close()
-    return model, rows, None, (reason_box[0] if reason_box else "solver finished"), {}
+        rec.close()
+    return model, rec.rows, None, (rec.why or "solver finished"), {}
 
 
 def _prepare_run_dir(scenario: Scenario, out_dir: Path | None) -> tuple[Path, Path]:
@@ -397,12 +395,8 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
 
                 live = LiveMetrics(scenario.name)
             try:
-                if scenario.schedule.kind == "gossip" and scenario.engine.is_ray:
-                    from .engine.ray_gossip import run_scenario as _run_ray_gossip    # hosts send to each other
-
-                    model, rows, ledger, reason, extra = _run_ray_gossip(scenario, built, eng, progress, live)
-                elif scenario.schedule.kind == "gossip":
-                    model, rows, ledger, reason, extra = _run_gossip(scenario, built, eng, progress)
+                if scenario.schedule.kind == "gossip":
+                    model, rows, ledger, reason, extra = _run_gossip(scenario, built, eng, progress, live)
                 else:
                     model, rows, ledger, reason, extra = _run_distributed(scenario, built, eng, progress, live)
             finally:

@@ -48,12 +48,12 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
-from svmsim.algorithms.registry import ALGORITHMS, AlgorithmInfo, get_algorithm
+from svmsim.algorithms.registry import AlgorithmInfo, algorithm_names, get_algorithm
 from svmsim.data import BUILTIN_DATASETS, PARTITION_SCHEMES, SCALINGS, SYNTHETIC_KINDS
 from svmsim.engine import ENGINES
 from svmsim.errors import ScenarioError, TopologyError
 from svmsim.faults import FAULT_KEYS, FaultModel
-from svmsim.schedule.gossip import CLOCKS, Distribution
+from svmsim.core.timing import CLOCKS, Distribution
 from svmsim.topology import TOPOLOGIES, ParamSpec, resolve_params
 
 __all__ = [
@@ -434,14 +434,14 @@ class AlgorithmSection(_Section):
             return value
         data = dict(value)
         if "name" not in data:
-            raise _fail(f"required key 'name' is missing; allowed: {', '.join(sorted(ALGORITHMS)) or '(none)'}",
+            raise _fail(f"required key 'name' is missing; allowed: {', '.join(algorithm_names()) or '(none)'}",
                         ("algorithm", "name"))
         name = data.pop("name")
         if not isinstance(name, str):
             raise _fail(f"name = {_show(name)} has the wrong type: expected a string", ("algorithm", "name"))
         info = _lookup_algorithm(name)
         if info is None:
-            raise _choice("name", name, "a known algorithm", sorted(ALGORITHMS), ("algorithm", "name"))
+            raise _choice("name", name, "a known algorithm", algorithm_names(), ("algorithm", "name"))
         Params = info.Params
         nested = data.get("params")
         if isinstance(nested, Params) and len(data) == 1:

@@ -20,7 +20,9 @@ from svmsim.faults import FaultModel, Outage
 from svmsim.program import NodeProgram, RoleSpec
 from svmsim.scenario import load_scenario
 from svmsim.schedule import SyncScheduler
-from svmsim.schedule.gossip import Distribution, GossipProgram, GossipScheduler, LatencyModel
+from svmsim.core.timing import Distribution, LatencyModel
+from svmsim.program import GossipProgram
+from svmsim.schedule.gossip import GossipScheduler
 from svmsim.topology import build_topology, neighbours
 
 

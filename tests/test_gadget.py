@@ -14,7 +14,8 @@ from svmsim.comm.meter import Meter
 from svmsim.deployment import Problem
 from svmsim.engine.base import split_roles
 from svmsim.engine.inproc import InProcessEngine
-from svmsim.schedule.gossip import Distribution, GossipScheduler, GossipStopReason, LatencyModel
+from svmsim.core.timing import Distribution, LatencyModel
+from svmsim.schedule.gossip import GossipScheduler, GossipStopReason
 
 LAM_A9A = 3.07e-5          # paper 002, Table 2 (Adult)
 

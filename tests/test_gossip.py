@@ -18,8 +18,9 @@ from svmsim.engine.base import split_roles
 from svmsim.errors import DataError, ProtocolError, TopologyError
 from svmsim.faults import FaultModel
 from svmsim.program import RoleSpec
-from svmsim.schedule.gossip import (Clock, Distribution, GossipProgram, GossipScheduler, GossipStopReason,
-                                    LatencyModel)
+from svmsim.core.timing import Clock, Distribution, LatencyModel
+from svmsim.program import GossipProgram
+from svmsim.schedule.gossip import GossipScheduler, GossipStopReason
 from svmsim.topology import build_topology, neighbours
 
 ALL_FAULTS = FaultModel(drop=0.1, duplicate=0.05, delay=0.2, delay_time={"kind": "exponential", "mean": 0.3},
@@ -425,11 +426,11 @@ def test_pushsum_scenario_runs_reproducibly_with_faults(tmp_path):
 
 def test_long_latencies_grow_the_compiled_pool_and_match_the_python_loop(monkeypatch):
     """Many messages in flight outgrow the compiled loop's first pool; growing it changes nothing in the run."""
-    from svmsim.schedule import gossip
+    from svmsim.schedule import event_host
 
     calls = []
-    grow = gossip.grow_pool
-    monkeypatch.setattr(gossip, "grow_pool", lambda *a: calls.append(1) or grow(*a))
+    grow = event_host.grow_pool
+    monkeypatch.setattr(event_host, "grow_pool", lambda *a: calls.append(1) or grow(*a))
     spec = {"name": "grow", "data": {"name": "iris"}, "topology": {"kind": "complete"},
             "algorithm": {"name": "pushsum", "nodes": 30, "values": "random", "dim": 5},
             "schedule": {"latency": {"kind": "uniform", "low": 5.0, "high": 50.0}},

@@ -17,11 +17,12 @@ from svmsim.comm.meter import Ledger, Meter  # noqa: E402
 from svmsim.data import make_dataset  # noqa: E402
 from svmsim.deployment import Problem  # noqa: E402
 from svmsim.engine import InProcessEngine  # noqa: E402
-from svmsim.engine.ray_gossip import RayGossipEngine, merge_ledgers  # noqa: E402
+from svmsim.engine.ray_gossip import RayGossipRun, merge_ledgers  # noqa: E402
 from svmsim.errors import ScenarioError, SvmsimError  # noqa: E402
 from svmsim.faults import FaultModel  # noqa: E402
 from svmsim.scenario import load_scenario  # noqa: E402
-from svmsim.schedule.gossip import Distribution, GossipScheduler, GossipStopReason, LatencyModel  # noqa: E402
+from svmsim.core.timing import Distribution, LatencyModel  # noqa: E402
+from svmsim.schedule.gossip import GossipScheduler, GossipStopReason  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -55,10 +56,11 @@ def run_on_ray(dep, seed, *, actors=2, faults=None, compiled=None, latency=LATEN
         rows.append((p, dep.evaluate(by_role(obs))))
         return False
 
-    with RayGossipEngine(actors=actors, call_timeout=120.0, max_skew=max_skew) as eng:
+    with RayGossipRun(actors=actors, call_timeout=120.0, max_skew=max_skew) as eng:
         eng.deploy(eng.plan(dep.roles), seed, dep.topology, latency=latency, faults=faults, compiled=compiled,
                    node_names=dep.node_names)
-        res = eng.run(eval_time=eval_time, on_observe=observe, **budgets)
+        eng.run(eval_time=eval_time, on_observe=observe, **budgets)
+        res = eng.outcome()
     return res, rows, eng
 
 
@@ -253,7 +255,7 @@ def test_a_host_that_dies_is_a_clear_error(ray_local, iris):
             killed.append(p.time)
         return False
 
-    eng = RayGossipEngine(actors=2, call_timeout=30.0)
+    eng = RayGossipRun(actors=2, call_timeout=30.0)
     try:
         eng.deploy(eng.plan(dep.roles), 1, dep.topology, latency=LATENCY, compiled=False,
                    node_names=dep.node_names)

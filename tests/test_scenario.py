@@ -46,11 +46,7 @@ class GossipParams(BaseModel):
 @pytest.fixture(autouse=True)
 def fake_algorithms(monkeypatch):
     """Register two small algorithms for the duration of a test, and remove them afterwards."""
-    try:
-        registry._load_builtin()
-    except ImportError:
-        pass
-    monkeypatch.setattr(registry, "_load_builtin", lambda: None)
+    registry.load_all()
     register(AlgorithmInfo(ALGO, "fake", "none", True, FakeParams, lambda p, q: None, "a fake server-client algorithm"))
     register(AlgorithmInfo(RING_ALGO, "fake", "none", True, GossipParams, lambda p, q: None, "a fake peer algorithm",
                            topologies=("ring", "complete", "small_world")))

@@ -1,4 +1,4 @@
-"""Algorithm families, one module per paper family (see each module's docstring for its paper)."""
-from .registry import ALGORITHMS, AlgorithmInfo, get_algorithm, register
+"""Algorithm families, one module or package per paper; found by discovery (`registry`) and imported on use."""
+from .registry import ALGORITHMS, AlgorithmInfo, algorithm_names, get_algorithm, load_all, register
 
-__all__ = ["ALGORITHMS", "AlgorithmInfo", "get_algorithm", "register"]
+__all__ = ["ALGORITHMS", "AlgorithmInfo", "get_algorithm", "algorithm_names", "load_all", "register"]

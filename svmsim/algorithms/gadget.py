@@ -61,8 +61,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..comm.message import MessageBatch, Outbox, frozen_ids
-from ..program import RoleSpec
-from ..schedule.gossip import GossipKernel, GossipProgram
+from ..program import GossipKernel, GossipProgram, RoleSpec
 from .pegasos import (PAPER_EPS, PAPER_PATIENCE, as_rows, next_index, next_uniform, row_axpy, row_dot,
                       seed_streams, stopping_update)
 from .registry import AlgorithmInfo, register

@@ -46,10 +46,10 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..comm.message import MessageBatch, Outbox
+from ..core.streams import STREAM_PROGRAM, counter_uniform, stream_keys
 from ..errors import DataError, InfeasibleParameterError, ScenarioError, TopologyError
-from ..program import RoleSpec
-from ..schedule.gossip import (STREAM_PROGRAM, GossipKernel, GossipProgram, counter_uniform, sorted_position,
-                               stream_keys)
+from ..numerics.csr import sorted_position
+from ..program import GossipKernel, GossipProgram, RoleSpec
 from ..topology import (TOPOLOGIES, build_topology, check_connected, lazy_random_walk, metropolis_hastings_weights,
                         neighbours, uniform_weights)
 from .registry import AlgorithmInfo, register

@@ -4,14 +4,14 @@ from .inproc import InProcessEngine
 
 ENGINES = ("inproc", "ray", "ray-cgraph")
 
-__all__ = ["Engine", "split_roles", "InProcessEngine", "ENGINES", "make_engine", "RayGossipEngine"]
+__all__ = ["Engine", "split_roles", "InProcessEngine", "ENGINES", "make_engine", "RayGossipRun"]
 
 
 def __getattr__(name: str):
-    if name == "RayGossipEngine":          # gossip on Ray actors (imported on first use)
-        from .ray_gossip import RayGossipEngine
+    if name == "RayGossipRun":          # gossip on Ray actors (imported on first use)
+        from .ray_gossip import RayGossipRun
 
-        return RayGossipEngine
+        return RayGossipRun
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

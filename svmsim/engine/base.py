@@ -56,6 +56,17 @@ class Engine(ABC):
     @abstractmethod
     def observe(self, gids: list[int] | None = None) -> dict[int, Any]: ...
 
+    def gossip(self, roles: list[RoleSpec], seed: int, topology, *, node_names: list[str] | None = None,
+               clock=None, latency=None, faults=None, round_time: float | None = None, compiled: bool | None = None):
+        """Host the roles' gossip programs on `topology` and return the run, which the runner drives the same way
+        on every engine: ``run(max_time=, max_messages=, max_scalars=, max_seconds=, eval_time=, eval_messages=,
+        on_observe=(progress, observations) -> stop?, with_observations=True) -> reason``, ``outcome() ->
+        schedule.gossip.GossipOutcome``, ``groups`` and ``close()``. The clock, latency and fault models and the
+        seed give the same draws on every engine."""
+        from ..errors import ScenarioError
+
+        raise ScenarioError(f"engine {self.name!r} does not run gossip; allowed: engine.name = \"inproc\" or \"ray\"")
+
     def kernels(self) -> list | None:
         """The groups' compiled steps (`SyncKernel`, indexed by gid) if this engine can let the scheduler run
         them in its own process, else None (the default: groups live elsewhere)."""

@@ -26,20 +26,20 @@ defined in the driver's ``__main__`` travel by value).
 from __future__ import annotations
 
 import logging
-import os
 import pickle
-import uuid
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import ray
-from ray.exceptions import RaySystemError, RayTaskError
+from ray.exceptions import RayTaskError
 
 from ..comm.message import Inbox, MessageBatch, Outbox
 from ..errors import ScenarioError
 from ..program import Group, NodeProgram, RoleSpec
 from .base import Engine, split_roles
+from .ray_actors import (colocate_groups, ensure_ray, new_namespace, placement, raise_original,
+                         release_actors)
 
 __all__ = ["RayEngine", "NodeHost", "colocate_groups", "placement"]
 
@@ -142,52 +142,6 @@ def decode_outboxes(data: bytes) -> dict[int, Outbox]:
     return {gid: _outbox(w) for gid, *w in pickle.loads(data)}
 
 
-# -- placement: which host actor carries which groups ---------------------------------------------------------
-HOST_JOIN = "+"
-
-
-def colocate_groups(groups: list[Group]) -> list[Group]:
-    """Move the groups of every role played by a single node into the host of the first group of the largest
-    role (the role with the most nodes; the first such role in gid order on a tie).
-
-    Only `Group.host` changes: the receiving host and the moved ones become one host named by joining their
-    names with "+", the receiving host's first and the moved ones in gid order ("client-0..9+server"). How
-    nodes are grouped is untouched. A no-op when no role is played by a single node; applying it twice
-    changes nothing more. Returns `groups` (the same objects).
-    """
-    ordered = sorted(groups, key=lambda g: g.gid)
-    sizes: dict[str, int] = {}
-    first: dict[str, Group] = {}
-    for g in ordered:
-        sizes[g.role] = sizes.get(g.role, 0) + len(g.node_ids)
-        first.setdefault(g.role, g)
-    singles = {role for role, n in sizes.items() if n == 1}
-    if not singles:
-        return groups
-    target = first[max(sizes, key=sizes.__getitem__)].host
-    roles_on: dict[str, set[str]] = {}
-    for g in ordered:
-        roles_on.setdefault(g.host, set()).add(g.role)
-    moving = [h for h, rs in roles_on.items() if h != target and rs <= singles]
-    if not moving:
-        return groups
-    name = HOST_JOIN.join([target, *moving])
-    merged = {target, *moving}
-    for g in groups:
-        if g.host in merged:
-            g.host = name
-    return groups
-
-
-def placement(groups: list[Group]) -> dict[str, list[int]]:
-    """Host actor name -> the gids it carries (ascending), hosts in order of their first gid: groups that
-    share a `Group.host` share an actor."""
-    hosts: dict[str, list[int]] = {}
-    for g in sorted(groups, key=lambda g: g.gid):
-        hosts.setdefault(g.host, []).append(g.gid)
-    return hosts
-
-
 @ray.remote(num_cpus=0)
 class NodeHost:
     """One or more groups of logical nodes, each with its program and state (a plain, ordered Ray actor).
@@ -252,25 +206,6 @@ class NodeHost:
         return True
 
 
-def release_actors(handles, started_ray: bool) -> None:
-    """Kill an engine's actors (one already gone is fine) and stop Ray if that engine started it."""
-    if ray.is_initialized():
-        for handle in handles:
-            try:
-                ray.kill(handle, no_restart=True)
-            except Exception:  # noqa: BLE001 - an actor that is already gone is fine
-                pass
-    if started_ray:
-        try:
-            ray.shutdown()
-        except Exception:  # noqa: BLE001
-            pass
-
-
-def _new_namespace() -> str:
-    return f"svmsim-{uuid.uuid4().hex[:8]}"
-
-
 @contextmanager
 def _quiet(logger_name: str, level: int = logging.WARNING):
     """Raise one logger's level for the duration of a block (compiled-graph setup and teardown chatter)."""
@@ -281,27 +216,6 @@ def _quiet(logger_name: str, level: int = logging.WARNING):
         yield
     finally:
         logger.setLevel(old)
-
-
-def _original_error(err: BaseException) -> BaseException:
-    """The exception raised inside an actor (by a node program, or while unpickling its arguments) if Ray
-    carried it over; else `err` itself."""
-    cause = getattr(err, "cause", None) if isinstance(err, RayTaskError) else None
-    if isinstance(cause, RaySystemError) and isinstance(getattr(cause, "client_exc", None), BaseException):
-        cause = cause.client_exc
-    return cause if isinstance(cause, BaseException) else err
-
-
-def _raise_original(err: RayTaskError):
-    """Re-raise what failed inside a host actor as itself (type, message, and the host's note naming it)."""
-    original = _original_error(err)
-    if original is err:
-        raise err
-    if isinstance(original, ModuleNotFoundError) and hasattr(original, "add_note"):
-        original.add_note("Ray's workers cannot import a module that the node programs need: install it (e.g. "
-                          "`pip install -e .`), put it on PYTHONPATH, or ship it by value with "
-                          "ray.cloudpickle.register_pickle_by_value(module)")
-    raise original from err
 
 
 class RayEngine(Engine):
@@ -355,7 +269,7 @@ class RayEngine(Engine):
         self.actors = int(actors)
         self.init_options = dict(init_options or {})
         self._own_namespace = namespace is None
-        self.namespace = namespace or _new_namespace()
+        self.namespace = namespace or new_namespace()
         self.round_timeout = round_timeout
         self.started_ray = False
         self.groups: list[Group] = []
@@ -374,20 +288,7 @@ class RayEngine(Engine):
         return colocate_groups(groups) if self.colocate else groups
 
     def _ensure_ray(self) -> None:
-        if ray.is_initialized():
-            return
-        if self.address is None or self.address == "local":
-            options = {
-                "num_cpus": os.cpu_count() or 1,
-                "include_dashboard": False,
-                "object_store_memory": _DEFAULT_OBJECT_STORE_BYTES,
-                "log_to_driver": False,
-            }
-        else:  # joining a running cluster: its resources are not ours to size
-            options = {"log_to_driver": False}
-        options.update(self.init_options)
-        ray.init(address=self.address, **options)
-        self.started_ray = True
+        self.started_ray = ensure_ray(self.address, self.init_options) or self.started_ray
 
     # -- engine interface ---------------------------------------------------------------------------------
     def deploy(self, groups: list[Group], seed: int) -> None:
@@ -398,7 +299,7 @@ class RayEngine(Engine):
         if self._hosts:
             raise RuntimeError("this RayEngine is already deployed; close it first, or build a new engine")
         if self._closed and self._own_namespace:  # deployed before: the old names may not be released yet
-            self.namespace = _new_namespace()
+            self.namespace = new_namespace()
         self._closed = False
         self._ensure_ray()
         self.groups = list(groups)
@@ -468,7 +369,7 @@ class RayEngine(Engine):
         try:
             outs = ray.get(refs, timeout=timeout)
         except RayTaskError as err:
-            _raise_original(err)
+            raise_original(err)
         out: dict[int, Outbox] = {}
         for j in work:
             out.update(decode_outboxes(outs[j]))
@@ -484,6 +385,24 @@ class RayEngine(Engine):
             got.update(part)
         return {gid: got[gid] for gid in gids}
 
+    def gossip(self, roles, seed, topology, *, node_names=None, clock=None, latency=None, faults=None,
+               round_time=None, compiled=None):
+        """Gossip hosts in `actors` Ray actors that send to each other directly (`engine.ray_gossip`), with this
+        engine's cluster settings; the compiled graph does not run gossip."""
+        from .ray_gossip import RayGossipRun
+
+        if self.compiled:
+            raise ScenarioError("the compiled graph (engine ray-cgraph) runs synchronous rounds only; gossip runs "
+                                "on plain actors: allowed: engine.name = \"ray\"")
+        run = RayGossipRun(actors=self.actors, address=self.address, init_options=self.init_options)
+        try:
+            run.deploy(run.plan(roles), seed, topology, clock=clock, latency=latency, faults=faults,
+                       round_time=round_time, compiled=compiled, node_names=node_names)
+        except BaseException:
+            run.close()
+            raise
+        return run
+
     def ping(self) -> bool:
         """True when every host answers."""
         return all(self._get([h.ping.remote() for h in self._hosts]))
@@ -493,7 +412,7 @@ class RayEngine(Engine):
         try:
             return ray.get(refs, timeout=self.round_timeout)
         except RayTaskError as err:
-            _raise_original(err)
+            raise_original(err)
 
     # -- lifetime -----------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -2,10 +2,11 @@
 
 The peers are split over `actors` host actors ("peer-0..499", "peer-500..999": named after the nodes they carry,
 so the Ray dashboard shows them). Each host runs the same node programs as the in-process gossip scheduler
-(`svmsim.schedule.gossip`): its nodes' clocks, latencies and faults come from the same counter-based streams,
-and it drives the programs through their compiled `GossipKernel` when they have one (Push-Sum and GADGET do;
-the host's event loop is the in-process compiled loop, with the GIL released) or through their Python
-``wake``/``receive`` methods otherwise (``compiled = False``).
+(`svmsim.schedule.gossip`): each host is the same `schedule.event_host.EventHost` that the in-process engine runs
+for all nodes, here owning its actor's nodes: the same counter-based streams give its nodes' clocks, latencies
+and faults, and it drives the programs through their compiled `GossipKernel` when they have one (Push-Sum and
+GADGET do; the loop runs with the GIL released) or through their Python ``wake``/``receive`` methods otherwise
+(``compiled = False``).
 
 Event loop and virtual time
 ---------------------------
@@ -76,201 +77,54 @@ from the driver) run on the actor's thread between slices. The programs and thei
 bytes object, so that their arrays arrive writable, as in-process. Compiling a host's loop for a program's kernel
 takes a few seconds per host and run (numba cannot cache a loop bound to functions); ``deploy`` does it before
 the run starts. Ray is started as the synchronous Ray engine does (a local instance unless one is running or
-``address`` is given) and stopped by `close` only if this engine started it. A scenario with ``[engine] name =
-"ray"`` and the gossip scheduler runs here (`run_scenario`); ``ray-cgraph`` is refused for gossip. Live
-``ray.util.metrics`` are not exported for gossip runs yet.
+``address`` is given) and stopped by `close` only if this engine started it. The runner reaches it through the
+engine interface (`RayEngine.gossip`), as it reaches the in-process scheduler through `InProcessEngine.gossip`;
+``ray-cgraph`` is refused for gossip.
 """
 from __future__ import annotations
 
 import collections
-import heapq
 import math
-import os
 import pickle
 import threading
 import time
 import traceback
 import uuid
-from array import array
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import networkx as nx
-import numba
 import numpy as np
 
-from ..comm.message import MessageBatch, frozen_ids
 from ..comm.meter import Ledger, Meter
-from ..errors import ProtocolError, ScenarioError, SvmsimError
-from ..faults import FaultModel, FaultPlan, FaultTally
-from ..program import Group, RoleSpec
-from ..schedule.gossip import (CAUSE_DEAD_RECEIVER, CAUSE_DELIVERED, CAUSE_IN_FLIGHT, CAUSE_LOST, E_ROUND_TIME,
-                               F_MAX_TIME, F_NEXT_EVAL, F_NOW, I_DOWN, I_EPOCH, I_SENT, I_TICKS, L_MAX_MESSAGES,
-                               L_MAX_SCALARS, L_YIELD, NODE_EVENT_NAMES, N_BAD_DST, N_BAD_SRC, N_DELAYED, N_DONE,
-                               N_EVENTS, N_FREE, N_HEAP, N_LOG, N_REC, N_SENT, N_SENT_SCALARS, N_WAKES, P_DELIVER,
-                               P_WAKE, ST_BAD_EDGE, ST_EVAL_TIME, ST_FLUSH, ST_GROW, ST_MESSAGES, ST_QUIESCENT,
-                               ST_SCALARS, ST_TIME, ST_YIELD, Clock, GossipProgram, GossipProgress, GossipScheduler,
-                               GossipStopReason, LatencyModel, EventLoopArrays, grow_pool, program_sends,
-                               python_node_event, register_kind, _enqueue,
-                               _handle_event, _heap_pop, _heap_push, _next_tick, _no_room, _send,
-                               _send_fate)
-from ..topology import check_connected, neighbours
+from ..core.timing import Clock, LatencyModel
+from ..errors import ScenarioError, SvmsimError
+from ..faults import FaultModel, FaultTally
+from ..program import GossipProgram, Group, RoleSpec
+from ..schedule.event_host import EventHost, GossipSetting
+from ..schedule.event_kernels import (I_DOWN, I_SENT, NO_LIMIT, ST_BAD_EDGE, ST_EVAL_TIME, ST_FLUSH, ST_GROW,
+                                      ST_MESSAGES, ST_QUIESCENT, ST_SCALARS, ST_TIME, ST_XFLUSH, ST_YIELD)
+from ..schedule.gossip import (GossipOutcome, GossipProgress, GossipStopReason, adjacency_csr,
+                               check_gossip_groups)
+from ..topology import check_connected
 from .base import split_roles
+from .ray_actors import colocate_groups, ensure_ray, placement, raise_original, release_actors
 
-__all__ = ["RayGossipEngine", "RayGossipResult", "RayGossipProgress", "GossipHost", "merge_ledgers",
-           "merge_tallies", "run_scenario"]
+__all__ = ["RayGossipRun", "GossipHost", "merge_ledgers", "merge_tallies"]
 
-_NO_LIMIT = np.iinfo(np.int64).max
 _DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
 _PICKLE = pickle.HIGHEST_PROTOCOL
-
-# counters, float slots and limits of the host loop beyond the in-process loop's (which use 0..12, 0..2, 0..3)
-X_OUT, X_LATE = 13, 14
-F_LATENESS = 3
-L_DRAIN, L_XBATCH = 4, 5
-ST_XFLUSH = 16
-_YIELD_EVENTS = 4096
-_WIRE_INTS = 4          # per remote message: src, dst, round bin, duplicate copy
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The host's compiled event loop: `schedule.gossip._kernel_loop` plus remote destinations, late arrivals, draining
-# ----------------------------------------------------------------------------------------------------------------
-
-@numba.njit(nogil=True, _nrt=False)
-def _host_kernel_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk, mi, mp, free, ni, rates,
-                      keys, edge_key, env, cfg, adj_ptr, adj, owner, me, rec, log_t, log_i, ctr, fc, lim, out_dst,
-                      out_tag, out_pay, xi, xf):
-    """One slice of a host's event loop (`schedule.gossip._kernel_loop`, with the same event handling helpers,
-    except that a
-    message to another host's node goes to the outgoing buffer (xi, xf) instead of this heap, `done` is recorded
-    rather than returned, and while draining only deliveries are handled: ticks and node events are dropped)."""
-    max_out = out_dst.shape[0]
-    round_time = env[E_ROUND_TIME]
-    draining = lim[L_DRAIN] != 0
-    since_yield = 0
-    while True:
-        if ctr[N_HEAP] == 0:
-            return ST_QUIESCENT
-        t = ht[0]
-        if not draining:
-            if fc[F_NEXT_EVAL] <= t and fc[F_NEXT_EVAL] <= fc[F_MAX_TIME]:
-                return ST_EVAL_TIME
-            if t > fc[F_MAX_TIME]:
-                return ST_TIME
-        status = _no_room(ctr, ht, rec, log_t, max_out)
-        if status >= 0:
-            return status
-        if ctr[X_OUT] + 2 * max_out > xi.shape[0] or ctr[X_OUT] >= lim[L_XBATCH]:
-            return ST_XFLUSH
-        if since_yield >= lim[L_YIELD]:
-            return ST_YIELD
-        since_yield += 1
-        t, prio, a, b = _heap_pop(ht, hk, ctr)
-        if draining and prio != P_DELIVER:
-            continue                                       # the clocks have stopped: only deliveries remain
-        ran, n_out, done, sender = _handle_event(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk,
-                                                 mi, mp, free, ni, rates, keys, env, cfg, rec, log_t, log_i, ctr,
-                                                 fc, out_dst, out_tag, out_pay, t, prio, a, b)
-        if not ran:
-            continue
-        for k in range(n_out):
-            d = out_dst[k]
-            tag = out_tag[k]
-            copies, lat1, lat2, bin_ = _send(env, cfg, keys, edge_key, adj_ptr, adj, widths, ni, rec, ctr,
-                                             round_time, t, sender, d, tag)
-            if copies < 0:
-                return ST_BAD_EDGE
-            w = widths[tag]
-            for copy in range(copies):
-                arrive = t + (lat1 if copy == 0 else lat2)
-                if owner[d] == me:
-                    _enqueue(ht, hk, ctr, mi, mp, free, sender, d, tag, bin_, copy, out_pay, k, w, arrive)
-                else:                                      # another host's node: into the outgoing buffer
-                    x = ctr[X_OUT]
-                    ctr[X_OUT] = x + 1
-                    xi[x, 0] = owner[d]
-                    xi[x, 1] = sender
-                    xi[x, 2] = d
-                    xi[x, 3] = tag
-                    xi[x, 4] = bin_
-                    xi[x, 5] = copy
-                    xf[x, 0] = arrive
-                    for q in range(w):
-                        xf[x, 1 + q] = out_pay[k, q]
-        ctr[N_DONE] = 1 if done else 0
-        if ctr[N_SENT] >= lim[L_MAX_MESSAGES]:
-            return ST_MESSAGES
-        if ctr[N_SENT_SCALARS] >= lim[L_MAX_SCALARS]:
-            return ST_SCALARS
-
-
-_HOST_LOOPS: dict[tuple, Callable] = {}
-
-
-def _host_loop_for(kernel) -> Callable:
-    """`_host_kernel_loop` with the kernel's functions bound (compiled once per process, about a second)."""
-    key = (kernel.wake, kernel.receive, kernel.crash, kernel.recover)
-    loop = _HOST_LOOPS.get(key)
-    if loop is None:
-        wake, receive, crash, recover = key
-
-        @numba.njit(nogil=True)
-        def loop(prog, widths, ht, hk, mi, mp, free, ni, rates, keys, edge_key, env, cfg, adj_ptr, adj, owner, me,
-                 rec, log_t, log_i, ctr, fc, lim, out_dst, out_tag, out_pay, xi, xf):
-            return _host_kernel_loop(wake, receive, crash, recover, prog, widths, ht, hk, mi, mp, free, ni, rates,
-                                     keys, edge_key, env, cfg, adj_ptr, adj, owner, me, rec, log_t, log_i, ctr, fc,
-                                     lim, out_dst, out_tag, out_pay, xi, xf)
-
-        loop = _HOST_LOOPS[key] = loop
-    return loop
-
-
-@numba.njit(nogil=True, cache=True)
-def _push_remote(ht, hk, ctr, fc, mi, mp, free, tag, ints, times, payload):
-    """Put messages that arrived from another host on the heap at max(arrival time, now); count the late ones."""
-    now = fc[F_NOW]
-    w = payload.shape[1]
-    for r in range(ints.shape[0]):
-        ctr[N_FREE] -= 1
-        slot = free[ctr[N_FREE]]
-        mi[slot, 0] = ints[r, 0]
-        mi[slot, 1] = ints[r, 1]
-        mi[slot, 2] = tag
-        mi[slot, 3] = ints[r, 2]
-        mi[slot, 4] = ints[r, 3]
-        for q in range(w):
-            mp[slot, q] = payload[r, q]
-        t = times[r]
-        if t < now:
-            ctr[X_LATE] += 1
-            fc[F_LATENESS] += now - t
-            t = now
-        _heap_push(ht, hk, ctr, t, P_DELIVER, slot, 0)
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # The host actor
 # ----------------------------------------------------------------------------------------------------------------
 
-class _Setting:
-    """The virtual-time model of a run, in the attribute names `GossipScheduler`'s set-up methods read (so that a
-    host builds its environment, keys and initial events with exactly the in-process scheduler's code)."""
-
-    def __init__(self, n_nodes, clock, latency, faults: FaultPlan, seed, round_time):
-        self.n_nodes, self.clock, self.latency, self.faults = n_nodes, clock, latency, faults
-        self.seed, self.round_time = int(seed), float(round_time)
-        GossipScheduler._build_environment(self)
-
-    def initial_events(self):
-        return GossipScheduler._initial_events(self)
-
-
 class _HostState:
-    """What a gossip host actor does (the Ray actor `GossipHost` wraps it; tests may drive it directly).
+    """What a gossip host actor does (the Ray actor `GossipHost` wraps it; tests may drive it directly): an
+    `EventHost` for its nodes, a thread that runs it in slices, and the messages it exchanges with the other hosts.
 
-    A background thread runs the event loop in slices; the actor's methods (called by the driver and by the
-    other hosts) run on the actor's own thread and share the state under a lock.
+    The actor's methods (called by the driver and by the other hosts) run on the actor's own thread and share the
+    state with the loop thread under a lock.
     """
 
     def __init__(self, name: str, index: int):
@@ -283,7 +137,6 @@ class _HostState:
         self._error: BaseException | None = None
         self._error_text = ""
         self._stop = False
-        self._draining = False
         self._sealed = False
         self._capped = ""
         self._finished = False
@@ -301,37 +154,31 @@ class _HostState:
         """
         if isinstance(groups, (bytes, bytearray)):
             groups = _ray().cloudpickle.loads(groups)
-        self.n_nodes = n = int(n_nodes)
+        n = int(n_nodes)
         self.n_hosts = int(options["n_hosts"])
-        self.owner = np.ascontiguousarray(owner, dtype=np.int64)
-        self.adj_ptr, self.adj = adj_ptr, adj
-        self._adj_sets = None
         self.meter = Meter(n, None, node_names)
         self.plan = faults.bind(n, seed)
-        self.setting = _Setting(n, clock, latency, self.plan, seed, round_time)
-        self.round_time = float(round_time)
         self.max_skew = options.get("max_skew")
-        self.batch_bytes = int(options.get("batch_bytes", 90_000))
         self.flush_interval = float(options.get("flush_interval", 0.005))
-        self.programs: dict[int, GossipProgram] = {}
-        self.states: dict[int, Any] = {}
+        programs: dict[int, GossipProgram] = {}
+        states: dict[int, Any] = {}
+        node_group = np.full(n, -1, dtype=np.int64)
         for gid, program, node_ids, node_data in sorted(groups, key=lambda t: t[0]):
             if not isinstance(program, GossipProgram):
                 raise ScenarioError(f"role runs {type(program).__name__}, which is not a gossip program")
-            self.programs[gid] = program
+            programs[gid] = program
             try:
-                self.states[gid] = program.init(node_ids, node_data, seed)
+                states[gid] = program.init(node_ids, node_data, seed)
             except Exception as err:
                 _note(err, self.name)
                 raise
-        self.local = np.flatnonzero(self.owner == self.index).astype(np.int64)
-        self.node_group = np.full(n, -1, dtype=np.int64)
-        for gid, _, node_ids, _ in groups:
-            self.node_group[np.asarray(node_ids, dtype=np.int64)] = gid
-        self._kinds: list[tuple[str, int, np.dtype]] = []
-        self._kind_ids: dict[tuple, int] = {}
-        self._stub_payloads: dict[int, np.ndarray] = {}
-        self.faults = self.plan              # the attribute name `GossipScheduler._meter_records` reads
+            node_group[np.asarray(node_ids, dtype=np.int64)] = gid
+        setting = GossipSetting(n, clock, latency, self.plan, seed, round_time)
+        self.host = EventHost(programs, states, node_group, owner, self.index, setting, adj_ptr, adj, self.meter,
+                              compiled=compiled, xbatch_bytes=int(options.get("batch_bytes", 90_000)))
+        self.host.return_on_done = False           # the driver decides when every host is done
+        self.host.warm_up()
+        self.round_time = float(round_time)
         self.peer_pub = np.zeros(self.n_hosts)
         self.peer_pub[self.index] = math.inf
         self.pub_sent = np.full(self.n_hosts, -math.inf)
@@ -342,79 +189,9 @@ class _HostState:
         self.peers: list = []
         self._max_time = math.inf
         self._eval_time = math.inf
-        self._next_eval = math.inf
         self._eval_index = 0
         self._last_send = time.perf_counter()
-        kernel = None
-        if compiled is not False and len(self.programs) == 1:
-            gid = next(iter(self.programs))
-            kernel = self.programs[gid].kernel(self.states[gid])
-        if compiled and kernel is None:
-            raise ScenarioError("compiled = true needs a single group per host whose program provides a "
-                                "GossipKernel; allowed: compiled = false")
-        self._kernel = kernel
-        self.compiled = kernel is not None
-        events = [e for e in self.setting.initial_events() if self.owner[e[2]] == self.index]
-        if self.compiled:
-            self._init_compiled(events)
-        else:
-            self._init_python(events)
-        return {"name": self.name, "nodes": int(self.local.size), "compiled": self.compiled}
-
-    def _kind_id(self, tag: str, spm: int, dtype) -> int:
-        return register_kind(self._kinds, self._kind_ids, tag, spm, dtype)
-
-    def _init_compiled(self, events) -> None:
-        k = self._kernel
-        n = self.n_nodes
-        self._loop = _host_loop_for(k)
-        self._widths = np.asarray(k.widths, dtype=np.int64)
-        for tag, w in zip(k.tags, self._widths):
-            self._kind_id(tag, int(w), np.float64)
-        self._tag_ids = {tag: i for i, tag in enumerate(k.tags)}
-        width = int(self._widths.max())
-        a = EventLoopArrays.allocate(n, 4 * int(self.local.size) + 64, events, k.max_out, width, n_counters=24,
-                                     n_settings=8)
-        (self._ht, self._hk, self._mi, self._mp, self._free, self._ni, self._rec, self._log_t, self._log_i,
-         self._ctr, self._fc, self._lim, self._out_dst, self._out_tag, self._out_pay) = (
-            a.ht, a.hk, a.mi, a.mp, a.free, a.ni, a.rec, a.log_t, a.log_i, a.ctr, a.fc, a.lim, a.out_dst, a.out_tag,
-            a.out_pay)
-        self._fc[F_NEXT_EVAL] = math.inf
-        self._lim[L_MAX_MESSAGES] = _NO_LIMIT
-        self._lim[L_MAX_SCALARS] = _NO_LIMIT
-        self._lim[L_YIELD] = _YIELD_EVENTS
-        self._xbatch = max(1, self.batch_bytes // (8 * (_WIRE_INTS + 1 + width)))
-        self._lim[L_XBATCH] = self._xbatch
-        self._xi = np.empty((self._xbatch + 2 * k.max_out + 8, 6), dtype=np.int64)
-        self._xf = np.empty((self._xbatch + 2 * k.max_out + 8, 1 + width))
-        # compile now (a slice that handles nothing), so that the run's first slice does not
-        self._fc[F_MAX_TIME] = -math.inf
-        self._call_loop()
-        self._fc[F_MAX_TIME] = math.inf
-
-    def _init_python(self, events) -> None:
-        n = self.n_nodes
-        self._heap: list[tuple] = []
-        self._seq = 0
-        self._ni_py = [[0] * 6 for _ in range(n)]
-        for t, prio, a, b in events:
-            heapq.heappush(self._heap, (t, prio, self._seq, a, b))
-            self._seq += 1
-        for node in range(n):
-            self._ni_py[node][I_TICKS] = 1
-        self._rec_py = array("q")
-        self._log: list[tuple[float, int, int]] = []
-        self._counts = {"wakes": 0, "sent": 0, "sent_scalars": 0, "events": 0, "delayed": 0, "late": 0}
-        self._lateness = 0.0
-        self._now = 0.0
-        self._group_done = {gid: False for gid in self.programs}
-        self._done_py = False
-        self._one_ids = [frozen_ids([i]) for i in range(n)]
-        self._adj_sets = [set(self.adj[self.adj_ptr[i]:self.adj_ptr[i + 1]].tolist()) for i in range(n)]
-        self._xout: list[tuple] = []
-        self._xbatch = max(1, self.batch_bytes // 900)
-        self._py_max_messages = _NO_LIMIT
-        self._py_max_scalars = _NO_LIMIT
+        return {"name": self.name, "nodes": int(self.host.local.size), "compiled": self.host.compiled}
 
     def connect(self, peers: list) -> bool:
         """Handles of every host, this one included (by index)."""
@@ -426,18 +203,13 @@ class _HostState:
               eval_time: float | None) -> bool:
         """Start the event loop thread (budgets are this host's share)."""
         with self._lock:
+            host = self.host
             self._max_time = math.inf if max_time is None else float(max_time)
             if eval_time is not None:
                 self._eval_time = float(eval_time)
-                self._next_eval = self._eval_time
-            mm = _NO_LIMIT if max_messages is None else int(max_messages)
-            ms = _NO_LIMIT if max_scalars is None else int(max_scalars)
-            if self.compiled:
-                self._lim[L_MAX_MESSAGES] = mm
-                self._lim[L_MAX_SCALARS] = ms
-                self._fc[F_NEXT_EVAL] = self._next_eval
-            else:
-                self._py_max_messages, self._py_max_scalars = mm, ms
+                host.next_eval = self._eval_time
+            host.max_messages = NO_LIMIT if max_messages is None else int(max_messages)
+            host.max_scalars = NO_LIMIT if max_scalars is None else int(max_scalars)
         self._thread = threading.Thread(target=self._run_thread, name=f"svmsim-gossip-{self.name}", daemon=True)
         self._thread.start()
         return True
@@ -465,33 +237,26 @@ class _HostState:
 
     def _slice(self) -> bool:
         """Take in what arrived, run the loop for a while, send what is due. False when there was nothing to do."""
+        host = self.host
         took = self._take_incoming()
-        if self.compiled:
-            self._fc[F_MAX_TIME] = self._limit()
-            self._lim[L_DRAIN] = 1 if self._draining else 0
-            status = self._call_loop()
-        else:
-            status = self._run_python(self._limit(), self._draining)
+        status = host.advance(self._limit())
         if status == ST_EVAL_TIME:
             self._snapshot()
-        elif status == ST_FLUSH or (status == ST_YIELD and not self.compiled):
-            self._flush()
+        elif status == ST_FLUSH or (status == ST_YIELD and not host.compiled):
+            host.flush()
         elif status == ST_GROW:
-            self._grow(0)
+            host.grow()
         elif status == ST_XFLUSH:
             self._send_out()
         elif status == ST_BAD_EDGE:
-            s, d = int(self._ctr[N_BAD_SRC]), int(self._ctr[N_BAD_DST])
-            names = self.meter.node_names
-            raise ProtocolError(f"node {s} ({names[s]}) sent a message to node {d} ({names[d]}), which are not "
-                                "neighbours in the topology; gossip programs may only send along edges")
+            host.raise_bad_edge()
         elif status in (ST_MESSAGES, ST_SCALARS):
             self._cap("messages" if status == ST_MESSAGES else "scalars")
         idle = status in (ST_TIME, ST_QUIESCENT) and not self._incoming
         if idle or time.perf_counter() - self._last_send >= self.flush_interval:
             self._send_out()
         if idle:
-            self._flush()
+            host.flush()
             self._send_times()
         self._idle = idle and not took
         return not self._idle
@@ -499,162 +264,14 @@ class _HostState:
     def _cap(self, what: str) -> None:
         """This host's share of the message or scalar budget is spent: its clocks stop at the current time."""
         self._capped = what
-        self._max_time = self.now
-        if self.compiled:
-            self._lim[L_MAX_MESSAGES] = _NO_LIMIT
-            self._lim[L_MAX_SCALARS] = _NO_LIMIT
-        else:
-            self._py_max_messages = self._py_max_scalars = _NO_LIMIT
-
-    def _call_loop(self) -> int:
-        return int(self._loop(self._kernel.arrays, self._widths, self._ht, self._hk, self._mi, self._mp, self._free,
-                              self._ni, self.setting._rates, self.setting._keys, self.setting._edge_key,
-                              self.setting._env, self.setting._cfg, self.adj_ptr, self.adj, self.owner, self.index,
-                              self._rec, self._log_t, self._log_i, self._ctr, self._fc, self._lim, self._out_dst,
-                              self._out_tag, self._out_pay, self._xi, self._xf))
-
-    def _grow(self, extra: int) -> None:
-        """Grow the message pool and the heap until `extra` more messages fit (compiled loop)."""
-        k = self._kernel
-        while True:
-            nh = int(self._ctr[N_HEAP])
-            if int(self._ctr[N_FREE]) >= extra + 2 * k.max_out and self._ht.shape[0] >= nh + extra + 2 * k.max_out + 2:
-                if extra or int(self._ctr[N_FREE]) >= 2 * k.max_out:
-                    return
-            self._mi, self._mp, self._free, self._ht, self._hk = grow_pool(self._mi, self._mp, self._free,
-                                                                           self._ctr, self._ht, self._hk)
-
-    @property
-    def now(self) -> float:
-        return float(self._fc[F_NOW]) if self.compiled else self._now
-
-    def _heap_top(self) -> float:
-        if self.compiled:
-            return float(self._ht[0]) if self._ctr[N_HEAP] > 0 else math.inf
-        return self._heap[0][0] if self._heap else math.inf
+        self._max_time = self.host.now
+        self.host.max_messages = self.host.max_scalars = NO_LIMIT
 
     def _published(self) -> float:
         """The time of this host's next event: what the others may run ahead of (inf when it has none it will
         handle by itself: no events, or none before its time budget or the time its share of a budget ran out)."""
-        top = self._heap_top()
+        top = self.host.heap_top()
         return top if top <= self._max_time else math.inf
-
-    # -- the Python event loop ---------------------------------------------------------------------------------
-    def _run_python(self, limit: float, draining: bool) -> int:
-        """One slice through the programs' Python methods (`GossipScheduler._run_python` plus remote sends)."""
-        heap = self._heap
-        heappush, heappop = heapq.heappush, heapq.heappop
-        ni = self._ni_py
-        rec = self._rec_py
-        programs, states = self.programs, self.states
-        node_group = self.node_group
-        owner = self.owner
-        me = self.index
-        one_ids = self._one_ids
-        adj_sets = self._adj_sets
-        st = self.setting
-        env, cfg, keys, rates, edge_key = st._env, st._cfg, st._keys, st._rates, st._edge_key
-        round_time = self.round_time
-        counts = self._counts
-        seq = self._seq
-        xout = self._xout
-        wakes, sent, sent_scalars, events, delayed = (counts["wakes"], counts["sent"], counts["sent_scalars"],
-                                                      counts["events"], counts["delayed"])
-        now = self._now
-        next_eval = self._next_eval
-        since = 0
-        status = ST_QUIESCENT
-        while True:
-            if not heap:
-                status = ST_QUIESCENT
-                break
-            t = heap[0][0]
-            if not draining:
-                if next_eval <= t and next_eval <= limit:
-                    status = ST_EVAL_TIME
-                    break
-                if t > limit:
-                    status = ST_TIME
-                    break
-            if since >= 1024:
-                status = ST_YIELD
-                break
-            if len(xout) >= self._xbatch:
-                status = ST_XFLUSH
-                break
-            since += 1
-            t, prio, _, a, b = heappop(heap)
-            if draining and prio != P_DELIVER:
-                continue
-            if prio == P_WAKE:
-                nstate = ni[a]
-                if b != nstate[I_EPOCH]:
-                    continue
-                now = t
-                events += 1
-                k = nstate[I_TICKS]
-                nstate[I_TICKS] = k + 1
-                heappush(heap, (t + _next_tick(cfg, env, keys, rates, a, k), P_WAKE, seq, a, b))
-                seq += 1
-                wakes += 1
-                gid = int(node_group[a])
-                states[gid], out = programs[gid].wake(states[gid], one_ids[a], np.array((t,)))
-                sender = a
-            elif prio == P_DELIVER:
-                now = t
-                events += 1
-                src, dst, kind, bin_, dup, payload = a
-                if ni[dst][I_DOWN] > 0:
-                    rec.extend((bin_, src, dst, kind * 16 + dup * 8 + CAUSE_DEAD_RECEIVER))
-                    continue
-                rec.extend((bin_, src, dst, kind * 16 + dup * 8 + CAUSE_DELIVERED))
-                gid = int(node_group[dst])
-                batch = MessageBatch(self._kinds[kind][0], one_ids[src], one_ids[dst], payload)
-                states[gid], out = programs[gid].receive(states[gid], batch, np.array((t,)))
-                sender = dst
-            else:
-                now = t
-                events += 1
-                seq = python_node_event(heap, seq, t, prio, a, b, ni[a], int(node_group[a]), programs, states,
-                                        one_ids, env, keys, cfg, rates, self._log)
-                continue
-            bin_ = int(t / round_time)
-            for kind, spm, nbytes, s, d, row in program_sends(out, sender, self._kind_id):
-                if not 0 <= d < self.n_nodes or d not in adj_sets[s]:
-                    names = self.meter.node_names
-                    raise ProtocolError(f"node {s} ({names[s]}) sent a message to node {d}, which is not a "
-                                        "neighbour in the topology; gossip programs may only send along edges")
-                nstate = ni[s]
-                c = nstate[I_SENT]
-                nstate[I_SENT] = c + 1
-                sent += 1
-                sent_scalars += spm
-                copies, dl, lat1, lat2 = _send_fate(env, cfg, keys, edge_key, s, d, c, nbytes)
-                if copies == 0:
-                    rec.extend((bin_, s, d, kind * 16 + CAUSE_LOST))
-                    continue
-                delayed += dl
-                for copy in range(copies):
-                    arrive = t + (lat1 if copy == 0 else lat2)
-                    if owner[d] == me:
-                        heappush(heap, (arrive, P_DELIVER, seq, (s, d, kind, bin_, copy, row), 0))
-                        seq += 1
-                    else:
-                        xout.append((int(owner[d]), kind, s, d, bin_, copy, arrive, row))
-            sig = out.signals
-            if sig and "done" in sig:
-                self._group_done[int(node_group[sender])] = bool(sig["done"])
-                self._done_py = all(self._group_done.values())
-            if sent >= self._py_max_messages:
-                status = ST_MESSAGES
-                break
-            if sent_scalars >= self._py_max_scalars:
-                status = ST_SCALARS
-                break
-        self._seq = seq
-        counts.update(wakes=wakes, sent=sent, sent_scalars=sent_scalars, events=events, delayed=delayed)
-        self._now = now
-        return status
 
     # -- messages between hosts ----------------------------------------------------------------------------------
     def deliver(self, sender: int, count: int, published: float, data: bytes | None) -> None:
@@ -669,74 +286,19 @@ class _HostState:
         """Put the queued messages of other hosts on the heap."""
         took = False
         while self._incoming:
-            data = self._incoming.popleft()
+            self.host.put_incoming(pickle.loads(self._incoming.popleft()))
             took = True
-            for tag, spm, dtype, ints, times, payload in pickle.loads(data):
-                # unpickled arrays may be read-only views of the call's buffer; programs may write to what they get
-                ints, times, payload = (np.require(a, requirements=("C", "W")) for a in (ints, times, payload))
-                if self.compiled:
-                    m = ints.shape[0]
-                    self._grow(m)
-                    _push_remote(self._ht, self._hk, self._ctr, self._fc, self._mi, self._mp, self._free,
-                                 self._tag_ids[tag], ints, times, payload)
-                else:
-                    kind = self._kind_id(tag, spm, dtype)
-                    now = self._now
-                    for r in range(ints.shape[0]):
-                        t = float(times[r])
-                        if t < now:
-                            self._counts["late"] += 1
-                            self._lateness += now - t
-                            t = now
-                        s, d, bin_, dup = (int(v) for v in ints[r])
-                        heapq.heappush(self._heap, (t, P_DELIVER, self._seq, (s, d, kind, bin_, dup,
-                                                                              payload[r:r + 1]), 0))
-                        self._seq += 1
         return took
-
-    def _outgoing(self) -> dict[int, list]:
-        """The outgoing buffer as ``{host: [(tag, spm, dtype, ints, times, payload), ...]}``; empties it."""
-        out: dict[int, list] = {}
-        if self.compiled:
-            x = int(self._ctr[X_OUT])
-            if x == 0:
-                return out
-            xi, xf = self._xi[:x], self._xf[:x]
-            self._ctr[X_OUT] = 0
-            for dest in np.unique(xi[:, 0]).tolist():
-                for_dest = xi[:, 0] == dest
-                for tag in np.unique(xi[for_dest, 3]).tolist():
-                    sel = np.flatnonzero(for_dest & (xi[:, 3] == tag))
-                    w = int(self._widths[tag])
-                    out.setdefault(dest, []).append((self._kernel.tags[tag], w, "<f8",
-                                                     np.ascontiguousarray(xi[sel][:, [1, 2, 4, 5]]),
-                                                     xf[sel, 0].copy(), np.ascontiguousarray(xf[sel, 1:1 + w])))
-            return out
-        if not self._xout:
-            return out
-        rows, self._xout = self._xout, []
-        by: dict[tuple, list] = {}
-        for r in rows:
-            by.setdefault((r[0], r[1]), []).append(r)
-        for (dest, kind), rs in by.items():
-            tag, spm, dtype = self._kinds[kind]
-            ints = np.array([r[2:6] for r in rs], dtype=np.int64).reshape(-1, _WIRE_INTS)
-            times = np.array([r[6] for r in rs], dtype=np.float64)
-            payload = np.concatenate([r[7] for r in rs]).astype(dtype, copy=False).reshape(len(rs), spm)
-            out.setdefault(dest, []).append((tag, spm, dtype.str, ints, times, payload))
-        return out
 
     def _send_out(self) -> None:
         """Send the outgoing buffer: one fire-and-forget call per destination host (metered in flight once
         sealed)."""
         self._last_send = time.perf_counter()
-        out = self._outgoing()
-        if not out:
-            return
+        out = self.host.take_outgoing()
         for dest, parts in out.items():
             count = sum(p[3].shape[0] for p in parts)
             if self._sealed:
-                self._record_in_flight(parts)
+                self.host.meter_parts_in_flight(parts)
                 continue
             data = pickle.dumps(parts, protocol=_PICKLE)
             pub = self._published()
@@ -756,76 +318,32 @@ class _HostState:
                 handle.deliver.remote(self.index, 0, pub, None)
                 self.pub_sent[dest] = pub
 
-    def _record_in_flight(self, parts: list) -> None:
-        recs = []
-        for tag, spm, dtype, ints, times, payload in parts:
-            kind = self._kind_id(tag, spm, dtype)
-            codes = kind * 16 + ints[:, 3] * 8 + CAUSE_IN_FLIGHT
-            recs.append(np.column_stack([ints[:, 2], ints[:, 0], ints[:, 1], codes]))
-        if recs:
-            self._meter(np.concatenate(recs).astype(np.int64))
-
-    # -- metering ------------------------------------------------------------------------------------------------
-    def _flush(self) -> None:
-        """Hand the buffered records to the meter and the fault tally."""
-        if self.compiled:
-            nr = int(self._ctr[N_REC])
-            recs = self._rec[:nr].copy()
-            self._ctr[N_REC] = 0
-            ng = int(self._ctr[N_LOG])
-            log = [(float(self._log_t[i]), int(self._log_i[i, 0]), int(self._log_i[i, 1])) for i in range(ng)]
-            self._ctr[N_LOG] = 0
-        else:
-            recs = np.frombuffer(self._rec_py, dtype=np.int64).reshape(-1, 4).copy() if len(self._rec_py) else \
-                np.zeros((0, 4), dtype=np.int64)
-            self._rec_py = array("q")
-            log, self._log = self._log, []
-        for t, node, event in log:
-            self.plan.tally.node_event(t, node, NODE_EVENT_NAMES[event])
-        self._meter(recs)
-
-    def _meter(self, recs: np.ndarray) -> None:
-        if recs.shape[0]:
-            GossipScheduler._meter_records(self, recs)
-
-    def _pending(self) -> int:
-        """Messages this host still holds: on its heap, queued from other hosts, in its outgoing buffer."""
-        queued = len(self._incoming)
-        if self.compiled:
-            nh = int(self._ctr[N_HEAP])
-            return int(np.count_nonzero(self._hk[:nh, 0] == P_DELIVER)) + int(self._ctr[X_OUT]) + queued
-        return sum(1 for e in self._heap if e[1] == P_DELIVER) + len(self._xout) + queued
-
+    # -- observation -----------------------------------------------------------------------------------------------
     def _counters(self) -> dict:
-        if self.compiled:
-            c = self._ctr
-            out = {"wakes": int(c[N_WAKES]), "events": int(c[N_EVENTS]), "sent": int(c[N_SENT]),
-                   "sent_scalars": int(c[N_SENT_SCALARS]), "delayed": int(c[N_DELAYED]), "late": int(c[X_LATE]),
-                   "lateness": float(self._fc[F_LATENESS]), "done": bool(c[N_DONE])}
-        else:
-            c = self._counts
-            out = {k: c[k] for k in ("wakes", "events", "sent", "sent_scalars", "delayed", "late")}
-            out.update(lateness=self._lateness, done=self._done_py)
-        out.update(time=self.now, messages=self.meter.messages, scalars=self.meter.scalars, bytes=self.meter.bytes)
+        out = self.host.counters()
+        m = self.meter
+        out.update(time=self.host.now, messages=m.messages, scalars=m.scalars, bytes=m.bytes)
         return out
 
     def _snapshot(self) -> None:
-        """The state at evaluation point `_next_eval` of this host's clock."""
-        self._flush()
-        at = self._next_eval
+        """The state at evaluation point `next_eval` of this host's clock."""
+        host = self.host
+        host.flush()
+        at = host.next_eval
         snap = self._counters()
         snap.update(index=self._eval_index, time=at, in_flight=self._pending(), observations=self._observe())
         self._snapshots.append(snap)
         self._eval_index += 1
-        self._next_eval = at + self._eval_time
-        if self.compiled:
-            self._fc[F_NEXT_EVAL] = self._next_eval
+        host.next_eval = at + self._eval_time
+
+    def _pending(self) -> int:
+        return self.host.pending() + len(self._incoming)
 
     def _observe(self) -> dict:
         out = {}
-        for gid in sorted(self.programs):
+        for gid in sorted(self.host.programs):
             try:
-                out[gid] = self.programs[gid].observe(self.states[gid])
+                out[gid] = self.host.programs[gid].observe(self.host.states[gid])
             except Exception as err:
                 _note(err, self.name)
                 raise
@@ -837,11 +355,12 @@ class _HostState:
         if self._error is not None:
             return {"error": self._error, "error_text": self._error_text}
         with self._lock:
-            heap_top = self._heap_top()
+            heap_top = self.host.heap_top()
+            draining = self.host.draining
             out = self._counters()
-            out.update(error=None, pending=self._pending(), idle=self._idle, draining=self._draining,
+            out.update(error=None, pending=self._pending(), idle=self._idle, draining=draining,
                        capped=self._capped, heap_top=heap_top,
-                       ended=(not self._draining and not self._incoming
+                       ended=(not draining and not self._incoming
                               and (heap_top > self._max_time or math.isinf(heap_top))),
                        x_sent=self.x_sent.copy(), x_received=self.x_received.copy(), x_calls=self.x_calls,
                        x_bytes=self.x_bytes, snapshots=self._snapshots, alive=self._thread is not None
@@ -857,7 +376,8 @@ class _HostState:
 
     def stop_clocks(self) -> bool:
         """Start the drain: no more ticks or node events; every message still in flight is delivered."""
-        self._draining = True
+        with self._lock:
+            self.host.draining = True
         self._wakeup.set()
         return True
 
@@ -878,33 +398,22 @@ class _HostState:
         if self._error is not None:
             raise self._error
         with self._lock:
+            host = self.host
             self._sealed = True
             self._take_incoming()
             self._send_out()                      # sealed: metered as in flight
-            self._flush()
-            if self.compiled:
-                nh = int(self._ctr[N_HEAP])
-                slots = self._hk[:nh][self._hk[:nh, 0] == P_DELIVER, 2]
-                mi = self._mi[slots]
-                rec = np.column_stack([mi[:, 3], mi[:, 0], mi[:, 1], mi[:, 2] * 16 + mi[:, 4] * 8 + CAUSE_IN_FLIGHT])
-                self._ctr[N_HEAP] = 0
-                ni = self._ni
-            else:
-                rows = [(a[3], a[0], a[1], a[2] * 16 + a[4] * 8 + CAUSE_IN_FLIGHT)
-                        for _, prio, _, a, _ in self._heap if prio == P_DELIVER]
-                rec = np.array(rows, dtype=np.int64).reshape(-1, 4)
-                self._heap = []
-                ni = np.array(self._ni_py, dtype=np.int64).reshape(-1, 6)
-            self._meter(rec.astype(np.int64))
+            if not self._finished:
+                host.meter_in_flight()
             self._finished = True
+            ni = host.node_state()
             tally = self.plan.tally
-            local = self.local
+            local = host.local
             return {"ledger": self.meter.ledger(), "counters": self._counters(), "observations": self._observe(),
                     "tally": {"by_fate": dict(tally.by_fate), "node_event_counts": dict(tally.node_event_counts),
                               "node_events": list(tally.node_events)},
                     "down": local[ni[local, I_DOWN] > 0], "sent_per_node": ni[local, I_SENT].copy(),
                     "x_sent": self.x_sent.copy(), "x_received": self.x_received.copy(), "x_calls": self.x_calls,
-                    "x_bytes": self.x_bytes, "time": self.now}
+                    "x_bytes": self.x_bytes, "time": host.now}
 
     def ping(self) -> bool:
         return True
@@ -1001,29 +510,7 @@ def merge_tallies(tallies: list[dict]) -> FaultTally:
 # The driver
 # ----------------------------------------------------------------------------------------------------------------
 
-@dataclass
-class RayGossipProgress(GossipProgress):
-    """`GossipProgress` summed over the hosts, plus what their meters have settled (messages, scalars, bytes).
-    ``time`` is the evaluation point (rows) or the latest host clock (end)."""
-
-    messages: int = 0
-    scalars: int = 0
-    bytes: int = 0
-
-
-@dataclass
-class RayGossipResult:
-    """What a Ray gossip run produced."""
-
-    reason: str
-    ledger: Ledger
-    faults: dict                      # the fault summary (as `GossipScheduler.fault_summary`)
-    observations: dict                # gid -> final observation (after the drain)
-    progress: RayGossipProgress
-    stats: dict = field(default_factory=dict)
-
-
-class RayGossipEngine:
+class RayGossipRun:
     """Runs gossip node programs in Ray actors that send to each other directly (see the module docstring).
 
     Parameters
@@ -1069,47 +556,24 @@ class RayGossipEngine:
         self._handles: list = []
         self._closed = False
         self._ran = False
-
-    @classmethod
-    def from_engine(cls, engine, **options) -> "RayGossipEngine":
-        """A gossip engine with the settings of a (not yet deployed) `RayEngine` (what the runner builds)."""
-        if isinstance(engine, RayGossipEngine):
-            return engine
-        kw = {"actors": getattr(engine, "actors", 2), "address": getattr(engine, "address", None),
-              "init_options": getattr(engine, "init_options", None)}
-        kw.update(options)
-        return cls(**kw)
+        self._outcome: GossipOutcome | None = None
 
     # -- placement ----------------------------------------------------------------------------------------------
     def plan(self, roles: list[RoleSpec]) -> list[Group]:
         """Every role with several nodes split into `actors` contiguous groups ("peer-0..499", ...); a role of one
         node joins the first host of the largest role."""
-        from .ray_engine import colocate_groups
-
         return colocate_groups(split_roles(roles, {s.role: self.actors for s in roles if len(s.node_ids) > 1}))
 
     def _ensure_ray(self) -> None:
-        ray = _ray()
-        if ray.is_initialized():
-            return
-        if self.address is None or self.address == "local":
-            options = {"num_cpus": os.cpu_count() or 1, "include_dashboard": False,
-                       "object_store_memory": _DEFAULT_OBJECT_STORE_BYTES, "log_to_driver": False}
-        else:
-            options = {"log_to_driver": False}
-        options.update(self.init_options)
-        ray.init(address=self.address, **options)
-        self.started_ray = True
+        self.started_ray = ensure_ray(self.address, self.init_options) or self.started_ray
 
     def deploy(self, groups: list[Group], seed: int, topology: nx.Graph, *, clock: Clock | None = None,
                latency: LatencyModel | None = None, faults: FaultModel | None = None,
                round_time: float | None = None, compiled: bool | None = None,
                node_names: list[str] | None = None) -> None:
         """Start one host actor per distinct `Group.host` and initialise its groups and event loop."""
-        from .ray_engine import placement
-
         if self._handles:
-            raise RuntimeError("this RayGossipEngine is already deployed; build a new one")
+            raise RuntimeError("this RayGossipRun is already deployed; build a new one")
         n = topology.number_of_nodes()
         check_connected(topology, "gossip topology")
         self.clock = clock or Clock()
@@ -1121,26 +585,16 @@ class RayGossipEngine:
         self.seed = int(seed)
         self.plan_ = self.fault_model.bind(n, self.seed)     # validates node ids; the driver's copy for the summary
         self.n_nodes = n
-        owner = np.full(n, -1, dtype=np.int64)
         self.groups = sorted(groups, key=lambda g: g.gid)
+        check_gossip_groups(self.groups, n, "gossip on Ray")
         self.hosts = placement(self.groups)
         by_gid = {g.gid: g for g in self.groups}
+        owner = np.full(n, -1, dtype=np.int64)
         for j, gids in enumerate(self.hosts.values()):
             for gid in gids:
-                g = by_gid[gid]
-                if not isinstance(g.program, GossipProgram):
-                    raise ScenarioError(f"role {g.role!r} runs {type(g.program).__name__}, which is not a gossip "
-                                        "program; gossip on Ray needs GossipProgram peers")
-                owner[np.asarray(g.node_ids, dtype=np.int64)] = j
-        if (owner < 0).any():
-            missing = np.flatnonzero(owner < 0)
-            raise ScenarioError(f"{missing.size} node(s) of the topology run no program (e.g. node "
-                                f"{int(missing[0])}); every node of a gossip topology must be a peer")
+                owner[np.asarray(by_gid[gid].node_ids, dtype=np.int64)] = j
         self.owner = owner
-        nbrs = neighbours(topology)
-        adj_ptr = np.zeros(n + 1, dtype=np.int64)
-        adj_ptr[1:] = np.cumsum([len(a) for a in nbrs])
-        adj = np.concatenate(nbrs).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
+        adj_ptr, adj = adjacency_csr(topology)
         skew = None if self.max_skew is None else self.max_skew * self.round_time
         options = {"n_hosts": len(self.hosts), "max_skew": skew, "batch_bytes": self.batch_bytes,
                    "flush_interval": self.flush_interval}
@@ -1170,12 +624,10 @@ class RayGossipEngine:
         ray = _ray()
         from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-        from .ray_engine import _raise_original
-
         try:
             return ray.get(refs, timeout=self.call_timeout if timeout is None else timeout)
         except RayTaskError as err:
-            _raise_original(err)
+            raise_original(err)
         except RayActorError as err:
             raise SvmsimError(f"a Ray gossip host died ({', '.join(self.hosts)}): {err}") from err
         except GetTimeoutError as err:
@@ -1207,17 +659,24 @@ class RayGossipEngine:
     # -- running ----------------------------------------------------------------------------------------------------
     def run(self, *, max_time: float | None = None, max_messages: int | None = None, max_scalars: int | None = None,
             max_seconds: float | None = None, eval_time: float | None = None,
-            on_observe: Callable[[RayGossipProgress, dict], bool] | None = None) -> RayGossipResult:
+            eval_messages: int | None = None, on_observe: Callable[[GossipProgress, dict], bool] | None = None,
+            with_observations: bool = True) -> str:
         """Run until a budget is met, every program is done, the observer says stop, no host has events left, or
         the wall-clock budget; then drain, seal and collect (see the module docstring). One run per engine.
 
         on_observe(progress, {gid: observation}) is called for every evaluation point every host has reached (with
-        eval_time) and returns True to stop.
+        eval_time) and returns True to stop. Returns the reason the run stopped; `outcome` says what it produced.
         """
+        if not with_observations:
+            raise ScenarioError("gossip on Ray hands observers the hosts' snapshots: on_observe(progress, "
+                                "observations); allowed: with_observations = true")
+        if eval_messages is not None:
+            raise ScenarioError("eval_messages applies to the in-process engine: Ray hosts evaluate on their own "
+                                "clocks; allowed on Ray: [schedule] eval_time")
         if not self._handles:
             raise RuntimeError("deploy the engine before running it")
         if self._ran:
-            raise RuntimeError("a RayGossipEngine runs once; build a new one")
+            raise RuntimeError("a RayGossipRun runs once; build a new one")
         self._ran = True
         if eval_time is not None and not eval_time > 0:
             raise ScenarioError(f"eval_time = {eval_time!r} is out of range; allowed: a number > 0")
@@ -1269,17 +728,24 @@ class RayGossipEngine:
         drained = self._drain()
         results = self._finish()
         wall = time.perf_counter() - started
-        return self._result(reason, results, run_wall, wall, drained, at_stop,
-                            max_time if reason == GossipStopReason.TIME else None)
+        self._outcome = self._result(reason, results, run_wall, wall, drained, at_stop,
+                                     max_time if reason == GossipStopReason.TIME else None)
+        return reason
 
-    def _combine(self, snaps: list[dict]) -> tuple[RayGossipProgress, dict]:
+    def outcome(self) -> GossipOutcome:
+        """What the run produced (after the drain): final progress and observations, merged ledger, faults, stats."""
+        if self._outcome is None:
+            raise RuntimeError("run the engine before asking for its outcome")
+        return self._outcome
+
+    def _combine(self, snaps: list[dict]) -> tuple[GossipProgress, dict]:
         t = snaps[0]["time"]
         tot = {k: sum(s[k] for s in snaps) for k in ("wakes", "events", "sent", "sent_scalars", "in_flight",
                                                      "messages", "scalars", "bytes")}
-        progress = RayGossipProgress(time=t, round=int(t / self.round_time), wakes=tot["wakes"],
-                                     events=tot["events"], sent=tot["sent"], sent_scalars=tot["sent_scalars"],
-                                     in_flight=tot["in_flight"], messages=tot["messages"], scalars=tot["scalars"],
-                                     bytes=tot["bytes"])
+        progress = GossipProgress(time=t, round=int(t / self.round_time), wakes=tot["wakes"],
+                                  events=tot["events"], sent=tot["sent"], sent_scalars=tot["sent_scalars"],
+                                  in_flight=tot["in_flight"], messages=tot["messages"], scalars=tot["scalars"],
+                                  bytes=tot["bytes"])
         obs = {}
         for s in snaps:
             obs.update(s["observations"])
@@ -1323,7 +789,7 @@ class RayGossipEngine:
             time.sleep(0.01)
         return self._get([h.finish.remote() for h in self._handles])
 
-    def _result(self, reason, results, run_wall, wall, drained, at_stop, clock_at_least=None) -> RayGossipResult:
+    def _result(self, reason, results, run_wall, wall, drained, at_stop, clock_at_least=None) -> GossipOutcome:
         ledger = merge_ledgers([r["ledger"] for r in results])
         plan = self.plan_
         plan.tally = merge_tallies([r["tally"] for r in results])
@@ -1336,11 +802,11 @@ class RayGossipEngine:
         t = max(c["time"] for c in counters)
         if clock_at_least is not None:         # as in-process: a run stopped by the time budget ends at it
             t = max(t, float(clock_at_least))
-        progress = RayGossipProgress(time=t, round=int(t / self.round_time), wakes=sum(c["wakes"] for c in counters),
-                                     events=sum(c["events"] for c in counters), sent=sum(c["sent"] for c in counters),
-                                     sent_scalars=sum(c["sent_scalars"] for c in counters), in_flight=0,
-                                     messages=ledger.totals["messages"], scalars=ledger.totals["scalars"],
-                                     bytes=ledger.totals["bytes"])
+        progress = GossipProgress(time=t, round=int(t / self.round_time), wakes=sum(c["wakes"] for c in counters),
+                                  events=sum(c["events"] for c in counters), sent=sum(c["sent"] for c in counters),
+                                  sent_scalars=sum(c["sent_scalars"] for c in counters), in_flight=0,
+                                  messages=ledger.totals["messages"], scalars=ledger.totals["scalars"],
+                                  bytes=ledger.totals["bytes"])
         cross = int(sum(int(np.sum(r["x_sent"])) for r in results))
         late = sum(c["late"] for c in counters)
         sent = progress.sent
@@ -1356,8 +822,8 @@ class RayGossipEngine:
                  "mean_lateness": (sum(c["lateness"] for c in counters) / late) if late else 0.0,
                  "sent_per_node": np.concatenate([r["sent_per_node"] for r in results]).tolist()
                  if self.n_nodes <= 100 else None}
-        return RayGossipResult(reason=reason, ledger=ledger, faults=faults, observations=obs, progress=progress,
-                               stats=stats)
+        return GossipOutcome(reason=reason, progress=progress, observations=obs, ledger=ledger, faults=faults,
+                             compiled=self.compiled, stats=stats)
 
     # -- lifetime -------------------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -1366,10 +832,6 @@ class RayGossipEngine:
             return
         self._closed = True
         handles, self._handles = self._handles, []
-        try:
-            from .ray_engine import release_actors
-        except ImportError:  # pragma: no cover
-            return
         release_actors(handles, self.started_ray)
         self.started_ray = False
 
@@ -1385,65 +847,3 @@ class RayGossipEngine:
             self.close()
         except Exception:  # noqa: BLE001
             pass
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The runner's entry point
-# ----------------------------------------------------------------------------------------------------------------
-
-def run_scenario(scenario, deployment, engine, progress: bool, live=None):
-    """`runner._run_gossip` on Ray: returns (model, rows, ledger, reason, extra) in the same shape. `live`: a
-    `monitor.LiveMetrics` that gets the totals and metrics of every evaluation point."""
-    from ..runner import _add_row, _by_role, _Progress
-
-    stop, sched = scenario.stop, scenario.schedule
-    gossip = RayGossipEngine.from_engine(engine)
-    round_time = sched.effective_round_time
-    budgets = [sched.max_time] + [r * round_time for r in (stop.max_rounds, stop.max_iterations) if r is not None]
-    max_time = min((b for b in budgets if b is not None), default=None)
-    unit = deployment.comm_unit[1] if deployment.comm_unit else 1.0
-    rows: list[dict] = []
-    bar = _Progress(progress, None if max_time is None else int(max_time / round_time), scenario.name)
-    reason_box: list[str] = []
-    started = time.perf_counter()
-
-    def on_observe(p: RayGossipProgress, obs: dict) -> bool:
-        m = deployment.evaluate(_by_role(obs, groups))
-        m.update(iteration=p.round, round=p.round, virtual_time=p.time, wakes=p.wakes, sent_messages=p.sent,
-                 in_flight=p.in_flight, messages=p.messages, scalars=p.scalars, bytes=p.bytes,
-                 comm_units=p.scalars / unit, wall_time=time.perf_counter() - started)
-        if live is not None:
-            live.update_totals(p.messages, p.scalars, p.bytes, m)
-        return _add_row(scenario, rows, bar, p.round, m, started, reason_box)
-
-    eval_time = sched.eval_time if sched.eval_time is not None else round_time
-    try:
-        groups = gossip.plan(deployment.roles)
-        groups = sorted(groups, key=lambda g: g.gid)
-        gossip.deploy(groups, scenario.seed, deployment.topology,
-                      clock=Clock(sched.clock, sched.rate, sched.jitter),
-                      latency=LatencyModel(sched.latency_distribution(), sched.bandwidth, sched.edge_spread),
-                      faults=scenario.faults.model(), round_time=round_time,
-                      compiled=None if sched.compiled else False, node_names=deployment.node_names)
-        result = gossip.run(max_time=max_time, max_messages=sched.max_messages, max_scalars=stop.max_scalars,
-                            max_seconds=stop.max_seconds, eval_time=eval_time, on_observe=on_observe)
-        on_observe(result.progress, result.observations)          # the final state, after the drain
-        obs = _by_role(result.observations, groups)
-        model = deployment.model(obs) if deployment.model else {}
-        declared = deployment.declared_scalars(obs) if deployment.declared_scalars else None
-    finally:
-        bar.close()
-        gossip.close()
-    reason = result.reason
-    if reason == GossipStopReason.OBSERVER and reason_box:
-        reason = reason_box[0]
-    p, fs, ledger = result.progress, result.faults, result.ledger
-    matches = None
-    if declared is not None:
-        duplicated = sum(rec["scalars"] for rec in fs["duplicated"].values())
-        matches = bool(declared + duplicated == ledger.totals["scalars"] + fs["dropped_total"]["scalars"])
-    extra = {"rounds": p.round, "iterations": p.round, "virtual_time": p.time, "wakes": p.wakes, "events": p.events,
-             "sent_messages": p.sent, "round_time": round_time, "compiled_loop": gossip.compiled,
-             "declared_scalars": declared, "ledger_matches_declared": matches, "faults": fs,
-             "ray_gossip": {k: v for k, v in result.stats.items() if k != "sent_per_node"}}
-    return model, rows, ledger, reason, extra

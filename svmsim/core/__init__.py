@@ -1,0 +1,1 @@
+"""Foundations: errors aside, what every floor of svmsim builds on (random streams, time models)."""

@@ -1,0 +1,117 @@
+"""What both Ray engines share: starting Ray, placing groups on host actors, releasing actors, and re-raising
+what failed inside an actor as itself."""
+from __future__ import annotations
+
+import os
+import uuid
+
+import ray
+from ray.exceptions import RaySystemError, RayTaskError
+
+from ..program import Group
+
+__all__ = ["ensure_ray", "colocate_groups", "placement", "release_actors", "new_namespace", "raise_original",
+           "HOST_JOIN"]
+
+_DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
+
+
+def ensure_ray(address: str | None, init_options: dict) -> bool:
+    """Start a local Ray (sized to this machine) or join the cluster at `address`, unless Ray is initialised
+    here already; True if this call started it (then its engine stops it on close)."""
+    if ray.is_initialized():
+        return False
+    if address is None or address == "local":
+        options = {"num_cpus": os.cpu_count() or 1, "include_dashboard": False,
+                   "object_store_memory": _DEFAULT_OBJECT_STORE_BYTES, "log_to_driver": False}
+    else:  # joining a running cluster: its resources are not ours to size
+        options = {"log_to_driver": False}
+    options.update(init_options)
+    ray.init(address=address, **options)
+    return True
+
+
+# -- placement: which host actor carries which groups ---------------------------------------------------------
+HOST_JOIN = "+"
+
+
+def colocate_groups(groups: list[Group]) -> list[Group]:
+    """Move the groups of every role played by a single node into the host of the first group of the largest
+    role (the role with the most nodes; the first such role in gid order on a tie).
+
+    Only `Group.host` changes: the receiving host and the moved ones become one host named by joining their
+    names with "+", the receiving host's first and the moved ones in gid order ("client-0..9+server"). How
+    nodes are grouped is untouched. A no-op when no role is played by a single node; applying it twice
+    changes nothing more. Returns `groups` (the same objects).
+    """
+    ordered = sorted(groups, key=lambda g: g.gid)
+    sizes: dict[str, int] = {}
+    first: dict[str, Group] = {}
+    for g in ordered:
+        sizes[g.role] = sizes.get(g.role, 0) + len(g.node_ids)
+        first.setdefault(g.role, g)
+    singles = {role for role, n in sizes.items() if n == 1}
+    if not singles:
+        return groups
+    target = first[max(sizes, key=sizes.__getitem__)].host
+    roles_on: dict[str, set[str]] = {}
+    for g in ordered:
+        roles_on.setdefault(g.host, set()).add(g.role)
+    moving = [h for h, rs in roles_on.items() if h != target and rs <= singles]
+    if not moving:
+        return groups
+    name = HOST_JOIN.join([target, *moving])
+    merged = {target, *moving}
+    for g in groups:
+        if g.host in merged:
+            g.host = name
+    return groups
+
+
+def placement(groups: list[Group]) -> dict[str, list[int]]:
+    """Host actor name -> the gids it carries (ascending), hosts in order of their first gid: groups that
+    share a `Group.host` share an actor."""
+    hosts: dict[str, list[int]] = {}
+    for g in sorted(groups, key=lambda g: g.gid):
+        hosts.setdefault(g.host, []).append(g.gid)
+    return hosts
+
+
+def release_actors(handles, started_ray: bool) -> None:
+    """Kill an engine's actors (one already gone is fine) and stop Ray if that engine started it."""
+    if ray.is_initialized():
+        for handle in handles:
+            try:
+                ray.kill(handle, no_restart=True)
+            except Exception:  # noqa: BLE001 - an actor that is already gone is fine
+                pass
+    if started_ray:
+        try:
+            ray.shutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def new_namespace() -> str:
+    return f"svmsim-{uuid.uuid4().hex[:8]}"
+
+
+def _original_error(err: BaseException) -> BaseException:
+    """The exception raised inside an actor (by a node program, or while unpickling its arguments) if Ray
+    carried it over; else `err` itself."""
+    cause = getattr(err, "cause", None) if isinstance(err, RayTaskError) else None
+    if isinstance(cause, RaySystemError) and isinstance(getattr(cause, "client_exc", None), BaseException):
+        cause = cause.client_exc
+    return cause if isinstance(cause, BaseException) else err
+
+
+def raise_original(err: RayTaskError):
+    """Re-raise what failed inside a host actor as itself (type, message, and the host's note naming it)."""
+    original = _original_error(err)
+    if original is err:
+        raise err
+    if isinstance(original, ModuleNotFoundError) and hasattr(original, "add_note"):
+        original.add_note("Ray's workers cannot import a module that the node programs need: install it (e.g. "
+                          "`pip install -e .`), put it on PYTHONPATH, or ship it by value with "
+                          "ray.cloudpickle.register_pickle_by_value(module)")
+    raise original from err
