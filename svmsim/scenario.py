@@ -44,6 +44,7 @@ from typing import Any, Iterable, Mapping
 
 import annotated_types
 import numpy as np
+import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
@@ -130,11 +131,22 @@ def _choice(key: str, value: Any, what: str, allowed: Iterable[str], loc: tuple 
 
 
 def _show(value: Any) -> str:
-    """A value as it would be written in TOML (strings in double quotes), for error messages."""
+    """A value as it would be written in TOML on one line (strings in double quotes), for error messages."""
     try:
-        return _toml_value(value)
+        return _inline(value)
     except (TypeError, ValueError):
         return repr(value)
+
+
+def _inline(value: Any) -> str:
+    if isinstance(value, Mapping):
+        items = [f"{tomli_w.dumps({str(k): 0})[:-5]} = {_inline(v)}" for k, v in value.items() if v is not None]
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_inline(v) for v in value if v is not None) + "]"
+    if isinstance(value, _dt.datetime):
+        return value.isoformat()
+    return tomli_w.dumps({"v": _normalise(value)})[4:-1].replace("\t", "\\t")   # a tab stays visible
 
 
 def _as_plain_str(value: Any) -> Any:
@@ -841,21 +853,22 @@ class Scenario(_Section):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
-    """Turn a model, dict or value into plain TOML/JSON-friendly Python data; ``None`` entries are dropped."""
+def _plain(value: Any, *, toml: bool = False) -> Any:
+    """A model, dict or value as plain TOML/JSON-friendly Python data; ``None`` entries of tables are dropped (with
+    ``toml``, ``None`` items of lists too: TOML has no null)."""
     if isinstance(value, BaseModel):
-        return _plain(value.model_dump())
+        return _plain(value.model_dump(), toml=toml)
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items() if v is not None}
+        return {str(k): _plain(v, toml=toml) for k, v in value.items() if v is not None}
     if isinstance(value, (list, tuple, set, frozenset)):
         items = sorted(value) if isinstance(value, (set, frozenset)) else value
-        return [_plain(v) for v in items]
+        return [_plain(v, toml=toml) for v in items if not (toml and v is None)]
     if isinstance(value, enum.Enum):
-        return _plain(value.value)
+        return _plain(value.value, toml=toml)
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     if isinstance(value, np.ndarray):
-        return _plain(value.tolist())
+        return _plain(value.tolist(), toml=toml)
     if isinstance(value, np.generic):
         return value.item()
     return value
@@ -1245,85 +1258,17 @@ def parse_overrides(texts: Iterable[str]) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# TOML writer
+# TOML (written with tomli-w)
 # ----------------------------------------------------------------------------------------------------------------
-
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def _toml_key(key: Any) -> str:
-    key = str(key)
-    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
-
-
-def _toml_string(s: str) -> str:
-    out = ['"']
-    for ch in s:
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    if _is_int(value):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        v = float(value)
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return repr(v)
-    if isinstance(value, str):
-        return _toml_string(value)
-    if isinstance(value, os.PathLike):
-        return _toml_string(os.fspath(value))
-    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
-        return value.isoformat()
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value if v is not None) + "]"
-    if isinstance(value, Mapping):
-        items = [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None]
-        return "{" + ", ".join(items) + "}" if items else "{}"
-    raise TypeError(f"cannot write {type(value).__name__} value {value!r} as TOML")
-
-
-def _write_table(lines: list[str], table: Mapping[str, Any], path: tuple[str, ...]) -> None:
-    scalars = [(k, v) for k, v in table.items() if v is not None and not isinstance(v, Mapping)]
-    tables = [(k, v) for k, v in table.items() if isinstance(v, Mapping)]
-    if path:
-        if lines:
-            lines.append("")
-        lines.append("[" + ".".join(_toml_key(p) for p in path) + "]")
-    for k, v in scalars:
-        lines.append(f"{_toml_key(k)} = {_toml_value(v)}")
-    for k, v in tables:
-        _write_table(lines, v, path + (str(k),))
 
 
 def dump_toml(d: Mapping[str, Any]) -> str:
     """Write a dict as TOML: scalars and lists first, then one ``[table]`` (or ``[a.b]``) per nested dict.
 
-    ``None`` values are left out (TOML has no null). ``tomllib.loads(dump_toml(d)) == d`` for dicts of
-    strings, numbers, booleans, dates, lists and nested dicts without ``None``.
+    ``None`` values are left out (TOML has no null); numpy scalars, tuples and paths are written as numbers, lists
+    and strings. ``tomllib.loads(dump_toml(d)) == d`` for dicts of strings, numbers, booleans, dates, lists and
+    nested dicts without ``None``.
     """
     if not isinstance(d, Mapping):
         raise TypeError(f"dump_toml expects a dict, got {type(d).__name__}")
-    lines: list[str] = []
-    _write_table(lines, d, ())
-    return "\n".join(lines) + "\n"
+    return tomli_w.dumps(_plain(d, toml=True))
