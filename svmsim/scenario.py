@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
-import enum
 import inspect
 import math
 import os
@@ -44,7 +43,6 @@ from typing import Any, Iterable, Mapping
 
 import annotated_types
 import numpy as np
-import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
@@ -56,6 +54,15 @@ from svmsim.errors import ScenarioError, TopologyError
 from svmsim.faults import FAULT_KEYS, FaultModel
 from svmsim.schedule.gossip import CLOCKS, Distribution
 from svmsim.topology import TOPOLOGIES, ParamSpec, resolve_params
+
+from .config.sweep_table import check_sweep_table
+from .config.values import (DEFAULT_SYNTHETIC_KIND, RAY_ENGINES, SECTIONS, SYNTHETIC_KEYS, TOP_KEYS, dump_toml)
+from .config.values import as_plain_str as _as_plain_str
+from .config.values import is_int as _is_int
+from .config.values import is_number as _is_number
+from .config.values import normalise as _normalise
+from .config.values import plain as _plain
+from .config.values import show as _show
 
 __all__ = [
     "Scenario",
@@ -78,18 +85,6 @@ __all__ = [
     "apply_overrides",
     "dump_toml",
 ]
-
-#: The tables of a scenario file, in the order they are written.
-SECTIONS = ("data", "partition", "topology", "engine", "algorithm", "stop", "output", "schedule", "faults")
-
-#: Keys of ``[data]`` that only apply to ``name = "synthetic"`` (forwarded to the generator).
-SYNTHETIC_KEYS = ("kind", "n", "d", "beta", "flip_band", "density")
-
-#: Engines that run on Ray (``engine.address`` joins an existing Ray cluster).
-RAY_ENGINES = ("ray", "ray-cgraph")
-
-#: The kind of synthetic data generated when ``[data] kind`` is not given.
-DEFAULT_SYNTHETIC_KIND = "separable"
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
 _NAME_ALLOWED = "letters, digits, '_', '.' and '-' (at least one character, no spaces)"
@@ -128,37 +123,6 @@ def _several(errors: list[dict[str, Any]], params_model: type[BaseModel] | None 
 def _choice(key: str, value: Any, what: str, allowed: Iterable[str], loc: tuple | None = None):
     shown = ", ".join(allowed) or "(none registered)"
     return _fail(f"{key} = {value!r} is not {what}; allowed: {shown}", loc)
-
-
-def _show(value: Any) -> str:
-    """A value as it would be written in TOML on one line (strings in double quotes), for error messages."""
-    try:
-        return _inline(value)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
-def _inline(value: Any) -> str:
-    if isinstance(value, Mapping):
-        items = [f"{tomli_w.dumps({str(k): 0})[:-5]} = {_inline(v)}" for k, v in value.items() if v is not None]
-        return "{" + ", ".join(items) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_inline(v) for v in value if v is not None) + "]"
-    if isinstance(value, _dt.datetime):
-        return value.isoformat()
-    return tomli_w.dumps({"v": _normalise(value)})[4:-1].replace("\t", "\\t")   # a tab stays visible
-
-
-def _as_plain_str(value: Any) -> Any:
-    return os.fspath(value) if isinstance(value, os.PathLike) else value
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _is_number(value: Any) -> bool:
-    return _is_int(value) or isinstance(value, (float, np.floating))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -849,32 +813,6 @@ class Scenario(_Section):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Plain values
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def _plain(value: Any, *, toml: bool = False) -> Any:
-    """A model, dict or value as plain TOML/JSON-friendly Python data; ``None`` entries of tables are dropped (with
-    ``toml``, ``None`` items of lists too: TOML has no null)."""
-    if isinstance(value, BaseModel):
-        return _plain(value.model_dump(), toml=toml)
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v, toml=toml) for k, v in value.items() if v is not None}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(value) if isinstance(value, (set, frozenset)) else value
-        return [_plain(v, toml=toml) for v in items if not (toml and v is None)]
-    if isinstance(value, enum.Enum):
-        return _plain(value.value, toml=toml)
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(value, np.ndarray):
-        return _plain(value.tolist(), toml=toml)
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-# ----------------------------------------------------------------------------------------------------------------
 # Error formatting
 # ----------------------------------------------------------------------------------------------------------------
 
@@ -1016,7 +954,7 @@ def _format_error(e: Mapping[str, Any], params_model: type[BaseModel] | None = N
             return prefix + "unknown key"
         if len(loc) == 1:
             kind = "section" if isinstance(value, Mapping) else "key"
-            return (f"unknown top-level {kind} '{loc[0]}'; allowed: {', '.join(_TOP_KEYS)}, "
+            return (f"unknown top-level {kind} '{loc[0]}'; allowed: {', '.join(TOP_KEYS)}, "
                     f"and the sections {', '.join(f'[{s}]' for s in SECTIONS)}")
         return f"{prefix}unknown key '{key}'; {_allowed_keys(loc[0], params_model, algorithm)}"
     if etype == "missing":
@@ -1050,9 +988,6 @@ def _format_error(e: Mapping[str, Any], params_model: type[BaseModel] | None = N
         if msg.startswith(lead):
             msg = msg[len(lead):]
     return f"{prefix}{what}is invalid: {msg}" if what else f"{prefix}{msg}"
-
-
-_TOP_KEYS = ("name", "description", "seed")
 
 
 def _flatten_errors(errors: Iterable[Mapping[str, Any]], params_model=None, algorithm=None):
@@ -1106,19 +1041,6 @@ def _error_from_validation(exc: ValidationError, where: str, overrides: Mapping[
 # ----------------------------------------------------------------------------------------------------------------
 # Loading
 # ----------------------------------------------------------------------------------------------------------------
-
-
-def _normalise(value: Any) -> Any:
-    """Numpy scalars to Python scalars, paths to strings, tuples to lists (for dict sources and overrides)."""
-    if isinstance(value, Mapping):
-        return {k: _normalise(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_normalise(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return value
 
 
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
@@ -1203,23 +1125,6 @@ def load_scenario(source: str | os.PathLike | Mapping[str, Any],
     return scenario
 
 
-def check_sweep_table(table: Any, where: str):
-    """The validated ``[sweep]`` table (a `svmsim.sweep.SweepSpec`), or a ScenarioError naming what is wrong."""
-    from .sweep import SweepSpec
-
-    if not isinstance(table, Mapping):
-        raise ScenarioError(f"{where}: sweep = {_show(table)} is not a table; allowed: a [sweep] table with grid, "
-                            "variants, plot, x, title")
-    try:
-        return SweepSpec.model_validate(dict(table))
-    except ScenarioError as exc:
-        raise ScenarioError(f"{where}: sweep.grid: {exc}") from None
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in ("sweep",) + tuple(err["loc"]))
-        raise ScenarioError(f"{where}: {loc}: {err['msg']}") from None
-
-
 def validate_file(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None) -> Scenario:
     """Validate a scenario file (for ``svmsim validate``); returns the scenario or raises ScenarioError."""
     if isinstance(path, Mapping):
@@ -1255,20 +1160,3 @@ def parse_override(text: str) -> tuple[str, Any]:
 def parse_overrides(texts: Iterable[str]) -> dict[str, Any]:
     """Parse several ``key=value`` strings (later ones win)."""
     return dict(parse_override(t) for t in texts)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# TOML (written with tomli-w)
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def dump_toml(d: Mapping[str, Any]) -> str:
-    """Write a dict as TOML: scalars and lists first, then one ``[table]`` (or ``[a.b]``) per nested dict.
-
-    ``None`` values are left out (TOML has no null); numpy scalars, tuples and paths are written as numbers, lists
-    and strings. ``tomllib.loads(dump_toml(d)) == d`` for dicts of strings, numbers, booleans, dates, lists and
-    nested dicts without ``None``.
-    """
-    if not isinstance(d, Mapping):
-        raise TypeError(f"dump_toml expects a dict, got {type(d).__name__}")
-    return tomli_w.dumps(_plain(d, toml=True))

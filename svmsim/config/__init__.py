@@ -1,0 +1,1 @@
+"""Scenario configuration: the schema of a scenario file, its error messages, loading and overrides."""
