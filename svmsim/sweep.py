@@ -80,9 +80,9 @@ from typing import Any
 import numpy as np
 
 from . import rundir
-from .config.sweep_table import SHORT_NAMES, SweepSpec, Variant, check_param, check_sweep_table, describe_allowed
+from .config import Scenario, apply_overrides, check_sweep_table, load_scenario, parse_override, read_toml
+from .config.sweep_table import SHORT_NAMES, SweepSpec, Variant, check_param, describe_allowed
 from .errors import ScenarioError
-from .scenario import Scenario, _read_toml, apply_overrides, load_scenario, parse_override
 
 __all__ = ["SweepSpec", "Variant", "SweepPoint", "SweepResult", "parse_param", "plan_sweep", "run_sweep",
            "fit_slope", "fit_loglog", "aggregate_trials", "SHORT_NAMES", "INFO_COLUMNS", "COST_COLUMNS"]
@@ -155,7 +155,7 @@ def plan_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None 
         where = "scenario"
     else:
         where = str(source)
-        raw = _read_toml(Path(source), where)
+        raw = read_toml(Path(source), where)
     spec = check_sweep_table(raw.pop("sweep", {}), where)
     grid = dict(spec.grid)
     for key, values in params or []:

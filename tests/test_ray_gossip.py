@@ -20,7 +20,7 @@ from svmsim.engine import InProcessEngine  # noqa: E402
 from svmsim.engine.ray_gossip import RayGossipEngine, merge_ledgers  # noqa: E402
 from svmsim.errors import ScenarioError, SvmsimError  # noqa: E402
 from svmsim.faults import FaultModel  # noqa: E402
-from svmsim.scenario import load_scenario  # noqa: E402
+from svmsim.config import load_scenario  # noqa: E402
 from svmsim.schedule.gossip import Distribution, GossipScheduler, GossipStopReason, LatencyModel  # noqa: E402
 
 pytestmark = pytest.mark.ray
