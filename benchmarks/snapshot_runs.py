@@ -73,7 +73,7 @@ def _model_digest(path: Path) -> dict:
 
 def take(out: Path, only: str | None) -> None:
     import svmsim
-    from svmsim.scenario import load_scenario
+    from svmsim.config import load_scenario
 
     out.mkdir(parents=True, exist_ok=True)
     for name, scenario in _points():

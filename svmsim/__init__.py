@@ -22,7 +22,7 @@ def __getattr__(name):
 
         return getattr(runner, name)
     if name == "load_scenario":
-        from .scenario import load_scenario
+        from .config import load_scenario
 
         return load_scenario
     raise AttributeError(name)

@@ -100,7 +100,7 @@ def _version() -> str:
 
 
 def _overrides(args) -> dict:
-    from .scenario import parse_overrides
+    from .config import parse_overrides
 
     ov = parse_overrides(args.sets)
     for key, attr in (("engine.name", "engine"), ("seed", "seed"), ("engine.actors", "actors")):
@@ -119,7 +119,7 @@ def _overrides(args) -> dict:
 
 def _cmd_run(args) -> int:
     from .runner import run
-    from .scenario import load_scenario
+    from .config import load_scenario
 
     scenario = load_scenario(args.scenario, overrides=_overrides(args))
     warning = _unbounded_gossip_warning(scenario)
@@ -211,7 +211,7 @@ def _unbounded_gossip_warning(scenario) -> str | None:
 
 
 def _cmd_sweep(args) -> int:
-    from .scenario import parse_overrides
+    from .config import parse_overrides
     from .sweep import parse_param, plan_sweep, run_sweep
 
     params = [parse_param(t) for t in args.params]
@@ -232,7 +232,7 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_validate(args) -> int:
-    from .scenario import load_scenario
+    from .config import load_scenario
 
     scenario = load_scenario(args.scenario, overrides=_overrides(args))
     if args.data:

@@ -23,7 +23,7 @@ from .deployment import Deployment, Problem, SingleMachineRun
 from .engine import make_engine
 from .engine.base import Engine
 from .faults import FaultPlan
-from .scenario import Scenario, load_scenario
+from .config import Scenario, load_scenario
 from .schedule.sync import StopReason, SyncScheduler
 from .topology import from_networkx
 

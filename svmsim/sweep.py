@@ -75,102 +75,21 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import rundir
+from .config import Scenario, apply_overrides, check_sweep_table, load_scenario, parse_override, read_toml
+from .config.sweep_table import SHORT_NAMES, SweepSpec, Variant, check_param, describe_allowed
 from .errors import ScenarioError
-from .scenario import Scenario, _read_toml, apply_overrides, check_sweep_table, load_scenario
 
 __all__ = ["SweepSpec", "Variant", "SweepPoint", "SweepResult", "parse_param", "plan_sweep", "run_sweep",
            "fit_slope", "fit_loglog", "aggregate_trials", "SHORT_NAMES", "INFO_COLUMNS", "COST_COLUMNS"]
 
-#: short parameter names and the scenario keys they stand for (eps also sets stop.gap)
-SHORT_NAMES = {"eps": "algorithm.eps", "d": "data.d", "n": "data.n", "k": "algorithm.clients",
-               "clients": "algorithm.clients", "seed": "seed"}
-_X_AXES = ("comm_units", "scalars", "wall_time", "iteration")
-_SCALAR = (bool, int, float, str)
-
-
-class Variant(BaseModel):
-    """One algorithm compared on every grid point: its ``[algorithm]`` table, other dotted overrides, and the
-    dotted keys or tables of the file it leaves out (``unset``, e.g. ``["topology", "schedule"]`` for a
-    single-machine baseline beside a peer algorithm)."""
-
-    model_config = ConfigDict(extra="forbid")
-    label: str = Field(min_length=1)
-    algorithm: dict[str, Any] | None = None
-    set: dict[str, Any] = Field(default_factory=dict)
-    unset: list[str] = Field(default_factory=list)
-
-
-class SweepSpec(BaseModel):
-    """The ``[sweep]`` table of a scenario file (see the module docstring for each key)."""
-
-    model_config = ConfigDict(extra="forbid")
-    grid: dict[str, list[Any]] = Field(default_factory=dict)
-    variants: list[Variant] = Field(default_factory=list)
-    plot: str = "objective"
-    x: Literal["comm_units", "scalars", "wall_time", "iteration"] = "comm_units"
-    title: str = ""
-    target: float | None = Field(None, gt=0)
-    target_metric: str = Field("rel_gap", min_length=1)
-    against: str | None = Field(None, min_length=1)
-    against_y: list[str] = Field(default_factory=list)
-    against_by: str | None = Field(None, min_length=1)
-    exclude: list[dict[str, Any]] = Field(default_factory=list)
-    trials: str | None = Field(None, min_length=1)
-    trials_columns: list[str] | None = None
-    warmup: bool = False
-
-    @field_validator("against_y", mode="before")
-    @classmethod
-    def _one_or_more(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
-
-    @field_validator("grid")
-    @classmethod
-    def _check_grid(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        for key, values in grid.items():
-            check_param(key, values)
-        return grid
-
-
-def _describe_allowed() -> str:
-    return ", ".join(SHORT_NAMES) + ", or a dotted scenario key such as algorithm.beta or data.d"
-
-
-def check_param(key: str, values: list[Any]) -> None:
-    """A grid entry must name a known parameter and give a non-empty list of plain values of one kind."""
-    if key not in SHORT_NAMES and "." not in key:
-        raise ScenarioError(f"sweep parameter {key!r} is unknown; allowed: {_describe_allowed()}")
-    if not isinstance(values, list) or not values:
-        raise ScenarioError(f"sweep parameter {key} has an empty list of values; allowed: one or more values, "
-                            f"e.g. --param {key}=1,2,3")
-    for v in values:
-        if not isinstance(v, _SCALAR):
-            raise ScenarioError(f"sweep parameter {key} has value {v!r} of type {type(v).__name__}; allowed: "
-                                "numbers, booleans or strings")
-    if key == "eps":
-        for v in values:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
-                raise ScenarioError(f"sweep parameter eps has value {v!r}; allowed: numbers in (0, 1), e.g. "
-                                    "--param eps=1e-2,1e-3")
-    if key in ("d", "n", "k", "clients", "seed"):
-        for v in values:
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ScenarioError(f"sweep parameter {key} has value {v!r}; allowed: integers, e.g. "
-                                    f"--param {key}=8,32,128")
-    if len(set(map(repr, values))) != len(values):
-        raise ScenarioError(f"sweep parameter {key} lists a value twice: {values}")
-
 
 def parse_param(text: str) -> tuple[str, list[Any]]:
     """``"eps=1e-1,1e-2"`` -> ``("eps", [0.1, 0.01])``; every value is read as a TOML value."""
-    from .scenario import parse_override
-
     if not isinstance(text, str) or "=" not in text:
         raise ScenarioError(f"--param {text!r} is invalid; allowed: NAME=V1,V2,... e.g. eps=1e-1,1e-2,1e-3")
     key, _, rest = text.partition("=")
@@ -180,7 +99,7 @@ def parse_param(text: str) -> tuple[str, list[Any]]:
         raise ScenarioError(f"--param {text!r} has an empty value; allowed: NAME=V1,V2,... with no empty item")
     values = [parse_override(f"{key}={s}")[1] for s in items] if key else []
     if not key:
-        raise ScenarioError(f"--param {text!r} has no name; allowed: {_describe_allowed()}")
+        raise ScenarioError(f"--param {text!r} has no name; allowed: {describe_allowed()}")
     check_param(key, values)
     return key, values
 
@@ -236,7 +155,7 @@ def plan_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None 
         where = "scenario"
     else:
         where = str(source)
-        raw = _read_toml(Path(source), where)
+        raw = read_toml(Path(source), where)
     spec = check_sweep_table(raw.pop("sweep", {}), where)
     grid = dict(spec.grid)
     for key, values in params or []:

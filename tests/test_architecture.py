@@ -116,7 +116,7 @@ def test_the_cycle_check_sees_a_cycle(tmp_path):
     ("pushsum_mixing.toml", "svmsim.algorithms.pushsum", ("saddle", "gadget", "hogwild", "gilbert")),
 ])
 def test_validating_a_scenario_imports_only_its_family(scenario, family, others):
-    code = ("import sys; from svmsim.scenario import validate_file; "
+    code = ("import sys; from svmsim.config import validate_file; "
             f"validate_file({str(PACKAGE.parent / 'scenarios' / scenario)!r}); "
             "print(' '.join(sorted(m for m in sys.modules if m.startswith('svmsim.algorithms.'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

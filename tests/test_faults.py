@@ -18,7 +18,7 @@ from svmsim.engine.base import split_roles
 from svmsim.errors import ScenarioError
 from svmsim.faults import FaultModel, Outage
 from svmsim.program import NodeProgram, RoleSpec
-from svmsim.scenario import load_scenario
+from svmsim.config import load_scenario
 from svmsim.schedule import SyncScheduler
 from svmsim.core.timing import Distribution, LatencyModel
 from svmsim.program import GossipProgram

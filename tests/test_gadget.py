@@ -235,7 +235,7 @@ def test_gadget_accuracy_matches_centralized_pegasos_on_a9a(a9a, gossip):
 def test_scenario_rejects_a_star_and_lists_peer_topologies():
     from svmsim.algorithms.registry import get_algorithm
     from svmsim.errors import ScenarioError
-    from svmsim.scenario import load_scenario
+    from svmsim.config import load_scenario
 
     info = get_algorithm("gadget")
     assert info.distributed and "random_k_out" in info.topologies and "star" not in info.topologies

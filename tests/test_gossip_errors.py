@@ -14,7 +14,7 @@ from svmsim.algorithms.gadget import GadgetPeer
 from svmsim.cli import main
 from svmsim.errors import DataError, InfeasibleParameterError, ScenarioError, TopologyError
 from svmsim.faults import FaultModel
-from svmsim.scenario import dump_toml
+from svmsim.config import dump_toml
 from svmsim.schedule.gossip import GossipStopReason
 
 PUSHSUM = {"name": "ps-errors", "seed": 0, "data": {"name": "iris"}, "topology": {"kind": "ring"},

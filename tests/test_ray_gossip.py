@@ -20,7 +20,7 @@ from svmsim.engine import InProcessEngine  # noqa: E402
 from svmsim.engine.ray_gossip import RayGossipRun, merge_ledgers  # noqa: E402
 from svmsim.errors import ScenarioError, SvmsimError  # noqa: E402
 from svmsim.faults import FaultModel  # noqa: E402
-from svmsim.scenario import load_scenario  # noqa: E402
+from svmsim.config import load_scenario  # noqa: E402
 from svmsim.core.timing import Distribution, LatencyModel  # noqa: E402
 from svmsim.schedule.gossip import GossipScheduler, GossipStopReason  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Tests of svmsim.scenario: loading, defaults, overrides, error messages and the TOML writer."""
+"""Tests of svmsim.config: loading, defaults, overrides, error messages and the TOML writer."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from svmsim.algorithms import registry
 from svmsim.algorithms.registry import ALGORITHMS, AlgorithmInfo, register
 from svmsim.errors import ScenarioError
-from svmsim.scenario import (
+from svmsim.config import (
     Scenario,
     dump_toml,
     load_scenario,

@@ -1,0 +1,305 @@
+"""The scenario: ``[schedule]`` and ``[faults]``, which depend on the algorithm's scheduler, and `Scenario`,
+the whole experiment (its tables and their cross-checks).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+from svmsim.errors import ScenarioError
+
+from .lower import CLOCKS, FAULT_KEYS, Distribution, FaultModel
+from .messages import choice, fail
+from .sections import (AlgorithmSection, DataSection, EngineSection, OutputSection, PartitionSection, SectionModel,
+                       StopSection, TopologySection, allowed_text)
+from .values import SECTIONS, dump_toml, plain, show
+
+
+_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
+_NAME_ALLOWED = "letters, digits, '_', '.' and '-' (at least one character, no spaces)"
+
+#: schedulers: "auto" takes the algorithm's own (its Params' ``scheduler`` class attribute, else "sync")
+SCHEDULERS = ("auto", "sync", "gossip")
+
+#: [schedule] keys that only the gossip scheduler uses
+GOSSIP_SCHEDULE_KEYS = ("clock", "rate", "jitter", "latency", "bandwidth", "edge_spread", "round_time", "eval_time",
+                        "eval_messages", "max_time", "max_messages")
+
+
+class ScheduleSection(SectionModel):
+    """``[schedule]``: synchronous rounds or asynchronous gossip, and gossip's virtual-time model.
+
+    ``kind = "auto"`` (the default) takes the algorithm's scheduler: gossip for peer algorithms (pushsum, gadget),
+    synchronous rounds for server-client ones. Gossip keys (see `svmsim.schedule.gossip`): every node's clock
+    (``clock`` poisson | periodic, ``rate`` ticks per unit of virtual time, ``jitter`` for periodic clocks); a
+    message's ``latency`` (a number, or a table ``{kind = "constant" | "uniform" | "exponential" | "lognormal",
+    ...}``), ``edge_spread`` (sigma of a fixed log-normal factor per edge) and ``bandwidth`` (adds bytes/bandwidth);
+    ``round_time``, the virtual time of one ledger round and one metrics ``iteration`` (default 1/rate); evaluation
+    every ``eval_time`` of virtual time (default round_time) or every ``eval_messages`` messages; the budgets
+    ``max_time`` (virtual time) and ``max_messages`` (beside [stop]'s: max_rounds and max_iterations count rounds
+    of virtual time). ``compiled = false`` forces the Python loop of either scheduler (same results, slower): the
+    gossip event loop, or the synchronous rounds of programs that offer a compiled step (in-process engine; by
+    default those move to the compiled loop once a run has spent a few seconds in Python rounds).
+    """
+
+    kind: str = "auto"
+    clock: str = "poisson"
+    rate: float = Field(1.0, gt=0)
+    jitter: float = Field(0.0, ge=0, lt=1)
+    latency: Any = Field(0.01, validate_default=True, json_schema_extra=allowed_text(
+        "a number >= 0, or a table {kind = ..., ...} with kind constant (value), uniform (low, high), exponential "
+        "(mean) or lognormal (median, sigma)"))
+    bandwidth: float | None = Field(None, gt=0)
+    edge_spread: float = Field(0.0, ge=0)
+    round_time: float | None = Field(None, gt=0)
+    eval_time: float | None = Field(None, gt=0)
+    eval_messages: int | None = Field(None, ge=1)
+    max_time: float | None = Field(None, gt=0)
+    max_messages: int | None = Field(None, ge=1)
+    compiled: bool = True
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value not in SCHEDULERS:
+            raise choice("kind", value, "a scheduler", SCHEDULERS)
+        return value
+
+    @field_validator("clock")
+    @classmethod
+    def _known_clock(cls, value: str) -> str:
+        if value not in CLOCKS:
+            raise choice("clock", value, "a clock", CLOCKS)
+        return value
+
+    @field_validator("latency", mode="before")
+    @classmethod
+    def _latency_distribution(cls, value: Any) -> dict:
+        try:
+            return Distribution.from_config(value, "latency").to_config()
+        except ScenarioError as exc:
+            raise fail(str(exc), ("schedule", "latency")) from None
+
+    @model_validator(mode="after")
+    def _clock_keys(self) -> "ScheduleSection":
+        if self.jitter and self.clock != "periodic":
+            raise fail(f"jitter = {show(self.jitter)} applies to the periodic clock only; allowed: "
+                        "clock = \"periodic\", or jitter = 0", ("schedule", "jitter"))
+        return self
+
+    def gossip_keys_given(self) -> list[str]:
+        """The gossip-only keys that the file sets."""
+        return [k for k in GOSSIP_SCHEDULE_KEYS if k in self.model_fields_set]
+
+    def latency_distribution(self) -> Distribution:
+        return Distribution.from_config(self.latency, "latency")
+
+    @property
+    def effective_round_time(self) -> float:
+        """Virtual time per ledger round / metrics iteration."""
+        return self.round_time if self.round_time is not None else 1.0 / self.rate
+
+
+class FaultsSection(SectionModel):
+    """``[faults]``: what goes wrong; by default nothing (see `svmsim.faults` for what each key does).
+
+    drop, duplicate: per-message probabilities in [0, 1); delay with delay_time: probability and distribution of
+    an extra delay; crash (a fraction) or crash_nodes (a list), crash_time, recover_time, recover_state; stragglers
+    or straggler_nodes with straggler_factor; churn_rate, churn_downtime, churn_state; seed (default: the scenario's).
+    """
+
+    drop: float = Field(0.0, ge=0, lt=1)
+    duplicate: float = Field(0.0, ge=0, lt=1)
+    delay: float = Field(0.0, ge=0, le=1)
+    delay_time: Any = Field(None, json_schema_extra=allowed_text(
+        "a number >= 0, or a table {kind = ..., ...} with kind constant, uniform, exponential or lognormal"))
+    crash: float = Field(0.0, ge=0, le=1)
+    crash_nodes: list[int] = Field(default_factory=list)
+    crash_time: float = Field(0.0, ge=0)
+    recover_time: float | None = Field(None, gt=0)
+    recover_state: bool = True
+    stragglers: float = Field(0.0, ge=0, le=1)
+    straggler_nodes: list[int] = Field(default_factory=list)
+    straggler_factor: float = Field(4.0, ge=1)
+    churn_rate: float = Field(0.0, ge=0)
+    churn_downtime: float = Field(1.0, gt=0)
+    churn_state: bool = True
+    seed: int | None = Field(None, ge=0)
+
+    @field_validator("delay_time", mode="before")
+    @classmethod
+    def _delay_distribution(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return Distribution.from_config(value, "delay_time").to_config()
+        except ScenarioError as exc:
+            raise fail(str(exc), ("faults", "delay_time")) from None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "FaultsSection":
+        try:
+            self.model()
+        except ScenarioError as exc:
+            text = str(exc)
+            key = next((k for k in FAULT_KEYS if text.startswith(f"faults.{k} ")), None)
+            raise fail(text.removeprefix("faults."), ("faults", key) if key else ("faults",)) from None
+        return self
+
+    def model(self) -> FaultModel:
+        """The fault model these settings describe."""
+        return FaultModel.from_config(self.model_dump())
+
+    @property
+    def is_empty(self) -> bool:
+        return self.model().is_empty
+
+
+def _optional_section() -> Any:
+    """An optional table: when it is left out, its defaults are validated like a given table."""
+    return Field(default_factory=dict, validate_default=True)
+
+
+class Scenario(SectionModel):
+    """A validated scenario: the whole experiment.
+
+    ``scenario.algorithm.params.<key>`` reads an algorithm parameter, ``scenario.topology.params`` holds the
+    resolved topology parameters, and :meth:`to_dict` returns the fully resolved plain dict (defaults filled
+    in), suitable for :func:`dump_toml` or ``json.dumps``.
+    """
+
+    name: str
+    description: str = ""
+    seed: int = Field(0, ge=0)
+    data: DataSection
+    partition: PartitionSection = _optional_section()
+    topology: TopologySection = _optional_section()
+    engine: EngineSection = _optional_section()
+    algorithm: AlgorithmSection
+    stop: StopSection = _optional_section()
+    output: OutputSection = _optional_section()
+    schedule: ScheduleSection = _optional_section()
+    faults: FaultsSection = _optional_section()
+
+    _source: str | None = PrivateAttr(default=None)
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        if not _NAME_RE.fullmatch(value):
+            raise fail(f"name = {show(value)} is not a valid scenario name; allowed: {_NAME_ALLOWED}")
+        return value
+
+    @model_validator(mode="after")
+    def _cross_check(self) -> "Scenario":
+        supported = self.algorithm.info.topologies
+        if self.topology.kind not in supported:
+            raise fail(
+                f"kind = {self.topology.kind!r} is not supported by algorithm {self.algorithm.name!r}; "
+                f"allowed: {', '.join(supported)}",
+                ("topology", "kind"),
+            )
+        self._check_schedule()
+        return self
+
+    def _check_schedule(self) -> None:
+        """Resolve ``[schedule] kind = "auto"`` to the algorithm's scheduler; keys and faults must fit it."""
+        info = self.algorithm.info
+        natural = getattr(info.Params, "scheduler", "sync")
+        schedule = self.schedule
+        if schedule.kind == "auto":
+            schedule.kind = natural
+        elif schedule.kind != natural:
+            raise fail(f"kind = {schedule.kind!r} is not supported by algorithm {self.algorithm.name!r} (it runs "
+                        f"{'in synchronous rounds' if natural == 'sync' else 'on the gossip scheduler'}); allowed: "
+                        f"{natural!r} or 'auto'", ("schedule", "kind"))
+        if schedule.kind == "gossip" and self.engine.name == "ray-cgraph":
+            raise fail("name = 'ray-cgraph' drives actors in lockstep through a compiled graph (synchronous rounds), "
+                        "but the gossip scheduler runs free actors that send to each other directly; allowed with "
+                        "gossip: name = \"inproc\" or \"ray\"", ("engine", "name"))
+        if schedule.kind == "gossip" and not self.faults.is_empty:
+            stop = self.stop
+            budgets = (stop.max_iterations, stop.max_rounds, stop.max_scalars, stop.max_seconds,
+                       schedule.max_time, schedule.max_messages)
+            ends = getattr(self.algorithm.params, "finishes_by_itself", None)
+            if all(b is None for b in budgets) and not (ends is not None and ends()):
+                raise fail("a gossip run with faults needs a budget: lost messages can keep a consensus error "
+                            "from ever reaching [stop] gap or objective_change, so the run might never end; "
+                            "allowed: set [stop] max_rounds, max_iterations, max_scalars or max_seconds, or "
+                            "[schedule] max_time or max_messages", ("stop",))
+        if schedule.kind != "gossip":
+            given = schedule.gossip_keys_given()
+            if given:
+                raise fail(f"{given[0]} applies to the gossip scheduler, but algorithm {self.algorithm.name!r} runs "
+                            "in synchronous rounds; allowed keys with kind = \"sync\": kind, compiled",
+                            ("schedule", given[0]))
+            if not self.faults.is_empty:
+                if not info.distributed:
+                    raise fail(f"algorithm {self.algorithm.name!r} runs on a single machine, so there are no "
+                                "messages or nodes to fail; allowed: no [faults] section", ("faults",))
+                try:
+                    self.faults.model().check_sync()
+                except ScenarioError as exc:
+                    raise fail(str(exc), ("faults",)) from None
+
+    def __eq__(self, other: object) -> bool:
+        """Scenarios are equal when all their settings are (where they were loaded from does not matter)."""
+        if not isinstance(other, Scenario):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    # -- derived views ---------------------------------------------------------------------------------------
+
+    @property
+    def source(self) -> str | None:
+        """The file this scenario was loaded from (None for a dict)."""
+        return self._source
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fully resolved scenario as a plain dict of sections (no ``None`` values; see module docs).
+
+        Loading the result again gives an equal scenario: ``load_scenario(s.to_dict()) == s``.
+        """
+        out: dict[str, Any] = {"name": self.name, "description": self.description, "seed": self.seed}
+        for section in SECTIONS:
+            model = getattr(self, section)
+            if section == "topology":
+                body = {"kind": model.kind, **model.params}
+            elif section == "algorithm":
+                body = {"name": model.name, **plain(model.params)}
+            elif (section == "schedule" and model.kind != "gossip") or (section == "faults" and model.is_empty):
+                continue                                       # synchronous rounds, no faults: the defaults
+            else:
+                body = model.model_dump()
+            out[section] = plain(body)
+        return out
+
+    def to_toml(self) -> str:
+        """:meth:`to_dict` written as TOML."""
+        return dump_toml(self.to_dict())
+
+    def dataset_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`svmsim.data.load_dataset` for this scenario (seeded by ``seed``)."""
+        d = self.data
+        kwargs: dict[str, Any] = {"name": d.name, "data_dir": d.data_dir, "test": d.test,
+                                  "positive_label": d.positive_label, "n_features": d.n_features,
+                                  "scale": d.scale}
+        if d.holdout is not None:
+            kwargs.update(holdout=d.holdout, holdout_seed=self.seed)
+        if d.is_synthetic:
+            kwargs.update(d.synthetic_params(), seed=self.seed)
+        return kwargs
+
+    def run_directory(self, timestamp: str | None = None) -> Path:
+        """``output.run_dir`` if set, else ``<output.dir>/<name>-<seed>-<timestamp>`` (timestamp defaults to now)."""
+        if self.output.run_dir:
+            return Path(self.output.run_dir)
+        if timestamp is None:
+            timestamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        return Path(self.output.dir) / f"{self.name}-{self.seed}-{timestamp}"

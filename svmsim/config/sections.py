@@ -1,0 +1,416 @@
+"""The tables of a scenario that stand alone: ``[data]``, ``[partition]``, ``[topology]``, ``[engine]``,
+``[algorithm]``, ``[stop]`` and ``[output]``. Unknown keys are errors and values are checked strictly."""
+from __future__ import annotations
+
+import inspect
+import math
+import os
+from typing import Any, Mapping
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from svmsim.errors import ScenarioError, TopologyError
+
+from .lower import (BUILTIN_DATASETS, ENGINES, PARTITION_SCHEMES, SCALINGS, SYNTHETIC_KINDS, TOPOLOGIES,
+                    AlgorithmInfo, ParamSpec, algorithm_names, get_algorithm, resolve_params)
+from .messages import TYPE_WORDS, choice, describe_field, fail, issue, key_path, several
+from .values import DEFAULT_SYNTHETIC_KIND, RAY_ENGINES, SYNTHETIC_KEYS, as_plain_str, is_int, is_number, show
+
+
+# Arguments of a partition scheme / synthetic generator that are not scenario keys.
+_SCHEME_ARGS = ("y", "n_parts", "rng", "n")
+_GENERATOR_ARGS = ("seed", "return_info")
+
+
+class SectionModel(BaseModel):
+    """Base of all scenario models: unknown keys are errors, and types are checked strictly."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def allowed_text(text: str) -> dict[str, str]:
+    """A field's ``json_schema_extra`` saying what it allows, as error messages show it (see `describe_field`)."""
+    return {"allowed": text}
+
+
+class DataSection(SectionModel):
+    """``[data]``: the data set, its test set and, for synthetic data, the generator's parameters."""
+
+    name: str = Field(min_length=1, json_schema_extra=allowed_text(
+        f"a data set in the data directory, a file path, {', '.join(map(repr, BUILTIN_DATASETS))} or 'synthetic'"))
+    data_dir: str | None = Field(None, min_length=1, json_schema_extra=allowed_text("a directory path"))
+    test: str = Field("auto", json_schema_extra=allowed_text("'auto', 'none', or a test set name or path"))
+    holdout: float | None = Field(None, gt=0, lt=1)
+    positive_label: int | float | None = None
+    n_features: int | None = Field(None, ge=1)
+    scale: str = Field("none", json_schema_extra=allowed_text(
+        "a feature scaling: " + ", ".join(f"'{k}' ({v})" for k, v in SCALINGS.items())))
+    # synthetic data only
+    kind: str | None = None
+    n: int | None = Field(None, ge=2)
+    d: int | None = Field(None, ge=1)
+    beta: float | None = Field(None, ge=0, le=1)
+    flip_band: float | None = Field(None, ge=0, le=1)
+    density: float | None = Field(None, gt=0, le=1)
+
+    @field_validator("name", "data_dir", "test", mode="before")
+    @classmethod
+    def _paths_as_str(cls, value: Any) -> Any:
+        return as_plain_str(value)
+
+    @field_validator("scale")
+    @classmethod
+    def _known_scaling(cls, value: str) -> str:
+        if value not in SCALINGS:
+            raise choice("scale", value, "a feature scaling", tuple(SCALINGS))
+        return value
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str | None) -> str | None:
+        if value is not None and value not in SYNTHETIC_KINDS:
+            raise choice("kind", value, "a synthetic data kind", SYNTHETIC_KINDS)
+        return value
+
+    @model_validator(mode="after")
+    def _cross_check(self) -> "DataSection":
+        errors: list[dict[str, Any]] = []
+        given = [k for k in SYNTHETIC_KEYS if getattr(self, k) is not None]
+        if self.name != "synthetic":
+            for key in given:
+                errors.append(issue(("data", key), (
+                    f"{key} = {show(getattr(self, key))} only applies to synthetic data (name = \"synthetic\"), "
+                    f"not to data set {self.name!r}; allowed keys for a non-synthetic set: "
+                    "name, data_dir, test, holdout, positive_label, n_features, scale")))
+        else:
+            if self.kind is None:
+                self.kind = DEFAULT_SYNTHETIC_KIND
+            accepted = _synthetic_params(self.kind)
+            for key in given:
+                if key != "kind" and key not in accepted:
+                    errors.append(issue(("data", key), (
+                        f"{key} does not apply to synthetic kind {self.kind!r}; allowed keys for this kind: "
+                        f"kind, {', '.join(accepted)}")))
+            for key, default in accepted.items():
+                if getattr(self, key) is None:
+                    if default is inspect.Parameter.empty:
+                        errors.append(issue(("data", key), (
+                            f"synthetic kind {self.kind!r} needs key '{key}'; "
+                            f"allowed: {describe_field(type(self).model_fields[key])}")))
+                    else:
+                        setattr(self, key, default)
+            if self.kind == "separable" and self.beta is not None and self.beta <= 0:
+                errors.append(issue(("data", "beta"), (
+                    f"beta = {show(self.beta)} is out of range for synthetic kind 'separable'; "
+                    "allowed: a number in (0, 1]")))
+        test_given = self.test.strip().lower() not in ("", "auto", "none")
+        if self.holdout is not None and test_given:
+            errors.append(issue(("data", "holdout"), (
+                f"holdout = {show(self.holdout)} and test = {show(self.test)} are both given; "
+                "allowed: either a test set or a holdout fraction, not both")))
+        if errors:
+            raise several(errors)
+        return self
+
+    @property
+    def is_synthetic(self) -> bool:
+        return self.name == "synthetic"
+
+    def synthetic_params(self) -> dict[str, Any]:
+        """The generator's keyword arguments (``kind`` included); empty for a non-synthetic set."""
+        if not self.is_synthetic:
+            return {}
+        return {k: getattr(self, k) for k in SYNTHETIC_KEYS if getattr(self, k) is not None}
+
+
+def _synthetic_params(kind: str) -> dict[str, Any]:
+    """Scenario keys accepted by the generator of ``kind`` (besides ``kind``), mapped to their defaults."""
+    sig = inspect.signature(SYNTHETIC_KINDS[kind])
+    return {name: p.default for name, p in sig.parameters.items() if name not in _GENERATOR_ARGS}
+
+
+def _scheme_params(scheme: str) -> dict[str, Any]:
+    """Keys accepted by a partition scheme, mapped to their defaults."""
+    sig = inspect.signature(PARTITION_SCHEMES[scheme])
+    return {name: p.default for name, p in sig.parameters.items() if name not in _SCHEME_ARGS}
+
+
+class PartitionSection(SectionModel):
+    """``[partition]``: how the training points are split over the nodes."""
+
+    scheme: str = "iid"
+    skew: float | None = Field(None, ge=0, le=1)
+    alpha: float | None = Field(None, gt=0)
+
+    @field_validator("scheme")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if value not in PARTITION_SCHEMES:
+            raise choice("scheme", value, "a partition scheme", PARTITION_SCHEMES)
+        return value
+
+    @model_validator(mode="after")
+    def _scheme_keys(self) -> "PartitionSection":
+        accepted = _scheme_params(self.scheme)
+        errors = []
+        for key in ("skew", "alpha"):
+            value = getattr(self, key)
+            if key in accepted:
+                if value is None and accepted[key] is not inspect.Parameter.empty:
+                    setattr(self, key, float(accepted[key]))
+            elif value is not None:
+                users = [s for s in PARTITION_SCHEMES if key in _scheme_params(s)]
+                errors.append(issue(("partition", key), (
+                    f"{key} = {show(value)} does not apply to scheme {self.scheme!r}; "
+                    f"allowed: {key} only with scheme {' or '.join(map(repr, users))}"
+                    + (f"; scheme {self.scheme!r} takes {', '.join(accepted)}" if accepted
+                       else f"; scheme {self.scheme!r} takes no parameters"))))
+        if errors:
+            raise several(errors)
+        return self
+
+    def params(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`svmsim.data.partition` for this scheme (besides ``scheme``)."""
+        return {k: getattr(self, k) for k in _scheme_params(self.scheme)}
+
+
+def _topology_type_ok(value: Any, spec: ParamSpec) -> bool:
+    if spec.type is bool:
+        return isinstance(value, (bool, np.bool_))
+    if spec.type is int:
+        return is_int(value)
+    if spec.type is float:
+        return is_number(value) and not math.isnan(float(value))
+    if spec.type is str:
+        return isinstance(value, (str, os.PathLike))
+    return isinstance(value, spec.type)  # pragma: no cover - future parameter types
+
+
+class TopologySection(SectionModel):
+    """``[topology]``: ``kind`` plus that kind's parameters (held in ``params``, defaults filled in).
+
+    In the file the parameters sit next to ``kind``: ``[topology] kind = "grid"  rows = 4``.
+    """
+
+    kind: str = "star"
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        data = dict(value)
+        kind = data.pop("kind", "star")
+        if not isinstance(kind, str):
+            raise fail(f"kind = {show(kind)} has the wrong type: expected a string", ("topology", "kind"))
+        if kind not in TOPOLOGIES:
+            raise choice("kind", kind, "a topology kind", sorted(TOPOLOGIES), ("topology", "kind"))
+        spec = TOPOLOGIES[kind]
+        nested = data.get("params")
+        if isinstance(nested, Mapping) and "params" not in spec.params:
+            data.pop("params")
+            data = {**dict(nested), **data}
+        errors = []
+        allowed = ", ".join(p.describe(n) for n, p in spec.params.items()) or "none (it takes no parameters)"
+        for key, val in data.items():
+            if key not in spec.params:
+                errors.append(issue(("topology", key), (
+                    f"unknown key '{key}' for topology kind '{kind}'; allowed keys: kind, and the parameters "
+                    f"of '{kind}': {allowed}")))
+            elif not _topology_type_ok(val, spec.params[key]):
+                p = spec.params[key]
+                errors.append(issue(("topology", key), (
+                    f"{key} = {show(val)} has the wrong type: expected {TYPE_WORDS.get(p.type, p.type.__name__)}"
+                    + (f" ({p.allowed})" if p.allowed else ""))))
+        for key, p in spec.params.items():
+            if p.required and data.get(key) is None:
+                errors.append(issue(("topology", key), (
+                    f"topology kind '{kind}' needs key '{key}'; allowed: {p.allowed or p.description}")))
+        if errors:
+            raise several(errors)
+        try:
+            resolved = resolve_params(kind, data)
+        except TopologyError as exc:  # pragma: no cover - the checks above mirror resolve_params
+            raise fail(str(exc), ("topology",)) from None
+        return {"kind": kind, "params": {k: as_plain_str(v) for k, v in resolved.items()}}
+
+    def __getitem__(self, key: str) -> Any:
+        return self.params[key]
+
+
+class EngineSection(SectionModel):
+    """``[engine]``: where the node programs run."""
+
+    name: str = "inproc"
+    actors: int = Field(2, ge=1)
+    address: str = ""
+    dashboard: bool = False
+    metrics: bool = True
+    colocate: bool = True   # Ray: single-node roles (the server) share the first client host's actor
+
+    @field_validator("name")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if value not in ENGINES:
+            raise choice("name", value, "an engine", ENGINES)
+        return value
+
+    @model_validator(mode="after")
+    def _ray_only(self) -> "EngineSection":
+        if self.address and self.name not in RAY_ENGINES:
+            raise fail(
+                f"address = {show(self.address)} needs a Ray engine but name = {self.name!r}; "
+                f"allowed: set name to one of {', '.join(RAY_ENGINES)}, or remove address",
+                ("engine", "address"),
+            )
+        if self.address and self.dashboard:
+            raise fail(
+                "dashboard = true starts a local Ray instance's dashboard, but address = "
+                f"{show(self.address)} joins an existing cluster; allowed: dashboard = false with address",
+                ("engine", "dashboard"),
+            )
+        return self
+
+    @property
+    def is_ray(self) -> bool:
+        return self.name in RAY_ENGINES
+
+
+def _lookup_algorithm(name: str) -> AlgorithmInfo | None:
+    try:
+        return get_algorithm(name)
+    except ScenarioError:
+        return None
+
+
+class AlgorithmSection(SectionModel):
+    """``[algorithm]``: ``name`` of a registered algorithm; ``params`` is an instance of its ``Params`` model.
+
+    In the file the parameters sit next to ``name``: ``[algorithm] name = "saddle-dsvc"  eps = 1e-3``.
+    """
+
+    name: str
+    params: Any  # an instance of the algorithm's Params model (validated in _resolve)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        data = dict(value)
+        if "name" not in data:
+            raise fail(f"required key 'name' is missing; allowed: {', '.join(algorithm_names()) or '(none)'}",
+                        ("algorithm", "name"))
+        name = data.pop("name")
+        if not isinstance(name, str):
+            raise fail(f"name = {show(name)} has the wrong type: expected a string", ("algorithm", "name"))
+        info = _lookup_algorithm(name)
+        if info is None:
+            raise choice("name", name, "a known algorithm", algorithm_names(), ("algorithm", "name"))
+        Params = info.Params
+        nested = data.get("params")
+        if isinstance(nested, Params) and len(data) == 1:
+            return {"name": name, "params": nested}
+        if isinstance(nested, Mapping) and "params" not in Params.model_fields:
+            data.pop("params")
+            data = {**dict(nested), **data}
+        params, errors = _validate_params(Params, data)
+        if errors:
+            raise several([dict(e, loc=("algorithm",) + tuple(e["loc"])) for e in errors], Params, name)
+        return {"name": name, "params": params}
+
+    @property
+    def info(self) -> AlgorithmInfo:
+        """The registry entry of this algorithm."""
+        return get_algorithm(self.name)
+
+
+# Strict-mode type errors that mean "a value of another scalar type would have been coerced".
+_COERCION_ERRORS = {"int_type", "float_type", "bool_type", "string_type", "int_from_float"}
+
+
+def _field_names(model: type[BaseModel]) -> set[str]:
+    names = set()
+    for name, field in model.model_fields.items():
+        names.add(name)
+        if field.alias:
+            names.add(field.alias)
+    return names
+
+
+def _validate_params(Params: type[BaseModel], data: dict[str, Any]) -> tuple[BaseModel | None, list[dict]]:
+    """Validate an algorithm's parameters; return ``(instance, [])`` or ``(None, errors)``.
+
+    Unknown keys are errors whatever the model's own ``extra`` setting. Scalars are checked strictly (``"20"`` is
+    not an integer, ``1`` is not a boolean), while other conversions the model accepts in its own mode (a TOML
+    list for a tuple, a string for a path or an enum) stay allowed.
+    """
+    known = _field_names(Params)
+    errors: list[dict] = [
+        {"type": "extra_forbidden", "loc": (k,), "input": v, "ctx": {}} for k, v in data.items() if k not in known
+    ]
+    body = {k: v for k, v in data.items() if k in known}
+    try:
+        obj = Params.model_validate(body, strict=True)
+        return (None, errors) if errors else (obj, [])
+    except ValidationError as exc:
+        coercions = [
+            e for e in exc.errors(include_url=False)
+            if e["type"] in _COERCION_ERRORS and isinstance(e.get("input"), (str, bool, int, float))
+        ]
+    errors += coercions
+    try:
+        obj = Params.model_validate(body)
+    except ValidationError as exc:
+        seen = {key_path(e["loc"]) for e in coercions}
+        errors += [e for e in exc.errors(include_url=False) if key_path(e["loc"]) not in seen]
+        return None, errors
+    return (None, errors) if errors else (obj, [])
+
+
+class StopSection(SectionModel):
+    """``[stop]``: the run stops as soon as any of the given limits is reached (at least one is needed).
+
+    A round or communication budget that runs out in the middle of a synchronous iteration lets that iteration
+    finish (its messages are metered), so the final state is a whole iterate."""
+
+    max_iterations: int | None = Field(None, ge=1)
+    max_rounds: int | None = Field(None, ge=1)
+    max_scalars: int | None = Field(None, ge=1)
+    max_seconds: float | None = Field(None, gt=0)
+    gap: float | None = Field(None, gt=0, lt=1)
+    # paper 000's practical rule (section 5): stop when the objective changed by less than this between two
+    # consecutive evaluation points; not certified, so not the default
+    objective_change: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _some_rule(self) -> "StopSection":
+        if all(getattr(self, k) is None for k in type(self).model_fields):
+            raise fail(
+                "no stopping rule is set, so the run would never stop; allowed: set at least one of "
+                + ", ".join(type(self).model_fields),
+                ("stop",),
+            )
+        return self
+
+    def limits(self) -> dict[str, Any]:
+        """The limits that are set."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class OutputSection(SectionModel):
+    """``[output]``: where results go and what is produced."""
+
+    dir: str = Field("runs", min_length=1, json_schema_extra=allowed_text("a directory path"))
+    run_dir: str | None = Field(None, min_length=1, json_schema_extra=allowed_text("a directory path"))
+    eval_every: int = Field(1000, ge=1)
+    plots: bool = True
+    progress: bool = True
+    overwrite: bool = False
+
+    @field_validator("dir", "run_dir", mode="before")
+    @classmethod
+    def _paths_as_str(cls, value: Any) -> Any:
+        return as_plain_str(value)
