@@ -56,7 +56,7 @@ def timed_blocks():
     def wrapper(*args):
         c0, w0 = time.thread_time(), time.perf_counter()
         out = original(*args)
-        blocks.append((time.thread_time() - c0, time.perf_counter() - w0, int(args[8])))
+        blocks.append((time.thread_time() - c0, time.perf_counter() - w0, int(args[5])))   # n_iter
         return out
 
     single.run_iterations = wrapper

@@ -60,35 +60,45 @@ def dsvc_bound(k: int, d: int, eps: float) -> dict:
 
 
 class _CoordinateWindow:
-    """The shared coordinate stream as the compiled steps read it: a buffer and a position (in `ints[pos]`),
-    refilled from the stream in Python whenever a step reports it running low (a pause)."""
+    """The shared coordinate stream as the compiled steps read it: a buffer and a position (`pos[0]`), refilled
+    from the stream in Python whenever a step reports it running low (a pause)."""
 
-    def __init__(self, d_pad: int, seed: int, ints: np.ndarray, pos: int):
+    def __init__(self, d_pad: int, seed: int):
         self.stream = CoordinateStream(d_pad, seed)
-        self.ints, self.pos = ints, pos
+        self.pos = np.zeros(1, dtype=np.int64)
         self.buf = np.zeros(0, dtype=np.int64)
 
     def refill(self) -> np.ndarray:
-        p = int(self.ints[self.pos])
+        p = int(self.pos[0])
         if self.buf.shape[0] - p < 4 * K.COORD_LOW_WATER:
             self.buf = np.concatenate([self.buf[p:], self.stream.take(CoordinateStream.BLOCK)])
-            self.ints[self.pos] = 0
+            self.pos[0] = 0
         return self.buf
 
 
 class _ServerState:
-    def __init__(self, clients: np.ndarray, d_pad: int, seed: int, me: int, cap: float, newton: bool):
+    """The server's state; `arrays()` names it for the compiled step (`protocol.ServerArrays`)."""
+
+    def __init__(self, clients: np.ndarray, d_pad: int, seed: int, me: int, cap: float):
         self.clients = clients
-        self.ints = np.zeros(9, dtype=np.int64)
-        self.ints[K.S_ID] = me
-        self.ints[K.S_NU] = int(cap < math.inf)
-        self.ints[K.S_NEWTON] = int(newton)
-        self.floats = np.zeros(K.SF_SIZE)         # Z, c, cap, trends, then the sums' scratch
-        self.floats[K.SF_C:K.SF_C + 2] = 1.0
-        self.floats[K.SF_CAP] = cap
-        self.ints[K.S_MAXPASS] = MAX_CAP_PASSES
-        self.ints[K.S_PHASE] = K.PHASE_SETUP
-        self.coords = _CoordinateWindow(d_pad, seed, self.ints, K.S_POS)
+        self.me = me
+        self.cap = float(cap)
+        self.iteration = np.zeros(1, dtype=np.int64)
+        self.reports = np.zeros(1, dtype=np.int64)
+        self.passes = np.zeros(1, dtype=np.int64)
+        self.phase = np.full(1, K.PHASE_SETUP, dtype=np.int64)
+        self.z = np.zeros(2)
+        self.c = np.ones(2)
+        self.trend = np.zeros(4)
+        self.sums = np.zeros(K.SUMS_WIDTH)
+        self.coords = _CoordinateWindow(d_pad, seed)
+
+    def arrays(self) -> K.ServerArrays:
+        return K.ServerArrays(
+            clients=self.clients, coords=self.coords.refill(), me=self.me, nu=self.cap < math.inf,
+            max_passes=MAX_CAP_PASSES, cap=self.cap, iteration=self.iteration, reports=self.reports,
+            passes=self.passes, phase=self.phase, pos=self.coords.pos, z=self.z, c=self.c, trend=self.trend,
+            sums=self.sums)
 
 
 class SaddleServer(NodeProgram):
@@ -110,13 +120,12 @@ class SaddleServer(NodeProgram):
 
     def init(self, node_ids, node_data, seed):
         clients = frozen_ids(node_data[0]["clients"])
-        return _ServerState(clients, self.d_pad, seed, int(node_ids[0]), self.cap, self.newton)
+        return _ServerState(clients, self.d_pad, seed, int(node_ids[0]), self.cap)
 
     def kernel(self, st: _ServerState) -> SyncKernel | None:
-        if st.ints[K.S_PHASE] == K.PHASE_SETUP:
+        if st.phase[0] == K.PHASE_SETUP:
             return None
-        return SyncKernel((st.clients, st.coords.refill(), st.ints, st.floats), K.dsvc_server_step, K.DSVC_TAGS,
-                          K.DSVC_WIDTHS, max_out=st.clients.shape[0])
+        return SyncKernel(st.arrays(), K.dsvc_server_step, K.DSVC_TAGS, K.DSVC_WIDTHS, max_out=st.clients.shape[0])
 
     def step(self, st: _ServerState, inbox, round_):
         if "stats" not in inbox:
@@ -128,14 +137,14 @@ class SaddleServer(NodeProgram):
         q = _q_value(self.q, self.d_pad, int(n1 + n2), rows[:, 3].max() / scale)
         out.send(MessageBatch.broadcast("setup", 0, st.clients, np.array([n1, n2, scale, q])))
         buf = st.coords.refill()
-        i = buf[st.ints[K.S_POS]]
-        st.ints[K.S_POS] += 1
+        i = buf[st.coords.pos[0]]
+        st.coords.pos[0] += 1
         out.send(MessageBatch.broadcast("coord", 0, st.clients, np.array([float(i)])))
-        st.ints[K.S_PHASE] = K.PHASE_DELTA
+        st.phase[0] = K.PHASE_DELTA
         return st, out
 
     def observe(self, st):
-        return {"iteration": int(st.ints[K.S_ITER]), "cap_reports": int(st.ints[K.S_REPORTS])}
+        return {"iteration": int(st.iteration[0]), "cap_reports": int(st.reports[0])}
 
 
 class _ClientState:
@@ -168,15 +177,33 @@ class _ClientState:
         self.rows2 = np.zeros((k, 2))                   # reply buffers
         self.rows4 = np.zeros((k, 4))
         self.rows6 = np.zeros((k, 10))
-        self.ints = np.zeros(9, dtype=np.int64)
-        self.ints[K.C_FIRST] = 1
-        self.ints[K.C_SERVER] = server
-        self.ints[K.C_ISTAR] = -1
-        self.ints[K.C_NEWTON] = int(newton)
-        self.floats = np.zeros(17)
-        self.floats[K.F_C:K.F_C + 2] = 1.0
+        self.server = server
+        self.newton = newton
+        self.istar = np.full(1, -1, dtype=np.int64)
+        self.i_next = np.zeros(1, dtype=np.int64)
+        self.first = np.ones(1, dtype=np.int64)
+        self.primed = np.zeros(1, dtype=np.int64)
+        self.err = np.zeros(2, dtype=np.int64)
+        self.z = np.zeros(2)
+        self.c = np.ones(2)
+        self.lognorm = np.zeros(2)
+        self.trend = np.zeros(4)
+        self.dw_prev = np.zeros(1)
         # the shared coordinate stream (Algorithm 3's shared seed): the clients know i*(t+1) in advance
-        self.coords = _CoordinateWindow(S.shape[0], seed, self.ints, K.C_POS)
+        self.coords = _CoordinateWindow(S.shape[0], seed)
+
+    def arrays(self) -> K.ClientArrays:
+        """The state named for the compiled step (after set-up: the constants are known)."""
+        c = self.const
+        return K.ClientArrays(
+            S=self.S, seg_lo=self.seg_lo, seg_hi=self.seg_hi, seg_class=self.seg_class, ids=self.node_ids,
+            coords=self.coords.refill(), server=self.server, newton=self.newton, sigma=c.sigma, kappa=c.kappa,
+            gamma=c.gamma, theta=c.theta, cap=self.cap, logcap=math.log(self.cap) if self.cap < math.inf else math.inf,
+            w=self.w, wnorm2=self.wnorm2, u=self.u, Lr=self.Lr, pr=self.pr, p_prev=self.p_prev, mult=self.mult,
+            mult_capped=self.mult_capped, off=self.off, shift=self.shift, acc_new=self.acc_new, acc_old=self.acc_old,
+            acc_after=self.acc_after, rows2=self.rows2, rows4=self.rows4, rows6=self.rows6, pos=self.coords.pos,
+            istar=self.istar, i_next=self.i_next, first=self.first, primed=self.primed, err=self.err, z=self.z,
+            c=self.c, lognorm=self.lognorm, trend=self.trend, dw_prev=self.dw_prev)
 
 
 class SaddleClient(NodeProgram):
@@ -230,8 +257,6 @@ class SaddleClient(NodeProgram):
         n = int(n1 + n2)
         st.const = c = saddle_constants(st.S.shape[0], n, self.eps, self.beta, q)
         st.cap = self.cap
-        logcap = math.log(self.cap) if self.cap < math.inf else math.inf
-        st.floats[:6] = [c.sigma, c.kappa, c.gamma, c.theta, self.cap, logcap]
         counts = np.array([n1, n2])
         for s in range(st.seg_lo.shape[0]):                   # eta = 1/n1, xi = 1/n2 (global counts)
             sl = slice(st.seg_lo[s], st.seg_hi[s])
@@ -239,22 +264,17 @@ class SaddleClient(NodeProgram):
         st.pr[:] = np.exp(st.Lr)
         st.p_prev[:] = st.pr
         st.shift[:] = c.kappa * (-np.log(counts)) / (c.gamma + c.kappa) + np.log(counts)
-        st.floats[K.F_LOGNORM:K.F_LOGNORM + 2] = st.shift
+        st.lognorm[:] = st.shift
 
     def kernel(self, st: _ClientState) -> SyncKernel | None:
         if st.const is None:
             return None
-        arrays = (st.S, st.seg_lo, st.seg_hi, st.seg_class, st.node_ids, st.w, st.wnorm2, st.u, st.Lr, st.pr,
-                  st.p_prev, st.mult, st.mult_capped, st.off, st.shift, st.acc_new, st.acc_old, st.acc_after, st.rows2,
-                  st.rows4, st.rows6,
-                  st.coords.refill(), st.ints, st.floats)
-        return SyncKernel(arrays, K.dsvc_client_step, K.DSVC_TAGS, K.DSVC_WIDTHS, max_out=st.node_ids.shape[0],
+        return SyncKernel(st.arrays(), K.dsvc_client_step, K.DSVC_TAGS, K.DSVC_WIDTHS, max_out=st.node_ids.shape[0],
                           error=lambda: self._coordinate_error(st))
 
     @staticmethod
     def _coordinate_error(st: _ClientState) -> str:
-        return (f"the server sent coordinate {st.ints[K.C_ERR_GOT]} where the shared coordinate stream has "
-                f"{st.ints[K.C_ERR_EXPECTED]}")
+        return (f"the server sent coordinate {st.err[1]} where the shared coordinate stream has {st.err[0]}")
 
     def step(self, st: _ClientState, inbox, round_):
         if not st.started:
@@ -269,7 +289,7 @@ class SaddleClient(NodeProgram):
 
     def observe(self, st: _ClientState):
         p = np.empty(st.pr.shape[0])
-        hard = st.cap == math.inf and st.ints[K.C_PRIMED]     # the hard margin keeps log-weights only
+        hard = st.cap == math.inf and st.primed[0]     # the hard margin keeps log-weights only
         for s in range(st.seg_lo.shape[0]):
             sl = slice(st.seg_lo[s], st.seg_hi[s])
             c = st.seg_class[s]

@@ -92,21 +92,19 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
         seg_hi = np.array([n1, n], dtype=np.int64)
         counts = np.array([n1, n - n1], dtype=np.float64)
         # state (Algorithm 1 line 5): w = 0, eta = 1/n1, xi = 1/n2 (log domain, lazily normalised)
-        w = np.zeros(d)
-        u = np.zeros(n)
         Lr = np.concatenate([np.full(n1, -math.log(n1)), np.full(n - n1, -math.log(n - n1))])
-        pr = np.exp(Lr)
-        cls_off = np.zeros(2)
-        cls_mult = np.ones(2)
-        cls_c = np.ones(2)
-        cls_shift = const.kappa * (-np.log(counts)) / (const.gamma + const.kappa) + np.log(counts)
+        st = single.SolverState(
+            w=np.zeros(d), u=np.zeros(n), Lr=Lr, pr=np.exp(Lr), off=np.zeros(2), mult=np.ones(2),
+            shift=const.kappa * (-np.log(counts)) / (const.gamma + const.kappa) + np.log(counts), c=np.ones(2))
+        w, u, pr = st.w, st.u, st.pr
         coords = CoordinateStream(d, self.seed)
         first = coords.peek(1)[0]
         delta = float(S[first, :n1].sum() / n1 + S[first, n1:].sum() / (n - n1))
         T = const.iterations_estimate()
         check = int(self.check_every or max(250, min(T, 5000)))
         mode = {"newton": 0, "rule3": 1, "sort": 2}[self.projection]
-        max_passes = n + 2
+        prm = single.SolverParams(sigma=const.sigma, kappa=const.kappa, gamma=const.gamma, theta=const.theta,
+                                  cap=float(cap), max_passes=n + 2, mode=mode)
         history = []
         prev_obj = None
         t_iter = 0.0
@@ -118,16 +116,14 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
             block = coords.peek(m + 1)
             coords.take(m)
             t0 = time.perf_counter()
-            delta = single.run_iterations(S, w, u, Lr, pr, seg_lo, seg_hi, block, m, delta, const.sigma,
-                                          const.kappa, const.gamma, const.theta, cap, cls_off, cls_mult, cls_shift,
-                                          cls_c, max_passes, mode)
+            delta = single.run_iterations(S, st, seg_lo, seg_hi, block, m, delta, prm)
             t_iter += time.perf_counter() - t0
             done += m
             since_refresh += m
             if since_refresh >= self.refresh_every:
                 u[:] = w @ S                        # remove the drift of the one-coordinate updates
                 since_refresh = 0
-            info = self._certificate(S, w, u, pr, cls_mult, n1, cap, scale, evaluator)
+            info = self._certificate(S, w, u, pr, st.mult, n1, cap, scale, evaluator)
             info.update(iteration=done, time=time.perf_counter() - t_start, iteration_time=t_iter)
             history.append(info)
             if callback is not None and callback(info):
@@ -142,7 +138,7 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
                     break
                 prev_obj = info["objective"]
         # fitted attributes
-        p = self._weights(pr, cls_mult, seg_lo, seg_hi, cap, order)
+        p = self._weights(pr, st.mult, seg_lo, seg_hi, cap, order)
         v, b, gap = evaluator.model(w)
         self.classes_ = classes
         self.w_ = w
@@ -153,7 +149,7 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
         self.constants_ = const
         self.n_iter_ = done
         self.history_ = history
-        last = history[-1] if history else self._certificate(S, w, u, pr, cls_mult, n1, cap, scale, evaluator)
+        last = history[-1] if history else self._certificate(S, w, u, pr, st.mult, n1, cap, scale, evaluator)
         self.hull_distance_ = last["hull_distance"]
         self.hull_lower_ = last["hull_lower"]
         self.margin_ = last["margin"]

@@ -1,10 +1,15 @@
 """Saddle-DSVC round steps (paper 000, Algorithm 4): the compiled form of `SaddleServer.step` /
 `SaddleClient.step` after set-up (a `SyncKernel`; the Python steps call these too, so both paths are one code).
 Tags index DSVC_TAGS; DSVC_WIDTHS gives each tag's scalars per message.
+
+A step reads its state by name: `ServerArrays` / `ClientArrays` are named tuples (numba passes them like plain
+tuples) of the arrays that the Python state shares, so `observe` sees what a step wrote. A scalar that a step
+changes is a one-element array (`st.iteration[0]`); one fixed at set-up is a plain field (`st.theta`).
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -15,25 +20,83 @@ from .rounds import (client_cap_round, client_delta_rows, client_mirror_round, c
 
 DSVC_TAGS = ("stats", "setup", "coord", "delta", "delta_sum", "z", "z_sum", "cap", "cap_sum", "mass", "scale",
              "z_guess", "z_scale")
-
 DSVC_WIDTHS = np.array([4, 4, 1, 2, 2, 2, 2, 4, 4, 10, 7, 8, 4], dtype=np.int64)
 T_COORD, T_DELTA, T_DELTA_SUM, T_Z, T_Z_SUM, T_CAP, T_CAP_SUM, T_MASS, T_SCALE, T_Z_GUESS, T_Z_SCALE = range(2, 13)
 _WAKE, _PAUSE, _ERROR = 1, 4, 8     # program.KERNEL_* flags
 
 #: a coordinate buffer with fewer than this many entries left asks for a refill (pause)
 COORD_LOW_WATER = 8
-
-# server ints: iteration, cap reports, Rule 3 passes this iteration, phase, coordinate position, own id,
-# nu mode, max passes, projection (0: Rule 3, 1: warm-started Newton)
-S_ITER, S_REPORTS, S_PASSES, S_PHASE, S_POS, S_ID, S_NU, S_MAXPASS, S_NEWTON = range(9)
-
-# server floats: Z per class and the Newton multiplier c per class (Newton projection), the weight cap, the
-# trends of the threshold guess (per class: mean of the next row and of the current row over the uncapped),
-# then room for a round's sums
-SF_Z, SF_C, SF_CAP, SF_TREND, SF_SUMS = 0, 2, 4, 5, 9
-SF_SIZE = SF_SUMS + 10   # the sums of a round's reports (scratch, no allocation per round)
 PHASE_SETUP, PHASE_DELTA, PHASE_NEXT = 0, 1, 2
 CAP_TOLERANCE = 1e-13   # Rule 3 "until the excess is zero", with floating-point slack (notes section 7.10)
+#: the largest sums a round's reports carry (the "mass" rows)
+SUMS_WIDTH = 10
+
+
+class ServerArrays(NamedTuple):
+    """The server's state as its compiled step reads it."""
+
+    clients: np.ndarray      # the clients' node ids
+    coords: np.ndarray       # the shared coordinate stream's buffer (read at `pos`)
+    me: int                  # the server's node id
+    nu: bool                 # nu-SVM (a projection follows the normalisation) or hard margin
+    max_passes: int          # projection passes per iteration at most
+    cap: float               # the weight cap nu
+    iteration: np.ndarray    # [1] iterations completed
+    reports: np.ndarray      # [1] projection reports received, in all
+    passes: np.ndarray       # [1] projection passes in this iteration
+    phase: np.ndarray        # [1] PHASE_*
+    pos: np.ndarray          # [1] position in `coords`
+    z: np.ndarray            # [2] Z per class (Newton projection)
+    c: np.ndarray            # [2] the Newton multiplier c per class
+    trend: np.ndarray        # [4] per class: means of row i*(t+1) and of row i*(t) over the uncapped weights
+    sums: np.ndarray         # [SUMS_WIDTH] the sums of a round's reports (scratch, no allocation per round)
+
+
+class ClientArrays(NamedTuple):
+    """The state of a group of clients as their compiled step reads it; per segment s (pairs per client: +1
+    points, -1 points) and per class k."""
+
+    S: np.ndarray            # (d, m) signed rotated points, one column per point
+    seg_lo: np.ndarray       # segment s is points [seg_lo[s], seg_hi[s])
+    seg_hi: np.ndarray
+    seg_class: np.ndarray    # the class k of segment s
+    ids: np.ndarray          # the clients' node ids
+    coords: np.ndarray       # the shared coordinate stream's buffer (read at `pos`)
+    server: int              # the server's node id
+    newton: bool             # projection by Newton steps (else Rule 3)
+    sigma: float             # the constants of Algorithm 1 line 4
+    kappa: float
+    gamma: float
+    theta: float
+    cap: float               # the weight cap nu (inf: hard margin)
+    logcap: float
+    w: np.ndarray            # (d,) the iterate w (every client keeps the same copy)
+    wnorm2: np.ndarray       # [1] |w|^2
+    u: np.ndarray            # (m,) u_j = <w, S_j>
+    Lr: np.ndarray           # (m,) raw log-weights
+    pr: np.ndarray           # (m,) raw weights: p_j = min(cap, mult[k]*pr_j)
+    p_prev: np.ndarray       # (m,) the weights of the first iteration's delta
+    mult: np.ndarray         # [2] per class
+    mult_capped: np.ndarray  # [2] multiplier at the last Rule 3 capping (0: nothing capped yet)
+    off: np.ndarray          # [2] per class: log p_j = min(logcap, Lr_j - off[k])
+    shift: np.ndarray        # [2] per class: the exp shift
+    acc_new: np.ndarray      # per segment: <S_i*(t+1), p[t+1]>, prepared in rounds 2-4
+    acc_old: np.ndarray      # per segment: <S_i*(t+1), p[t]>
+    acc_after: np.ndarray    # hard margin, per segment: <S_i*(t+2), p[t+1]>
+    rows2: np.ndarray        # reply buffers, one row per client
+    rows4: np.ndarray
+    rows6: np.ndarray
+    pos: np.ndarray          # [1] position in `coords`
+    istar: np.ndarray        # [1] i* of this iteration
+    i_next: np.ndarray       # [1] i*(t+1)
+    first: np.ndarray        # [1] 1 until the first delta is sent
+    primed: np.ndarray       # [1] the hard margin's acc_after holds a previous pass's sums
+    err: np.ndarray          # [2] the expected and the received i* of a protocol error
+    z: np.ndarray            # [2] Z per class (Newton projection)
+    c: np.ndarray            # [2] the Newton multiplier c per class
+    lognorm: np.ndarray      # [2] log of the last normaliser per class
+    trend: np.ndarray        # [4] the server's trends of the threshold guess
+    dw_prev: np.ndarray      # [1] the last w step (the Newton guess)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -59,57 +122,56 @@ def _broadcast(tag, src, dsts, values, width, out_tag, out_src, out_dst, out_pay
 
 
 @numba.njit(cache=True, nogil=True)
-def dsvc_server_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
+def dsvc_server_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
                      out_payload):
     """Algorithm 4, server side: lines 10 (delta sums), 19 (Z sums), 31-36 (Rule 3 sums) and line 3 (i*)."""
-    clients, coords, ints, sfl = arrays
-    me = ints[S_ID]
-    sums = sfl[SF_SUMS:SF_SUMS + 10]
+    me = st.me
+    sums = st.sums
     n_out = 0
     completed = -1
     flags = 0
     first = in_tag[0] if n_in > 0 else -1
     if first == T_DELTA:                                            # line 10
         _sum_rows(in_tag, in_payload, n_in, T_DELTA, 2, sums)
-        n_out = _broadcast(T_DELTA_SUM, me, clients, sums, 2, out_tag, out_src, out_dst, out_payload, n_out)
+        n_out = _broadcast(T_DELTA_SUM, me, st.clients, sums, 2, out_tag, out_src, out_dst, out_payload, n_out)
     elif first == T_Z:                                              # line 19
         _sum_rows(in_tag, in_payload, n_in, T_Z, 2, sums)
-        n_out = _broadcast(T_Z_SUM, me, clients, sums, 2, out_tag, out_src, out_dst, out_payload, n_out)
-        ints[S_PASSES] = 0
-        sfl[SF_Z] = sums[0]
-        sfl[SF_Z + 1] = sums[1]
-        if ints[S_NU] == 0:
-            ints[S_ITER] += 1
-            ints[S_PHASE] = PHASE_NEXT
-            completed = ints[S_ITER]
+        n_out = _broadcast(T_Z_SUM, me, st.clients, sums, 2, out_tag, out_src, out_dst, out_payload, n_out)
+        st.passes[0] = 0
+        st.z[0] = sums[0]
+        st.z[1] = sums[1]
+        if not st.nu:
+            st.iteration[0] += 1
+            st.phase[0] = PHASE_NEXT
+            completed = st.iteration[0]
             flags |= _WAKE
     elif first == T_CAP:                                            # lines 31-36
         _sum_rows(in_tag, in_payload, n_in, T_CAP, 4, sums)
-        ints[S_REPORTS] += 1
-        ints[S_PASSES] += 1
-        if (sums[0] <= CAP_TOLERANCE and sums[1] <= CAP_TOLERANCE) or ints[S_PASSES] >= ints[S_MAXPASS]:
-            ints[S_ITER] += 1
-            ints[S_PHASE] = PHASE_NEXT
-            completed = ints[S_ITER]
+        st.reports[0] += 1
+        st.passes[0] += 1
+        if (sums[0] <= CAP_TOLERANCE and sums[1] <= CAP_TOLERANCE) or st.passes[0] >= st.max_passes:
+            st.iteration[0] += 1
+            st.phase[0] = PHASE_NEXT
+            completed = st.iteration[0]
             flags |= _WAKE
         else:
-            n_out = _broadcast(T_CAP_SUM, me, clients, sums, 4, out_tag, out_src, out_dst, out_payload, n_out)
+            n_out = _broadcast(T_CAP_SUM, me, st.clients, sums, 4, out_tag, out_src, out_dst, out_payload, n_out)
     elif first == T_Z_GUESS:                                        # Newton: Z and the step at the guess
         _sum_rows(in_tag, in_payload, n_in, T_Z_GUESS, 8, sums)
-        ints[S_PASSES] = 0
+        st.passes[0] = 0
         for c in range(2):
             z, n_big, below = sums[c], sums[2 + c], sums[4 + c]
-            sfl[SF_TREND + 2 * c + 1] = sums[6 + c] / below if below > 0.0 else 0.0   # mean of row i*(t)
-            c0 = z * (1.0 - sfl[SF_CAP] * n_big) / below if (n_big > 0.0 and below > 0.0) else 1.0
-            sfl[SF_Z + c] = z
-            sfl[SF_C + c] = max(c0, 1.0)          # a tangent root: at or left of the answer (concavity)
-        sums[2] = sfl[SF_C]
-        sums[3] = sfl[SF_C + 1]
-        n_out = _broadcast(T_Z_SCALE, me, clients, sums, 4, out_tag, out_src, out_dst, out_payload, n_out)
+            st.trend[2 * c + 1] = sums[6 + c] / below if below > 0.0 else 0.0   # mean of row i*(t)
+            c0 = z * (1.0 - st.cap * n_big) / below if (n_big > 0.0 and below > 0.0) else 1.0
+            st.z[c] = z
+            st.c[c] = max(c0, 1.0)          # a tangent root: at or left of the answer (concavity)
+        sums[2] = st.c[0]
+        sums[3] = st.c[1]
+        n_out = _broadcast(T_Z_SCALE, me, st.clients, sums, 4, out_tag, out_src, out_dst, out_payload, n_out)
     elif first == T_MASS:                                           # warm-started Newton projection
         _sum_rows(in_tag, in_payload, n_in, T_MASS, 10, sums)
-        ints[S_REPORTS] += 1
-        ints[S_PASSES] += 1
+        st.reports[0] += 1
+        st.passes[0] += 1
         final = True
         for c in range(2):
             under = 0.0                                             # the raw weights around the threshold,
@@ -118,51 +180,41 @@ def dsvc_server_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, o
                 if in_tag[r] == T_MASS:
                     under = max(under, in_payload[r, 4 + c])
                     over = min(over, in_payload[r, 6 + c])
-            z, cur, n_big, below = sfl[SF_Z + c], sfl[SF_C + c], sums[c], sums[2 + c]
+            z, cur, n_big, below = st.z[c], st.c[c], sums[c], sums[2 + c]
             if n_big == 0.0:
                 c_new = 1.0
             elif below > 0.0:
-                c_new = max(z * (1.0 - sfl[SF_CAP] * n_big) / below, cur)
+                c_new = max(z * (1.0 - st.cap * n_big) / below, cur)
             else:                                                   # everything capped: only at the answer
                 c_new = cur
             # exact when no raw weight lies between the old and the new threshold (the capped set stays)
-            th_new = sfl[SF_CAP] * z / c_new
+            th_new = st.cap * z / c_new
             if not (below <= 0.0 or (under < th_new if c_new >= cur else over >= th_new)):
                 final = False
-            sfl[SF_C + c] = c_new
-            sfl[SF_TREND + 2 * c] = sums[8 + c] / below if below > 0.0 else 0.0     # mean of row i*(t+1)
-        if ints[S_PASSES] >= ints[S_MAXPASS]:
+            st.c[c] = c_new
+            st.trend[2 * c] = sums[8 + c] / below if below > 0.0 else 0.0     # mean of row i*(t+1)
+        if st.passes[0] >= st.max_passes:
             final = True
-        sums[0] = sfl[SF_C]
-        sums[1] = sfl[SF_C + 1]
+        sums[0] = st.c[0]
+        sums[1] = st.c[1]
         sums[2] = 1.0 if final else 0.0
         for j in range(4):                  # the trends of the next threshold guess (row i*(t+1), row i*(t))
-            sums[3 + j] = sfl[SF_TREND + j]
-        n_out = _broadcast(T_SCALE, me, clients, sums, 7, out_tag, out_src, out_dst, out_payload, n_out)
+            sums[3 + j] = st.trend[j]
+        n_out = _broadcast(T_SCALE, me, st.clients, sums, 7, out_tag, out_src, out_dst, out_payload, n_out)
         if final:
-            ints[S_ITER] += 1
-            ints[S_PHASE] = PHASE_NEXT
-            completed = ints[S_ITER]
+            st.iteration[0] += 1
+            st.phase[0] = PHASE_NEXT
+            completed = st.iteration[0]
             flags |= _WAKE
-    elif n_in == 0 and ints[S_PHASE] == PHASE_NEXT:                 # woken: line 3, the next i*
-        pos = ints[S_POS]
-        sums[0] = coords[pos]
-        ints[S_POS] = pos + 1
-        n_out = _broadcast(T_COORD, me, clients, sums, 1, out_tag, out_src, out_dst, out_payload, n_out)
-        ints[S_PHASE] = PHASE_DELTA
-        if coords.shape[0] - ints[S_POS] < COORD_LOW_WATER:
+    elif n_in == 0 and st.phase[0] == PHASE_NEXT:                 # woken: line 3, the next i*
+        pos = st.pos[0]
+        sums[0] = st.coords[pos]
+        st.pos[0] = pos + 1
+        n_out = _broadcast(T_COORD, me, st.clients, sums, 1, out_tag, out_src, out_dst, out_payload, n_out)
+        st.phase[0] = PHASE_DELTA
+        if st.coords.shape[0] - st.pos[0] < COORD_LOW_WATER:
             flags |= _PAUSE
     return n_out, completed, flags
-
-# client ints: coordinate position, i*, i*(t+1), first iteration flag, server id, expected and received i* of a
-# protocol error, whether the hard margin's acc_after holds a previous pass's sums, projection (1: Newton)
-C_POS, C_ISTAR, C_NEXT, C_FIRST, C_SERVER, C_ERR_EXPECTED, C_ERR_GOT, C_PRIMED, C_NEWTON = range(9)
-
-# client floats: sigma, kappa, gamma, theta, cap, log cap, Z per class, Newton multiplier c per class, log of
-# the last normaliser per class, the server's trends (4) and the last w step (the Newton guess)
-F_SIGMA, F_KAPPA, F_GAMMA, F_THETA, F_CAP, F_LOGCAP = range(6)
-F_Z, F_C, F_LOGNORM, F_TREND, F_DW = 6, 8, 10, 12, 16
-
 
 @numba.njit(cache=True, nogil=True)
 def _first_row(in_tag, n_in, tag):
@@ -185,92 +237,88 @@ def _gather(tag, srcs, dst, rows, out_tag, out_src, out_dst, out_payload, n_out)
 
 
 @numba.njit(cache=True, nogil=True)
-def dsvc_client_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
-                     out_payload):
+def dsvc_client_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
     """Algorithm 4, client side, for a group of clients: lines 5-6 (delta), 12-15 (w step and the mirror pass),
     20-21 (normalise) and 27-34 (Rule 3 reports)."""
-    (S, seg_lo, seg_hi, seg_class, ids, w, wnorm2, u, Lr, pr, p_prev, mult, mult_capped, off, shift, acc_new,
-     acc_old, acc_after, rows2, rows4, rows6, coords, ints, fl) = arrays
-    server = ints[C_SERVER]
-    cap = fl[F_CAP]
+    cap = st.cap
     n_out = 0
     flags = 0
     r = _first_row(in_tag, n_in, T_Z_SUM)
     if r >= 0:                                                      # lines 20-21, then the first Rule 3 report
-        client_normalise(in_payload[r], mult, mult_capped, off, shift, acc_new, acc_after, seg_class,
-                         not (cap < np.inf))
+        client_normalise(in_payload[r], st.mult, st.mult_capped, st.off, st.shift, st.acc_new, st.acc_after,
+                         st.seg_class, not (cap < np.inf))
         if cap < np.inf:
-            client_cap_round(S[ints[C_NEXT]], pr, seg_lo, seg_hi, seg_class, in_payload[r], False, mult,
-                             mult_capped, off, cap, rows4, acc_new)
-            n_out = _gather(T_CAP, ids, server, rows4, out_tag, out_src, out_dst, out_payload, n_out)
+            client_cap_round(st.S[st.i_next[0]], st.pr, st.seg_lo, st.seg_hi, st.seg_class, in_payload[r], False,
+                             st.mult, st.mult_capped, st.off, cap, st.rows4, st.acc_new)
+            n_out = _gather(T_CAP, st.ids, st.server, st.rows4, out_tag, out_src, out_dst, out_payload, n_out)
     r = _first_row(in_tag, n_in, T_CAP_SUM)
     if r >= 0:                                                      # lines 27-34
-        client_cap_round(S[ints[C_NEXT]], pr, seg_lo, seg_hi, seg_class, in_payload[r], True, mult, mult_capped,
-                         off, cap, rows4, acc_new)
-        n_out = _gather(T_CAP, ids, server, rows4, out_tag, out_src, out_dst, out_payload, n_out)
+        client_cap_round(st.S[st.i_next[0]], st.pr, st.seg_lo, st.seg_hi, st.seg_class, in_payload[r], True,
+                         st.mult, st.mult_capped, st.off, cap, st.rows4, st.acc_new)
+        n_out = _gather(T_CAP, st.ids, st.server, st.rows4, out_tag, out_src, out_dst, out_payload, n_out)
     r = _first_row(in_tag, n_in, T_Z_SCALE)
     if r >= 0:                                                      # Newton: normalise, a pass at c0
-        client_normalise(in_payload[r], mult, mult_capped, off, shift, acc_new, acc_after, seg_class, False)
+        client_normalise(in_payload[r], st.mult, st.mult_capped, st.off, st.shift, st.acc_new, st.acc_after,
+                         st.seg_class, False)
         for k in range(2):
-            fl[F_Z + k] = in_payload[r, k]
-            fl[F_C + k] = in_payload[r, 2 + k]
-            fl[F_LOGNORM + k] = shift[k]
-        clients_threshold_report(S[ints[C_NEXT]], pr, seg_lo, seg_hi, seg_class, fl[F_Z:F_Z + 2],
-                                 fl[F_C:F_C + 2], cap, rows6, acc_new, acc_after)
-        n_out = _gather(T_MASS, ids, server, rows6, out_tag, out_src, out_dst, out_payload, n_out)
+            st.z[k] = in_payload[r, k]
+            st.c[k] = in_payload[r, 2 + k]
+            st.lognorm[k] = st.shift[k]
+        clients_threshold_report(st.S[st.i_next[0]], st.pr, st.seg_lo, st.seg_hi, st.seg_class, st.z, st.c, cap,
+                                 st.rows6, st.acc_new, st.acc_after)
+        n_out = _gather(T_MASS, st.ids, st.server, st.rows6, out_tag, out_src, out_dst, out_payload, n_out)
     r = _first_row(in_tag, n_in, T_SCALE)
     if r >= 0:                                                      # the server's Newton step
-        fl[F_C] = in_payload[r, 0]
-        fl[F_C + 1] = in_payload[r, 1]
+        st.c[0] = in_payload[r, 0]
+        st.c[1] = in_payload[r, 1]
         if in_payload[r, 2] != 0.0:                                 # final: p = min(cap, c*pr/Z)
             for j in range(4):
-                fl[F_TREND + j] = in_payload[r, 3 + j]
+                st.trend[j] = in_payload[r, 3 + j]
             for k in range(2):
-                mult[k] = fl[F_C + k] / fl[F_Z + k]
-                off[k] = shift[k] - math.log(fl[F_C + k])
-            for s in range(seg_lo.shape[0]):
-                k = seg_class[s]
-                acc_new[s] = cap * acc_new[s] + mult[k] * acc_after[s]
+                st.mult[k] = st.c[k] / st.z[k]
+                st.off[k] = st.shift[k] - math.log(st.c[k])
+            for s in range(st.seg_lo.shape[0]):
+                k = st.seg_class[s]
+                st.acc_new[s] = cap * st.acc_new[s] + st.mult[k] * st.acc_after[s]
         else:
-            clients_threshold_report(S[ints[C_NEXT]], pr, seg_lo, seg_hi, seg_class, fl[F_Z:F_Z + 2],
-                                     fl[F_C:F_C + 2], cap, rows6, acc_new, acc_after)
-            n_out = _gather(T_MASS, ids, server, rows6, out_tag, out_src, out_dst, out_payload, n_out)
+            clients_threshold_report(st.S[st.i_next[0]], st.pr, st.seg_lo, st.seg_hi, st.seg_class, st.z, st.c,
+                                     cap, st.rows6, st.acc_new, st.acc_after)
+            n_out = _gather(T_MASS, st.ids, st.server, st.rows6, out_tag, out_src, out_dst, out_payload, n_out)
     r = _first_row(in_tag, n_in, T_COORD)
     if r >= 0:                                                      # lines 5-6
         i = np.int64(in_payload[r, 0])
-        pos = ints[C_POS]
-        if i != coords[pos]:
-            ints[C_ERR_EXPECTED] = coords[pos]
-            ints[C_ERR_GOT] = i
+        pos = st.pos[0]
+        if i != st.coords[pos]:
+            st.err[0] = st.coords[pos]
+            st.err[1] = i
             return 0, -1, _ERROR
-        ints[C_ISTAR] = i
-        ints[C_NEXT] = coords[pos + 1]
-        ints[C_POS] = pos + 1
-        if coords.shape[0] - ints[C_POS] < COORD_LOW_WATER:
+        st.istar[0] = i
+        st.i_next[0] = st.coords[pos + 1]
+        st.pos[0] = pos + 1
+        if st.coords.shape[0] - st.pos[0] < COORD_LOW_WATER:
             flags |= _PAUSE
-        theta = fl[F_THETA]
-        if ints[C_FIRST] == 1:                                      # iteration 0: eta[-1] = eta[0], no momentum
-            seg = np.empty(seg_lo.shape[0])
-            clients_delta(S[i], pr, p_prev, seg_lo, seg_hi, seg_class, mult, cap, theta, seg)
-            ints[C_FIRST] = 0
-            for c in range(rows2.shape[0]):
-                rows2[c, 0] = seg[2 * c]
-                rows2[c, 1] = -seg[2 * c + 1]                       # delta- = <X-_i*, xi_bar> = -(signed sum)
+        theta = st.theta
+        if st.first[0] == 1:                                        # iteration 0: eta[-1] = eta[0], no momentum
+            seg = np.empty(st.seg_lo.shape[0])
+            clients_delta(st.S[i], st.pr, st.p_prev, st.seg_lo, st.seg_hi, st.seg_class, st.mult, cap, theta, seg)
+            st.first[0] = 0
+            for c in range(st.rows2.shape[0]):
+                st.rows2[c, 0] = seg[2 * c]
+                st.rows2[c, 1] = -seg[2 * c + 1]                    # delta- = <X-_i*, xi_bar> = -(signed sum)
         else:
-            client_delta_rows(acc_new, acc_old, theta, rows2)
-        n_out = _gather(T_DELTA, ids, server, rows2, out_tag, out_src, out_dst, out_payload, n_out)
+            client_delta_rows(st.acc_new, st.acc_old, theta, st.rows2)
+        n_out = _gather(T_DELTA, st.ids, st.server, st.rows2, out_tag, out_src, out_dst, out_payload, n_out)
     r = _first_row(in_tag, n_in, T_DELTA_SUM)
-    if r >= 0 and ints[C_NEWTON] == 1 and cap < np.inf:             # lines 12-15, Newton form
-        client_mirror_round_newton(S, ints[C_ISTAR], ints[C_NEXT], coords[ints[C_POS] + 1], w, wnorm2, u, Lr, pr,
-                                   seg_lo, seg_hi, seg_class, fl[F_SIGMA], fl[F_KAPPA], fl[F_GAMMA], off,
-                                   fl[F_LOGCAP], mult, cap, shift,
-                                   fl[F_LOGNORM:F_LOGNORM + 2], fl[F_C:F_C + 2], fl[F_TREND:F_TREND + 4],
-                                   fl[F_DW:F_DW + 1], in_payload[r, 0], in_payload[r, 1], rows6, acc_old)
-        n_out = _gather(T_Z_GUESS, ids, server, rows6[:, :8], out_tag, out_src, out_dst, out_payload, n_out)
+    if r >= 0 and st.newton and cap < np.inf:                       # lines 12-15, Newton form
+        client_mirror_round_newton(st.S, st.istar[0], st.i_next[0], st.coords[st.pos[0] + 1], st.w, st.wnorm2,
+                                   st.u, st.Lr, st.pr, st.seg_lo, st.seg_hi, st.seg_class, st.sigma, st.kappa,
+                                   st.gamma, st.off, st.logcap, st.mult, cap, st.shift, st.lognorm, st.c, st.trend,
+                                   st.dw_prev, in_payload[r, 0], in_payload[r, 1], st.rows6, st.acc_old)
+        n_out = _gather(T_Z_GUESS, st.ids, st.server, st.rows6[:, :8], out_tag, out_src, out_dst, out_payload, n_out)
     elif r >= 0:                                                    # lines 12-15
-        client_mirror_round(S, ints[C_ISTAR], ints[C_NEXT], coords[ints[C_POS] + 1], w, wnorm2, u, Lr, pr, seg_lo,
-                            seg_hi, seg_class, fl[F_SIGMA], fl[F_KAPPA], fl[F_GAMMA], off, fl[F_LOGCAP], mult, cap,
-                            shift, in_payload[r, 0], in_payload[r, 1], rows2, acc_new, acc_old, acc_after,
-                            ints[C_PRIMED:C_PRIMED + 1])
-        n_out = _gather(T_Z, ids, server, rows2, out_tag, out_src, out_dst, out_payload, n_out)
+        client_mirror_round(st.S, st.istar[0], st.i_next[0], st.coords[st.pos[0] + 1], st.w, st.wnorm2, st.u,
+                            st.Lr, st.pr, st.seg_lo, st.seg_hi, st.seg_class, st.sigma, st.kappa, st.gamma, st.off,
+                            st.logcap, st.mult, cap, st.shift, in_payload[r, 0], in_payload[r, 1], st.rows2,
+                            st.acc_new, st.acc_old, st.acc_after, st.primed)
+        n_out = _gather(T_Z, st.ids, st.server, st.rows2, out_tag, out_src, out_dst, out_payload, n_out)
     return n_out, -1, flags
