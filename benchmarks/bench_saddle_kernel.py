@@ -1,4 +1,4 @@
-"""Time the single-machine Saddle-SVC iteration kernel (`saddle_kernels.run_iterations`).
+"""Time the single-machine Saddle-SVC iteration kernel (`saddle.single.run_iterations`).
 
 Cases (float64, `SaddleSVC(stop="iterations")`, seed 0): a9a nu-SVM (alpha = 0.85) and hard margin (a9a is not
 separable, so the hard margin only runs iterations; the kernel's cost is what is measured), phishing nu-SVM
@@ -37,8 +37,7 @@ from _common import data_dir, save, table  # noqa: E402
 
 import numba  # noqa: E402
 
-from svmsim.algorithms import saddle_kernels as K  # noqa: E402
-from svmsim.algorithms.saddle import SaddleSVC  # noqa: E402
+from svmsim.algorithms.saddle import SaddleSVC, mirror, projection, simd, single  # noqa: E402
 from svmsim.data import load_dataset  # noqa: E402
 
 CASES = [("a9a", "nu", 0.85), ("a9a", "hard", None), ("phishing", "nu", 0.85), ("mushrooms", "hard", None)]
@@ -51,20 +50,20 @@ BASELINE_US = {"a9a nu": 96.9, "a9a hard": 73.0, "phishing nu": 30.7, "mushrooms
 @contextmanager
 def timed_blocks():
     """Record (thread CPU s, wall s, iterations) of every `run_iterations` call made by SaddleSVC.fit."""
-    original = K.run_iterations
+    original = single.run_iterations
     blocks = []
 
     def wrapper(*args):
         c0, w0 = time.thread_time(), time.perf_counter()
         out = original(*args)
-        blocks.append((time.thread_time() - c0, time.perf_counter() - w0, int(args[8])))
+        blocks.append((time.thread_time() - c0, time.perf_counter() - w0, int(args[5])))   # n_iter
         return out
 
-    K.run_iterations = wrapper
+    single.run_iterations = wrapper
     try:
         yield blocks
     finally:
-        K.run_iterations = original
+        single.run_iterations = original
 
 
 def measure(name, mode, alpha, iters, reps):
@@ -89,14 +88,14 @@ def vector_registers():
     n = 64
     a = np.linspace(0.1, 1.0, n)
     loops = {
-        "_mirror_hard (hard-margin pass)": (K._mirror_hard, (a, a, a, a.copy(), -a, 0.1, 12.8, 0.99, 0.0, 0.01)),
-        "segment_mirror_fused (nu pass)": (K.segment_mirror_fused, (a, a, a.copy(), -a, a.copy(), a, 0.1, 12.8,
+        "_mirror_hard (hard-margin pass)": (mirror._mirror_hard, (a, a, a, a.copy(), -a, 0.1, 12.8, 0.99, 0.0, 0.01)),
+        "segment_mirror_fused (nu pass)": (mirror.segment_mirror_fused, (a, a, a.copy(), -a, a.copy(), a, 0.1, 12.8,
                                                                      0.99, 0.0, 0.01, 0.0, 1.0, 0.5, 0.5)),
-        "_threshold_sums (Newton pass)": (K._threshold_sums, (a, a, 0.5)),
+        "_threshold_sums (Newton pass)": (projection._threshold_sums, (a, a, 0.5)),
     }
     out = {}
     for label, (fn, args) in loops.items():
-        fresh = numba.njit(fastmath=K._FM, error_model="numpy", boundscheck=False)(fn.py_func)
+        fresh = numba.njit(fastmath=simd._FM, error_model="numpy", boundscheck=False)(fn.py_func)
         fresh(*args)
         asm = next(iter(fresh.inspect_asm().values()))
         out[label] = {"zmm": len(re.findall(r"\bzmm\d", asm)), "ymm": len(re.findall(r"\bymm\d", asm))}

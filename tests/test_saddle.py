@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from svmsim.algorithms import saddle_kernels as K
+from svmsim.algorithms.saddle import projection as K
 from svmsim.algorithms.saddle import (Rotation, SaddleDSVCParams, SaddleSVC, build_saddle_dsvc, capped_min,
                                       dsvc_scalars_per_iteration, dsvc_setup_scalars, resolve_cap)
 from svmsim.comm import Meter

@@ -22,7 +22,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from ..errors import DataError
 from .registry import AlgorithmInfo, register
-from .saddle import hull_lower_bound
+from .saddle.certificate import hull_lower_bound
 
 __all__ = ["GilbertSVC", "GilbertParams"]
 

@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..reference import sklearn_nu
 from .registry import AlgorithmInfo, register
-from .saddle import SaddleEvaluator, resolve_cap
+from .saddle.certificate import SaddleEvaluator
+from .saddle.preprocess import resolve_cap
 
 __all__ = ["SVCParams", "NuSVCParams", "LinearSVCParams", "hull_weights", "csvm_primal"]
 

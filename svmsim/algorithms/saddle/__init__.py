@@ -1,0 +1,62 @@
+"""Saddle-SVC and Saddle-DSVC: SVM via saddle-point optimisation (paper 000, Jin, Huang & Li).
+
+Read beside `000_ff8faf4b278c4a32.txt` and its digest `notes-000.md` (which corrects the printed mistakes):
+
+* hard margin: max_w min_{eta, xi in simplices} w'A eta - w'B xi - |w|^2/2 (eq. 3), regularised by the entropy
+  gamma*H (eq. 4); nu-SVM: the same over capped simplices, weights <= nu (eqs. 7-8, RC-Hull eq. 6);
+* Algorithm 1 (preprocessing): scale by 1/max|x| (not 1/max|x|^2, notes section 7.2), zero-pad d to a power of
+  two, rotate by the *normalised* randomized Hadamard transform H D;
+* Algorithm 2 (one iteration): a random coordinate prox step on w (line 4, eq. 9) and a multiplicative-weights
+  step on eta and xi (lines 5-6, closed form eqs. 10-11) with extrapolation theta on eta, xi and factor d on w;
+  nu-projection by Rule 2 (sort, Lemma 11) or Rule 3 (the while-loop of eqs. 12-13);
+* Algorithm 4 (Saddle-DSVC): one server and k clients, three rounds per iteration (+ Rule 3 rounds for nu).
+
+This paper's nu is the cap on each point's weight (nu in [1/min(n1,n2), 1]); scikit-learn's NuSVC `nu` is
+mu = 2/(n*nu) (notes section 1).
+
+Modules, by concern:
+
+============== ==================================================================================================
+preprocess     Algorithm 1: rotation, constants, the nu cap, the shared coordinate stream
+certificate    certificates of an iterate (capped minimum, hull lower bound, `SaddleEvaluator`)
+simd           intrinsics and fastmath options of the numba kernels
+mirror         the multiplicative-weights passes over a segment of points (eqs. 10-11)
+projection     the nu-projection: Rule 2, Rule 3 (eqs. 12-13) and the warm-started Newton iteration
+single         the single machine's compiled iterations (Algorithm 2)
+rounds         the clients' per-round arithmetic of Algorithm 4
+protocol       the compiled server and client steps of Algorithm 4 (tags, widths, named state)
+estimator      `SaddleSVC`, the scikit-learn estimator
+dsvc           `SaddleServer`, `SaddleClient` (node programs) and the message counts and bounds
+build          scenario parameters and the runs they build
+============== ==================================================================================================
+
+The numeric core is shared: the single-machine estimator runs it fused over all points, the clients run it per
+segment over their shards, and both produce the same iterates for the same seed.
+"""
+from __future__ import annotations
+
+from ..registry import AlgorithmInfo, register
+from .build import SaddleDSVCParams, SaddleParams, build_saddle_dsvc, build_saddle_svc
+from .certificate import SaddleEvaluator, capped_min, hull_lower_bound
+from .dsvc import (SaddleClient, SaddleServer, dsvc_bound, dsvc_scalars, dsvc_scalars_per_iteration,
+                   dsvc_setup_scalars)
+from .estimator import SaddleSVC
+from .preprocess import CoordinateStream, Rotation, SaddleConstants, resolve_cap, saddle_constants
+
+__all__ = [
+    "SaddleSVC", "Rotation", "SaddleConstants", "saddle_constants", "resolve_cap", "CoordinateStream",
+    "SaddleEvaluator", "SaddleServer", "SaddleClient", "dsvc_scalars_per_iteration", "dsvc_scalars",
+    "dsvc_setup_scalars", "dsvc_bound", "hull_lower_bound", "capped_min", "SaddleParams", "SaddleDSVCParams",
+    "build_saddle_svc", "build_saddle_dsvc",
+]
+
+register(AlgorithmInfo(
+    name="saddle-svc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 1-2", distributed=False,
+    Params=SaddleParams, build=build_saddle_svc,
+    description="Saddle-SVC: hard-margin / nu-SVM by randomized primal-dual saddle steps (single machine)",
+    topologies=("star",)))
+register(AlgorithmInfo(
+    name="saddle-dsvc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 3-4", distributed=True,
+    Params=SaddleDSVCParams, build=build_saddle_dsvc,
+    description="Saddle-DSVC: one server, k clients, 9k scalars per iteration (+8k per nu-projection pass)",
+    topologies=("star",)))

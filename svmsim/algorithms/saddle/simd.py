@@ -1,0 +1,100 @@
+"""Intrinsics and compile options shared by the Saddle-SVC / Saddle-DSVC kernels (paper 000).
+
+All reductions run with fastmath reassociation so that numba vectorises them; `vexp` is a vectorisable exp
+(`_exp_le709` the same without its overflow branch, where the shift bounds the argument). Rules that keep the
+loops SIMD: loop over a *slice* (`range(lo, hi)` indexing makes numba emit negative-index wraparound, which
+blocks vectorisation); never reduce floats with max (numba's max reduction stays scalar; counts above a
+threshold, or an integer max over the IEEE bits of non-negative doubles, `_float_bits`, are used instead); bind
+a select to a name before accumulating it (`acc += a if c else b` inline turns into branches that block SIMD).
+`_wide_simd()` lets a function use 512-bit vectors (LLVM stops at 256 bits by default). Check with
+`inspect_asm()` of a fresh (uncached) compile: the hot loops should use zmm (or ymm) registers
+(`benchmarks/bench_saddle_kernel.py` counts them).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+from ...numerics.fastmath import emit_exp
+
+_FM = {"reassoc", "contract", "nsz", "arcp"}
+_OPTS = dict(cache=True, nogil=True, fastmath=_FM, error_model="numpy", boundscheck=False)
+
+#: exp(Lt - shift) stays finite while Lt - shift <= 700
+_EXP_HEADROOM = 700.0
+
+
+@intrinsic
+def _wide_simd(typingctx):
+    """Mark the calling function for 512-bit auto-vectorisation (zmm registers on AVX-512 CPUs).
+
+    LLVM's x86 cost model stops at 256-bit vectors by default even where AVX-512 exists ("prefer-vector-width");
+    the hot loops here are bound by arithmetic throughput, which the wider registers raise. The two standard
+    LLVM function attributes below lift the limit for the marked function only; on CPUs without AVX-512 they
+    change nothing.
+    """
+    def codegen(context, builder, signature, args):
+        attrs = builder.function.attributes
+        for attr in ('"prefer-vector-width"="512"', '"min-legal-vector-width"="512"'):
+            set.add(attrs, attr)        # llvmlite's AttributeSet.add only admits keyword attributes
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
+@intrinsic
+def _exp_le709(typingctx, x):
+    """`vexp` without its overflow branch, for arguments known to be <= 709 (the shift guarantees <= 700)."""
+    if not isinstance(x, types.Float):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return emit_exp(builder, args[0], overflow_check=False)
+
+    return types.float64(types.float64), codegen
+
+
+@intrinsic
+def _float_bits(typingctx, x):
+    """The IEEE bits of a float64 as int64: for x >= 0 their order is the order of the values, and integer
+    max/min reductions vectorise (float ones do not without no-NaN flags)."""
+    if not isinstance(x, types.Float):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.int64(types.float64), codegen
+
+
+@intrinsic
+def _bits_float(typingctx, b):
+    """Inverse of `_float_bits`."""
+    if not isinstance(b, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(types.int64), codegen
+
+
+@intrinsic
+def _prefetch_l2(typingctx, arr, idx):
+    """Hint the CPU to bring arr[idx]'s cache line into L2 (llvm.prefetch, read, moderate locality)."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = builder.module.globals.get("llvm.prefetch.p0")
+        if fn is None:
+            fn = ir.Function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0")
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), i8p)
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 2), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.none(arr, types.intp), codegen
