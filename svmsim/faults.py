@@ -39,7 +39,7 @@ import numpy as np
 from .comm.message import MessageBatch
 from .errors import ScenarioError
 from .core.streams import STREAM_CHURN, STREAM_FAULT, counter_uniform, stream_keys
-from .core.timing import Distribution, churn_gap
+from .core.timing import Distribution, churn_gap, is_number
 
 __all__ = ["FaultModel", "FaultPlan", "FaultTally", "Outage", "FAULT_KEYS", "GOSSIP_ONLY_KEYS"]
 
@@ -59,10 +59,6 @@ class Outage:
     start: float
     end: float = math.inf
     keep_state: bool = True
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
 
 def _range_error(key: str, value: Any, allowed: str) -> ScenarioError:
@@ -102,7 +98,7 @@ class FaultModel:
                          "churn_rate": (self.churn_rate, "a number >= 0", lambda v: 0 <= v < math.inf),
                          "churn_downtime": (self.churn_downtime, "a number > 0", lambda v: 0 < v < math.inf)}
         for key, (value, allowed, ok) in probabilities.items():
-            if not _is_number(value) or math.isnan(float(value)) or not ok(float(value)):
+            if not is_number(value) or math.isnan(float(value)) or not ok(float(value)):
                 raise _range_error(key, value, allowed)
         if self.delay_time is not None:
             object.__setattr__(self, "delay_time", Distribution.from_config(self.delay_time, "faults.delay_time"))
@@ -127,7 +123,7 @@ class FaultModel:
                                 "(stragglers) or a list of nodes (straggler_nodes), not both")
         crashing = bool(self.crash or self.crash_nodes)
         if self.recover_time is not None:
-            if not _is_number(self.recover_time) or not self.crash_time < float(self.recover_time) < math.inf:
+            if not is_number(self.recover_time) or not self.crash_time < float(self.recover_time) < math.inf:
                 raise _range_error("recover_time", self.recover_time, f"a number > crash_time ({self.crash_time!r})")
             if not crashing:
                 raise ScenarioError(f"faults.recover_time = {self.recover_time!r} is given but no node crashes; "
