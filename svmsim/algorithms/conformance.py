@@ -400,9 +400,10 @@ def _per_node(run: SmallRun) -> dict[str, dict]:
             values = [o[key] for o in observed]
             if all(isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == n for v, n in zip(values, sizes)):
                 merged[f"{key} (per node)"] = np.concatenate(values)
-            elif all(_is_integer(v) for v in values) and len({np.shape(v) for v in values}) == 1:
+                continue
+            if all(_is_integer(v) for v in values) and len({np.shape(v) for v in values}) == 1:
                 merged[f"{key} (role total)"] = sum(np.asarray(v, dtype=np.int64) for v in values)
-            elif all(isinstance(v, np.ndarray) and v.ndim >= 1 for v in values) \
+            if all(isinstance(v, np.ndarray) and v.ndim >= 1 for v in values) \
                     and len({v.shape[1:] for v in values}) == 1:
                 merged[f"{key} (rows in node order)"] = np.concatenate(values)
         out[role] = merged
