@@ -21,8 +21,10 @@ from svmsim.topology import build_topology
 def _cases():
     for name in algorithm_names():
         info = get_algorithm(name)
-        for check in C.check_names(info):
-            yield pytest.param(name, check, id=f"{name}-{check}")
+        for variant in [None] + C.VARIANTS.get(name, []):
+            label = name if variant is None else f"{name}[{C.variant_label(variant)}]"
+            for check in C.check_names(info):
+                yield pytest.param(name, variant, check, id=f"{label}-{check}")
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +36,10 @@ def data_dir_env(shared_data_dir):
     mp.undo()
 
 
-@pytest.mark.parametrize("name, check_name", list(_cases()))
-def test_conformance(name, check_name, data_dir_env):
+@pytest.mark.parametrize("name, variant, check_name", list(_cases()))
+def test_conformance(name, variant, check_name, data_dir_env):
     info = get_algorithm(name)
-    check = dict(C.yield_checks(info))[check_name]
+    check = dict(C.yield_checks(info, variant))[check_name]
     try:
         check(info, C.small_problem(info))
     except C.CheckSkipped as skip:
@@ -49,7 +51,7 @@ def test_every_registered_algorithm_declares_small_parameters():
     missing = sorted(names - set(C.SMALL_PARAMS))
     assert not missing, f"no entry in conformance.SMALL_PARAMS for {missing}: declare small valid parameters there"
     assert set(C.SMALL_PARAMS) <= names, f"SMALL_PARAMS names unknown algorithms: {set(C.SMALL_PARAMS) - names}"
-    assert set(C.RUN_SETTINGS) <= names and set(C.SKIPS) <= names
+    assert set(C.RUN_SETTINGS) <= names and set(C.SKIPS) <= names and set(C.VARIANTS) <= names
     for name, skips in C.SKIPS.items():
         info = get_algorithm(name)
         assert set(skips) <= set(C.check_names(info)), (name, skips)

@@ -49,7 +49,7 @@ import numpy as np
 
 from .registry import AlgorithmInfo
 
-__all__ = ["SMALL_PARAMS", "RUN_SETTINGS", "SKIPS", "CheckSkipped", "Check", "yield_checks", "check_names",
+__all__ = ["SMALL_PARAMS", "VARIANTS", "RUN_SETTINGS", "SKIPS", "variant_label", "CheckSkipped", "Check", "yield_checks", "check_names",
            "small_params", "small_problem", "run_small", "SmallRun", "DISTRIBUTED_CHECKS", "SINGLE_CHECKS"]
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -74,6 +74,14 @@ SMALL_PARAMS: dict[str, dict[str, Any]] = {
     "sklearn-svc": {},
     "sklearn-nusvc": {"alpha": 0.85},
     "sklearn-linearsvc": {"max_iter": 200},
+}
+
+#: algorithm name -> further parameter sets, each merged over the algorithm's `SMALL_PARAMS` entry, for code paths
+#: of their own (every check runs on each as well; optional)
+VARIANTS: dict[str, list[dict[str, Any]]] = {
+    "saddle-dsvc": [{"alpha": 0.85}],                       # the nu-SVM: cap reports and projection passes
+    "pushsum": [{"variant": "pairwise"}, {"variant": "running-sum"}],
+    "gadget": [{"gossip": "pairwise"}],                     # requests and replies
 }
 
 #: defaults of the small runs (`RUN_SETTINGS` overrides them per algorithm):
@@ -180,14 +188,15 @@ def _build(info: AlgorithmInfo, problem, params: dict | None = None):
     return info.build(info.Params(**(small_params(info) if params is None else params)), problem)
 
 
-def run_small(info: AlgorithmInfo, problem, *, hosts: dict[str, int] | int | None = None,
+def run_small(info: AlgorithmInfo, problem, *, params: dict | None = None, hosts: dict[str, int] | int | None = None,
               compiled: bool | None = False, faults=None) -> SmallRun:
     """Build `info` with its small parameters for `problem` and run it to its small budget.
 
+    params: the algorithm's parameters (default: its `SMALL_PARAMS` entry).
     hosts: None for the in-process engine's plan (one group per role), else groups per role (an int: for every
     role) as `split_roles` makes them. compiled: the scheduler's `compiled` argument. faults: a gossip fault model.
     """
-    built = _build(info, problem)
+    built = _build(info, problem, params)
     from ..deployment import Deployment
 
     if not isinstance(built, Deployment):
@@ -460,20 +469,20 @@ def _run_difference(a: SmallRun, b: SmallRun, per_node: bool = True) -> str | No
 # The checks
 # ----------------------------------------------------------------------------------------------------------------
 
-def _deployment_kind(info, problem) -> str:
+def _deployment_kind(info, problem, params=None) -> str:
     from ..deployment import Deployment
 
-    built = _build(info, problem)
+    built = _build(info, problem, params)
     if not isinstance(built, Deployment):
         return "single"
     return "gossip" if _is_gossip(built) else "sync"
 
 
-def check_grouping(info: AlgorithmInfo, problem) -> None:
+def check_grouping(info: AlgorithmInfo, problem, params: dict | None = None) -> None:
     """Any grouping of nodes onto hosts gives the same run: the engine's plan vs every role in 2 and in 3 groups."""
-    base = run_small(info, problem)
+    base = run_small(info, problem, params=params)
     for n_groups in (2, 3):
-        split = run_small(info, problem, hosts=n_groups)
+        split = run_small(info, problem, params=params, hosts=n_groups)
         assert len(split.groups) > len(base.groups), (
             f"{info.name}: {n_groups} groups per role made no more groups than the engine's plan "
             f"({len(base.groups)}); the small run needs a role of several nodes")
@@ -485,11 +494,11 @@ def check_grouping(info: AlgorithmInfo, problem) -> None:
             f"senders in (src, dst) order)")
 
 
-def check_ledger(info: AlgorithmInfo, problem) -> None:
+def check_ledger(info: AlgorithmInfo, problem, params: dict | None = None) -> None:
     """The declared count equals the meter (gossip: declared + duplicated = delivered + dropped)."""
     from ..runner import _ledger_matches
 
-    run = run_small(info, problem)
+    run = run_small(info, problem, params=params)
     assert run.declared is not None, (
         f"{info.name}: its Deployment has no declared_scalars; an algorithm states the scalars it must have sent "
         f"(or declares in conformance.SKIPS why it cannot)")
@@ -504,7 +513,7 @@ def check_ledger(info: AlgorithmInfo, problem) -> None:
         f"(fault-free gossip: they must be equal)")
     from ..faults import FaultModel
 
-    faulty = run_small(info, problem, faults=FaultModel(drop=0.2, duplicate=0.1))
+    faulty = run_small(info, problem, params=params, faults=FaultModel(drop=0.2, duplicate=0.1))
     f = faulty.faults
     duplicated = sum(rec["scalars"] for rec in f["duplicated"].values())
     dropped = f["dropped_total"]["scalars"]
@@ -516,29 +525,29 @@ def check_ledger(info: AlgorithmInfo, problem) -> None:
         f"delivered {faulty.scalars} + dropped {dropped}")
 
 
-def check_replay(info: AlgorithmInfo, problem) -> None:
+def check_replay(info: AlgorithmInfo, problem, params: dict | None = None) -> None:
     """The same seed gives the same run twice, bit for bit (less wall-clock times)."""
-    a = run_small(info, problem)
-    b = run_small(info, problem)
+    a = run_small(info, problem, params=params)
+    b = run_small(info, problem, params=params)
     d = _run_difference(a, b)
     assert d is None, f"{info.name}: two runs with seed {problem.seed} differ: {d}"
     assert a.rows or a.model, f"{info.name}: the small run recorded nothing to compare ({a.reason})"
 
 
-def check_seed(info: AlgorithmInfo, problem) -> None:
+def check_seed(info: AlgorithmInfo, problem, params: dict | None = None) -> None:
     """Another seed changes the run (a randomised algorithm that ignores its seed would replay one stream)."""
-    a = run_small(info, problem)
-    b = run_small(info, dataclasses.replace(problem, seed=problem.seed + 1))
+    a = run_small(info, problem, params=params)
+    b = run_small(info, dataclasses.replace(problem, seed=problem.seed + 1), params=params)
     assert _run_difference(a, b, per_node=False) is not None, (
         f"{info.name}: seeds {problem.seed} and {problem.seed + 1} gave the same run (ledger, metrics rows and "
         f"model); if the algorithm is deterministic, declare it in conformance.SKIPS[{info.name!r}]['seed']")
 
 
-def check_compiled(info: AlgorithmInfo, problem) -> None:
+def check_compiled(info: AlgorithmInfo, problem, params: dict | None = None) -> None:
     """The compiled loop gives the Python loop's run, bit for bit."""
-    kind = _deployment_kind(info, problem)
-    python = run_small(info, problem, compiled=False)
-    compiled = run_small(info, problem, compiled=True if kind == "sync" else None)
+    kind = _deployment_kind(info, problem, params)
+    python = run_small(info, problem, params=params, compiled=False)
+    compiled = run_small(info, problem, params=params, compiled=True if kind == "sync" else None)
     assert compiled.compiled, (
         f"{info.name}: no program of its deployment lent a compiled step ({kind} scheduler), so the compiled loop "
         f"never ran; offer NodeProgram.kernel / GossipProgram.kernel, or declare in "
@@ -589,14 +598,14 @@ def _minimal_scenario(info: AlgorithmInfo, params: dict) -> dict:
     return scenario
 
 
-def check_params(info: AlgorithmInfo, problem) -> None:
+def check_params(info: AlgorithmInfo, problem, params: dict | None = None) -> None:
     """Bad parameters are refused: ValidationError from Params, a ScenarioError naming the key from a scenario."""
     from pydantic import ValidationError
 
     from ..config import load_scenario
     from ..errors import ScenarioError
 
-    good = small_params(info)
+    good = small_params(info) if params is None else dict(params)
     info.Params(**good)
     load_scenario(_minimal_scenario(info, good))        # the small parameters make a valid scenario
     cases: list[tuple[str, Any, str]] = [("no_such_parameter", 1, "unknown key")]
@@ -638,8 +647,14 @@ def _skipped(reason: str) -> Check:
     return check
 
 
-def yield_checks(info: AlgorithmInfo) -> Iterator[tuple[str, Check]]:
-    """The checks of `info`, as (name, check); a check switched off in `SKIPS` raises `CheckSkipped(reason)`."""
+def variant_label(variant: dict[str, Any]) -> str:
+    """``alpha=0.85,projection=newton``: a variant's name in test ids."""
+    return ",".join(f"{k}={v}" for k, v in variant.items())
+
+
+def yield_checks(info: AlgorithmInfo, variant: dict[str, Any] | None = None) -> Iterator[tuple[str, Check]]:
+    """The checks of `info`, as (name, check); a check switched off in `SKIPS` raises `CheckSkipped(reason)`.
+    With `variant` (one of ``VARIANTS[info.name]``), the checks run with those parameters over `SMALL_PARAMS`."""
     checks = DISTRIBUTED_CHECKS if info.distributed else SINGLE_CHECKS
     skips = SKIPS.get(info.name, {})
     unknown = set(skips) - {name for name, _ in checks}
@@ -647,7 +662,19 @@ def yield_checks(info: AlgorithmInfo) -> Iterator[tuple[str, Check]]:
         raise AssertionError(f"conformance.SKIPS[{info.name!r}] names checks it does not have: {sorted(unknown)}; "
                              f"allowed: {', '.join(name for name, _ in checks)}")
     for name, check in checks:
-        yield name, (_skipped(skips[name]) if name in skips else check)
+        if name in skips:
+            yield name, _skipped(skips[name])
+        elif variant is None:
+            yield name, check
+        else:
+            yield name, _with_variant(check, variant)
+
+
+def _with_variant(check, variant: dict[str, Any]) -> Check:
+    def run(info, problem):
+        return check(info, problem, params={**small_params(info), **variant})
+
+    return run
 
 
 def check_names(info: AlgorithmInfo) -> list[str]:
