@@ -20,8 +20,9 @@ in-process engine:
 * ``seed``: another seed changes the run (ledger, rows or model) -- for randomised algorithms.
 * ``compiled``: the compiled loop (``SyncScheduler(compiled=True)`` / ``GossipScheduler(compiled=None)``, over
   the programs' ``NodeProgram.kernel`` / ``GossipProgram.kernel``) gives the Python loop's run
-  (``compiled=False``), bit for bit. A deployment none of whose programs lends a compiled step fails this check
-  unless the algorithm declares why it has none (`SKIPS`).
+  (``compiled=False``), bit for bit; for synchronous rounds also with every role in 3 groups. A deployment none
+  of whose programs lends a compiled step fails this check unless the algorithm declares why it has none
+  (`SKIPS`).
 * ``params``: bad parameters are refused clearly: for every key of ``info.Params``, a value out of its range and
   a value of the wrong type, and an unknown key, raise pydantic's ValidationError from ``info.Params(...)`` and a
   ScenarioError from ``svmsim.config.load_scenario`` that names the key and says what is allowed.
@@ -100,7 +101,8 @@ RUN_SETTINGS: dict[str, dict[str, Any]] = {
     "saddle-svc": {"iterations": 60, "observe_every": 20},
 }
 
-_NO_KERNEL = "its node programs offer no compiled step (NodeProgram.kernel returns None), so there is no compiled loop"
+_NO_KERNEL = ("its node programs offer no compiled step (NodeProgram.kernel returns None), so there is no compiled "
+              "loop")
 _DETERMINISTIC = "deterministic: its run does not depend on the seed"
 
 #: algorithm name -> {check name: why it does not apply}
@@ -555,6 +557,12 @@ def check_compiled(info: AlgorithmInfo, problem, params: dict | None = None) -> 
     assert not python.compiled, f"{info.name}: compiled=False still ran the compiled loop"
     d = _run_difference(python, compiled)
     assert d is None, f"{info.name}: the compiled loop and the Python loop differ: {d}"
+    if kind == "sync":                  # the compiled synchronous loop hosts any number of groups
+        split = run_small(info, problem, params=params, hosts=3, compiled=True)
+        d = _run_difference(python, split)
+        assert split.compiled and d is None, (
+            f"{info.name}: the compiled loop over 3 groups per role differs from the Python loop over one group "
+            f"per role: {d or 'the compiled loop did not run'}")
 
 
 def _kinds(annotation) -> set[str]:
