@@ -50,8 +50,10 @@ import numpy as np
 
 from .registry import AlgorithmInfo
 
-__all__ = ["SMALL_PARAMS", "VARIANTS", "RUN_SETTINGS", "SKIPS", "variant_label", "CheckSkipped", "Check", "yield_checks", "check_names",
-           "small_params", "small_problem", "run_small", "SmallRun", "DISTRIBUTED_CHECKS", "SINGLE_CHECKS"]
+__all__ = ["SMALL_PARAMS", "VARIANTS", "RUN_SETTINGS", "SKIPS", "CheckSkipped", "Check", "yield_checks", "check_names",
+           "variant_label", "small_params", "small_problem", "run_small", "SmallRun", "DISTRIBUTED_CHECKS",
+           "SINGLE_CHECKS", "check_grouping", "check_ledger", "check_replay", "check_seed", "check_compiled",
+           "check_params"]
 
 # ----------------------------------------------------------------------------------------------------------------
 # Declarations: the small parameters of every algorithm, its run settings, the checks that do not apply
@@ -352,12 +354,12 @@ def _difference(a: Any, b: Any, path: str = "") -> str | None:
         x, y = np.asarray(a), np.asarray(b)
         if x.shape != y.shape:
             return f"{here}: shapes differ ({x.shape} vs {y.shape})"
-        if x.dtype.kind in "fc" and y.dtype.kind in "fc":
-            same = np.array_equal(x, y, equal_nan=True)
-        else:
-            same = np.array_equal(x, y)
+        numeric = x.dtype.kind in "fcbiu" and y.dtype.kind in "fcbiu"
+        floats = x.dtype.kind in "fc" and y.dtype.kind in "fc"
+        same = np.array_equal(x, y, equal_nan=floats)
         if not same:
-            bad = np.flatnonzero(~((x == y) | ((x != x) & (y != y))).ravel()) if x.dtype.kind in "fcib" else []
+            equal = (x == y) | (np.isnan(x) & np.isnan(y)) if floats else x == y
+            bad = np.flatnonzero(~np.asarray(equal).ravel()) if numeric else []
             where = f" first at flat index {int(bad[0])}: {x.ravel()[bad[0]]!r} vs {y.ravel()[bad[0]]!r}" \
                 if len(bad) else ""
             return f"{here}: arrays differ{where}"
