@@ -1,0 +1,190 @@
+"""Every registered algorithm passes the conformance checks (svmsim.algorithms.conformance), one test id per
+algorithm and check; and the checks catch what they are for (a toy server-client algorithm with planted defects)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import numpy as np
+import pytest
+from pydantic import BaseModel, ConfigDict, Field
+
+from svmsim.algorithms import algorithm_names, get_algorithm
+from svmsim.algorithms import conformance as C
+from svmsim.algorithms.registry import ALGORITHMS, AlgorithmInfo
+from svmsim.comm.message import MessageBatch, Outbox, frozen_ids
+from svmsim.deployment import Deployment
+from svmsim.program import NodeProgram, RoleSpec
+from svmsim.topology import build_topology
+
+
+def _cases():
+    for name in algorithm_names():
+        info = get_algorithm(name)
+        for variant in [None] + C.VARIANTS.get(name, []):
+            label = name if variant is None else f"{name}[{C.variant_label(variant)}]"
+            for check in C.check_names(info):
+                yield pytest.param(name, variant, check, id=f"{label}-{check}")
+
+
+@pytest.fixture(scope="module")
+def data_dir_env(shared_data_dir):
+    """SVMSIM_DATA_DIR for the small problems that read a LIBSVM file (heart_scale)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SVMSIM_DATA_DIR", str(shared_data_dir))
+    yield shared_data_dir
+    mp.undo()
+
+
+@pytest.mark.parametrize("name, variant, check_name", list(_cases()))
+def test_conformance(name, variant, check_name, data_dir_env):
+    info = get_algorithm(name)
+    check = dict(C.yield_checks(info, variant))[check_name]
+    try:
+        check(info, C.small_problem(info))
+    except C.CheckSkipped as skip:
+        pytest.skip(f"{name} {check_name}: {skip.reason}")
+
+
+def test_every_registered_algorithm_declares_small_parameters():
+    names = set(algorithm_names())
+    missing = sorted(names - set(C.SMALL_PARAMS))
+    assert not missing, f"no entry in conformance.SMALL_PARAMS for {missing}: declare small valid parameters there"
+    assert set(C.SMALL_PARAMS) <= names, f"SMALL_PARAMS names unknown algorithms: {set(C.SMALL_PARAMS) - names}"
+    assert set(C.RUN_SETTINGS) <= names and set(C.SKIPS) <= names and set(C.VARIANTS) <= names
+    for name, skips in C.SKIPS.items():
+        info = get_algorithm(name)
+        assert set(skips) <= set(C.check_names(info)), (name, skips)
+        assert all(isinstance(r, str) and len(r) > 20 for r in skips.values()), f"{name}: a skip needs a reason"
+
+
+def test_an_algorithm_without_small_parameters_fails_every_check():
+    info = dataclasses.replace(get_algorithm("saddle-dsvc"), name="saddle-dsvc-unlisted")
+    with pytest.raises(AssertionError, match="no entry in svmsim.algorithms.conformance.SMALL_PARAMS"):
+        C.small_params(info)
+    for name, check in C.yield_checks(info):
+        with pytest.raises(AssertionError, match="SMALL_PARAMS"):
+            check(info, C.small_problem(info))
+
+
+def test_a_skip_of_a_check_the_algorithm_does_not_have_is_refused(monkeypatch):
+    monkeypatch.setitem(C.SKIPS, "gilbert", {"grouping": "a single machine has no grouping"})
+    with pytest.raises(AssertionError, match="names checks it does not have"):
+        list(C.yield_checks(get_algorithm("gilbert")))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The checks catch planted defects: a toy server-client algorithm (server pings, every client answers one value)
+
+
+class ToyParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    clients: int = Field(4, ge=1)
+    defect: Literal["none", "grouping", "miscount", "seedless"] = "none"
+
+
+class LaxToyParams(ToyParams):
+    model_config = ConfigDict(extra="allow")
+
+
+class ToyServer(NodeProgram):
+    role = "server"
+    initiator = True
+
+    def init(self, node_ids, node_data, seed):
+        return {"clients": frozen_ids(node_data[0]), "it": 0, "total": 0.0}
+
+    def step(self, st, inbox, round_):
+        out = Outbox()
+        pong = inbox.get("pong")
+        if pong is None:
+            out.send(MessageBatch.broadcast("ping", 0, st["clients"], [float(st["it"])]))
+            return st, out
+        st["total"] += float(pong.rows()[:, 0] @ np.arange(1, pong.n_messages + 1))
+        st["it"] += 1
+        out.signals = {"iteration": st["it"], "wake": True}
+        return st, out
+
+    def observe(self, st):
+        return {"it": st["it"], "total": st["total"]}
+
+
+class ToyClient(NodeProgram):
+    role = "client"
+
+    def __init__(self, defect):
+        self.defect = defect
+
+    def init(self, node_ids, node_data, seed):
+        if self.defect == "seedless":
+            base = node_ids.astype(float)
+        else:
+            base = np.array([np.random.default_rng([seed, int(n)]).random() for n in node_ids])
+        if self.defect == "grouping":
+            base = base + len(node_ids)           # a group-wide quantity leaks into per-node results
+        return {"ids": frozen_ids(node_ids), "base": base, "answers": np.zeros(len(node_ids), dtype=np.int64)}
+
+    def step(self, st, inbox, round_):
+        ping = inbox["ping"]
+        pos = ping.dst - st["ids"][0]
+        st["answers"][pos] += 1
+        out = Outbox()
+        out.send(MessageBatch.gather("pong", ping.dst, 0, st["base"][pos] * (ping.rows()[:, 0] + 1)))
+        return st, out
+
+    def observe(self, st):
+        return {"base": st["base"].copy(), "answers": st["answers"].copy()}
+
+
+def build_toy(params, problem):
+    k = params.clients
+    clients = np.arange(1, k + 1, dtype=np.int64)
+    roles = [RoleSpec("server", ToyServer(), np.array([0]), [clients]),
+             RoleSpec("client", ToyClient(params.defect), clients, [None] * k)]
+
+    def declared(obs):
+        sent = 2 * int(sum(o["answers"].sum() for o in obs["client"]))
+        return sent + (1 if params.defect == "miscount" else 0)
+
+    return Deployment(roles=roles, topology=build_topology("star", k + 1), node_names=[str(i) for i in range(k + 1)],
+                      evaluate=lambda obs: {"total": obs["server"][0]["total"]}, declared_scalars=declared,
+                      model=lambda obs: {"w": np.array([obs["server"][0]["total"]])})
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """The toy algorithm under a name, with small parameters `defect`; registered for the scenario layer."""
+    def make(defect="none", Params=ToyParams):
+        name = f"toy-{defect}"
+        info = AlgorithmInfo(name=name, family="toy", paper="-", distributed=True, Params=Params, build=build_toy,
+                             description="toy server-client algorithm")
+        monkeypatch.setitem(ALGORITHMS, name, info)
+        monkeypatch.setitem(C.SMALL_PARAMS, name, {"clients": 5, "defect": defect})
+        return info
+
+    return make
+
+
+def test_the_toy_passes_the_checks_that_apply(toy):
+    info = toy()
+    for name in ("grouping", "ledger", "replay", "seed", "params"):
+        dict(C.yield_checks(info))[name](info, C.small_problem(info))
+    with pytest.raises(AssertionError, match="lent a compiled step"):       # no kernel and no declared reason
+        C.check_compiled(info, C.small_problem(info))
+
+
+@pytest.mark.parametrize("defect, check, message", [
+    ("grouping", C.check_grouping, "splitting every role into 2 groups"),
+    ("miscount", C.check_ledger, "declared_scalars"),
+    ("seedless", C.check_seed, "gave the same run"),
+])
+def test_a_planted_defect_fails_its_check(toy, defect, check, message):
+    info = toy(defect)
+    with pytest.raises(AssertionError, match=message):
+        check(info, C.small_problem(info))
+
+
+def test_parameters_that_are_not_refused_fail_the_params_check(toy):
+    info = toy("none", LaxToyParams)
+    with pytest.raises(AssertionError, match="no_such_parameter=1.*was accepted"):
+        C.check_params(info, C.small_problem(info))
