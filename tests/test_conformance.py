@@ -1,4 +1,4 @@
-"""Every registered algorithm passes the conformance checks (svmsim.algorithms.conformance), one test id per
+"""Every registered algorithm passes the conformance checks (svmsim.conformance), one test id per
 algorithm and check; and the checks catch what they are for (a toy server-client algorithm with planted defects)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from svmsim.algorithms import algorithm_names, get_algorithm
-from svmsim.algorithms import conformance as C
+from svmsim import conformance as C
 from svmsim.algorithms.registry import ALGORITHMS, AlgorithmInfo
 from svmsim.comm.message import MessageBatch, Outbox, frozen_ids
 from svmsim.deployment import Deployment
@@ -60,7 +60,7 @@ def test_every_registered_algorithm_declares_small_parameters():
 
 def test_an_algorithm_without_small_parameters_fails_every_check():
     info = dataclasses.replace(get_algorithm("saddle-dsvc"), name="saddle-dsvc-unlisted")
-    with pytest.raises(AssertionError, match="no entry in svmsim.algorithms.conformance.SMALL_PARAMS"):
+    with pytest.raises(AssertionError, match="no entry in svmsim.conformance.SMALL_PARAMS"):
         C.small_params(info)
     for name, check in C.yield_checks(info):
         with pytest.raises(AssertionError, match="SMALL_PARAMS"):

@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .registry import AlgorithmInfo
+from .algorithms.registry import AlgorithmInfo
 
 __all__ = ["SMALL_PARAMS", "VARIANTS", "RUN_SETTINGS", "SKIPS", "CheckSkipped", "Check", "yield_checks", "check_names",
            "variant_label", "small_params", "small_problem", "run_small", "SmallRun", "DISTRIBUTED_CHECKS",
@@ -136,7 +136,7 @@ def small_params(info: AlgorithmInfo) -> dict[str, Any]:
     """The algorithm's entry in `SMALL_PARAMS`; AssertionError if it has none."""
     if info.name not in SMALL_PARAMS:
         raise AssertionError(
-            f"algorithm {info.name!r} has no entry in svmsim.algorithms.conformance.SMALL_PARAMS; every registered "
+            f"algorithm {info.name!r} has no entry in svmsim.conformance.SMALL_PARAMS; every registered "
             f"algorithm declares small valid parameters there (a few clients or nodes, a short budget) so that the "
             f"conformance checks can run it")
     return dict(SMALL_PARAMS[info.name])
@@ -148,8 +148,8 @@ def run_settings(info: AlgorithmInfo) -> dict[str, Any]:
 
 def small_problem(info: AlgorithmInfo, seed: int | None = None):
     """The small `Problem` the checks build the algorithm for (data and topology from `run_settings`)."""
-    from ..data import make_dataset
-    from ..deployment import Problem
+    from .data import make_dataset
+    from .deployment import Problem
 
     s = run_settings(info)
     kind, kind_params = s["topology"]
@@ -183,7 +183,7 @@ class SmallRun:
 
 
 def _is_gossip(deployment) -> bool:
-    from ..program import GossipProgram
+    from .program import GossipProgram
 
     return all(isinstance(spec.program, GossipProgram) for spec in deployment.roles)
 
@@ -201,7 +201,7 @@ def run_small(info: AlgorithmInfo, problem, *, params: dict | None = None, hosts
     role) as `split_roles` makes them. compiled: the scheduler's `compiled` argument. faults: a gossip fault model.
     """
     built = _build(info, problem, params)
-    from ..deployment import Deployment
+    from .deployment import Deployment
 
     if not isinstance(built, Deployment):
         return _run_single(info, built)
@@ -215,8 +215,8 @@ def run_small(info: AlgorithmInfo, problem, *, params: dict | None = None, hosts
 def _engine(roles, hosts):
     """An in-process engine whose plan is the default one (hosts None) or `split_roles` with `hosts` per role, and
     which counts how often it lent the programs' compiled steps."""
-    from ..engine.base import split_roles
-    from ..engine.inproc import InProcessEngine
+    from .engine.base import split_roles
+    from .engine.inproc import InProcessEngine
 
     class _Engine(InProcessEngine):
         lent = 0
@@ -237,14 +237,14 @@ def _engine(roles, hosts):
 
 
 def _by_role(observed: dict, groups) -> dict[str, list]:
-    from ..runner import _by_role as by_role
+    from .runner import _by_role as by_role
 
     return by_role(observed, groups)
 
 
 def _run_sync(info, dep, seed, hosts, compiled) -> SmallRun:
-    from ..comm.meter import Meter
-    from ..schedule.sync import SyncScheduler
+    from .comm.meter import Meter
+    from .schedule.sync import SyncScheduler
 
     s = run_settings(info)
     engine = _engine(dep.roles, hosts)
@@ -271,9 +271,9 @@ def _run_sync(info, dep, seed, hosts, compiled) -> SmallRun:
 
 
 def _run_gossip(info, dep, seed, hosts, compiled, faults) -> SmallRun:
-    from ..comm.meter import Meter
-    from ..core.timing import Distribution, LatencyModel
-    from ..schedule.gossip import GossipScheduler
+    from .comm.meter import Meter
+    from .core.timing import Distribution, LatencyModel
+    from .schedule.gossip import GossipScheduler
 
     s = run_settings(info)
     engine = _engine(dep.roles, hosts)
@@ -474,7 +474,7 @@ def _run_difference(a: SmallRun, b: SmallRun, per_node: bool = True) -> str | No
 # ----------------------------------------------------------------------------------------------------------------
 
 def _deployment_kind(info, problem, params=None) -> str:
-    from ..deployment import Deployment
+    from .deployment import Deployment
 
     built = _build(info, problem, params)
     if not isinstance(built, Deployment):
@@ -500,7 +500,7 @@ def check_grouping(info: AlgorithmInfo, problem, params: dict | None = None) -> 
 
 def check_ledger(info: AlgorithmInfo, problem, params: dict | None = None) -> None:
     """The declared count equals the meter (gossip: declared + duplicated = delivered + dropped)."""
-    from ..runner import _ledger_matches
+    from .runner import _ledger_matches
 
     run = run_small(info, problem, params=params)
     assert run.declared is not None, (
@@ -515,7 +515,7 @@ def check_ledger(info: AlgorithmInfo, problem, params: dict | None = None) -> No
     assert _ledger_matches(run.declared, run.scalars, run.faults), (
         f"{info.name}: declared_scalars(observations) = {run.declared} but the meter counted {run.scalars} scalars "
         f"(fault-free gossip: they must be equal)")
-    from ..faults import FaultModel
+    from .faults import FaultModel
 
     faulty = run_small(info, problem, params=params, faults=FaultModel(drop=0.2, duplicate=0.1))
     f = faulty.faults
@@ -612,8 +612,8 @@ def check_params(info: AlgorithmInfo, problem, params: dict | None = None) -> No
     """Bad parameters are refused: ValidationError from Params, a ScenarioError naming the key from a scenario."""
     from pydantic import ValidationError
 
-    from ..config import load_scenario
-    from ..errors import ScenarioError
+    from .config import load_scenario
+    from .errors import ScenarioError
 
     good = small_params(info) if params is None else dict(params)
     info.Params(**good)
