@@ -176,7 +176,6 @@ class _HostState:
         setting = GossipSetting(n, clock, latency, self.plan, seed, round_time)
         self.host = EventHost(programs, states, node_group, owner, self.index, setting, adj_ptr, adj, self.meter,
                               compiled=compiled, xbatch_bytes=int(options.get("batch_bytes", 90_000)))
-        self.host.return_on_done = False           # the driver decides when every host is done
         self.host.warm_up()
         self.round_time = float(round_time)
         self.peer_pub = np.zeros(self.n_hosts)

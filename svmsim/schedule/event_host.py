@@ -35,7 +35,7 @@ from .event_kernels import (C_CHURN_KEEP, C_DELAY, C_LAT, C_N, C_PERIODIC, CAUSE
                             E_CHURN_RATE, E_DELAY, E_DELAY_A, E_DELAY_B, E_DROP, E_DUP, E_JITTER, E_LAT_A, E_LAT_B,
                             E_ROUND_TIME, E_SPREAD, F_LATENESS, F_MAX_TIME, F_NEXT_EVAL, F_NOW, I_CHURN, I_DEAD,
                             I_DOWN, I_EPOCH, I_SENT, I_TICKS, K_CHURN, K_CLOCK, K_FAULT, K_LATENCY, L_DRAIN,
-                            L_MAX_MESSAGES, L_MAX_SCALARS, L_NEXT_EVAL_MSG, L_RETURN_DONE, L_XBATCH, L_YIELD,
+                            L_MAX_MESSAGES, L_MAX_SCALARS, L_NEXT_EVAL_MSG, L_XBATCH, L_YIELD,
                             N_BAD_DST, N_BAD_SRC, N_COUNTERS, N_DELAYED, N_DONE, N_EVENTS, N_FREE, N_HEAP, N_LATE,
                             N_LOG, N_OUT, N_REC, N_SENT, N_SENT_SCALARS, N_SETTINGS, N_WAKES, NO_LIMIT, NODE_CRASH,
                             NODE_EVENT_NAMES, NODE_JOIN, NODE_LEAVE, NODE_RECOVER, P_CRASH, P_DELIVER, P_JOIN,
@@ -194,7 +194,7 @@ class EventHost:
                                 "GossipKernel; allowed: compiled = false")
         self.compiled = self.kernel is not None
         self.draining = False
-        self.return_on_done = True
+        self.return_on_done = xbatch_bytes is None    # a host among several leaves `done` to its engine
         self.max_time = math.inf
         self.max_messages = self.max_scalars = self.next_eval_msg = NO_LIMIT
         self.next_eval = math.inf
@@ -211,7 +211,7 @@ class EventHost:
 
     def _init_compiled(self, events, pool: int, xbatch_bytes: int | None) -> None:
         k = self.kernel
-        self._loop = EK.loop_for(k)
+        self._loop = EK.loop_for(k, remote=xbatch_bytes is not None)
         self._loop_compiled = False
         self._widths = np.asarray(k.widths, dtype=np.int64)
         for tag, w in zip(k.tags, self._widths):
@@ -264,6 +264,7 @@ class EventHost:
         self._one_ids = [frozen_ids([i]) for i in range(n)]
         self._adj_sets = [set(self.adj[self.adj_ptr[i]:self.adj_ptr[i + 1]].tolist()) for i in range(n)]
         self._xout: list[tuple] = []
+        self._owner_list = self.owner.tolist()
         self._xbatch = NO_LIMIT if xbatch_bytes is None else max(1, int(xbatch_bytes) // 900)
         self._yield_every = yield_every if xbatch_bytes is None else 1024
 
@@ -346,7 +347,6 @@ class EventHost:
         lim[L_MAX_SCALARS] = self.max_scalars
         lim[L_NEXT_EVAL_MSG] = self.next_eval_msg
         lim[L_DRAIN] = 1 if self.draining else 0
-        lim[L_RETURN_DONE] = 1 if self.return_on_done else 0
         st = self.setting
         if not self._loop_compiled:              # numba calls a loop bound to functions "experimental"; it is not
             self._loop_compiled = True
@@ -387,12 +387,13 @@ class EventHost:
         kinds = self._kinds
         programs, states = self.programs, self.states
         node_group = self.node_group.tolist()
-        owner = self.owner
+        owner = self._owner_list
         me = self.me
+        remote = not self.return_on_done
         one_ids = self._one_ids
         adj_sets = self._adj_sets
-        n_nodes = self.n_nodes
         group_done = self._group_done
+        all_done, return_on_done = self._done_py, self.return_on_done
         st = self.setting
         env, cfg, keys, rates, edge_key = st.env, st.cfg, st.keys, st.rates, st.edge_key
         round_time = self.round_time
@@ -464,7 +465,7 @@ class EventHost:
                 continue
             bin_ = int(t / round_time)
             for kind, spm, nbytes, s, d, row in _program_sends(out, sender, self.kind_id):
-                if not 0 <= d < n_nodes or d not in adj_sets[s]:
+                if d not in adj_sets[s]:                # (an id out of range is in no set)
                     self.raise_bad_edge(s, d)
                 nstate = ni[s]
                 c = nstate[I_SENT]
@@ -478,16 +479,16 @@ class EventHost:
                 delayed += dl
                 for copy in range(copies):
                     arrive = t + (lat1 if copy == 0 else lat2)
-                    if owner[d] == me:
+                    if not remote or owner[d] == me:
                         heappush(heap, (arrive, P_DELIVER, seq, (s, d, kind, bin_, copy, row), 0))
                         seq += 1
                     else:
-                        xout.append((int(owner[d]), kind, s, d, bin_, copy, arrive, row))
+                        xout.append((owner[d], kind, s, d, bin_, copy, arrive, row))
             sig = out.signals
             if sig and "done" in sig:
                 group_done[node_group[sender]] = bool(sig["done"])
-            self._done_py = all(group_done.values())
-            if self._done_py and self.return_on_done:
+                all_done = all(group_done.values())
+            if all_done and return_on_done:
                 status = ST_DONE
                 break
             if sent >= max_messages:
@@ -500,6 +501,7 @@ class EventHost:
                 status = ST_EVAL_MSG
                 break
         self._seq = seq
+        self._done_py = all_done
         counts.update(wakes=wakes, sent=sent, sent_scalars=sent_scalars, events=events, delayed=delayed)
         self._now = now
         return status

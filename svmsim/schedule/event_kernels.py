@@ -50,9 +50,9 @@ C_PERIODIC, C_LAT, C_DELAY, C_N, C_CHURN_KEEP = range(5)
  N_BAD_DST, N_OUT, N_LATE) = range(15)
 N_COUNTERS = 16
 # float settings (F_LATENESS: summed lateness of late arrivals) and integer limits (L_DRAIN: only deliveries are
-# handled; L_XBATCH: hand back once this many messages wait for other hosts; L_RETURN_DONE: stop when done)
+# handled; L_XBATCH: hand back once this many messages wait for other hosts)
 F_NOW, F_NEXT_EVAL, F_MAX_TIME, F_LATENESS = range(4)
-L_MAX_MESSAGES, L_MAX_SCALARS, L_NEXT_EVAL_MSG, L_YIELD, L_DRAIN, L_XBATCH, L_RETURN_DONE = range(7)
+L_MAX_MESSAGES, L_MAX_SCALARS, L_NEXT_EVAL_MSG, L_YIELD, L_DRAIN, L_XBATCH = range(6)
 N_SETTINGS = 8
 # loop status
 (ST_QUIESCENT, ST_TIME, ST_DONE, ST_MESSAGES, ST_SCALARS, ST_EVAL_TIME, ST_EVAL_MSG, ST_YIELD, ST_FLUSH, ST_GROW,
@@ -341,16 +341,17 @@ def _no_room(ctr, ht, rec, log_t, max_out):
 @numba.njit(nogil=True, _nrt=False)
 def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk, mi, mp, free, ni, rates, keys,
                 edge_key, env, cfg, adj_ptr, adj, owner, me, rec, log_t, log_i, ctr, fc, lim, out_dst, out_tag,
-                out_pay, xi, xf):
+                out_pay, xi, xf, remote):
     """The gossip event loop, compiled: events of the nodes that `owner` gives to host `me`, in (time, priority,
     sequence) order, until Python is needed: a budget, an evaluation point, a full buffer, every `lim[L_YIELD]`
     events (wall-clock checks). A message to a node of this host goes on the heap; a message to another host's
     node goes to the outgoing buffer (xi, xf) with its arrival time. While draining (`lim[L_DRAIN]`) only
-    deliveries are handled. Statement for statement the same as `EventHost._run_python`, so both give the same
-    run."""
+    deliveries are handled; `done` is then left to the engine (in ctr[N_DONE]) instead of ending the slice.
+    `remote` is a compile-time constant of `loop_for`: a host that owns every node compiles none of that.
+    Statement for statement the same as `EventHost._run_python`, so both give the same run."""
     max_out = out_dst.shape[0]
     round_time = env[E_ROUND_TIME]
-    draining = lim[L_DRAIN] != 0
+    draining = remote and lim[L_DRAIN] != 0
     since_yield = 0
     while True:
         if ctr[N_HEAP] == 0:
@@ -364,7 +365,7 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk,
         status = _no_room(ctr, ht, rec, log_t, max_out)
         if status >= 0:
             return status
-        if ctr[N_OUT] + 2 * max_out > xi.shape[0] or ctr[N_OUT] >= lim[L_XBATCH]:
+        if remote and (ctr[N_OUT] + 2 * max_out > xi.shape[0] or ctr[N_OUT] >= lim[L_XBATCH]):
             return ST_XFLUSH
         if since_yield >= lim[L_YIELD]:
             return ST_YIELD
@@ -387,7 +388,7 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk,
             w = widths[tag]
             for copy in range(copies):
                 arrive = t + (lat1 if copy == 0 else lat2)
-                if owner[d] == me:
+                if not remote or owner[d] == me:
                     _enqueue(ht, hk, ctr, mi, mp, free, sender, d, tag, bin_, copy, out_pay, k, w, arrive)
                 else:                                      # another host's node: into the outgoing buffer
                     x = ctr[N_OUT]
@@ -402,7 +403,7 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk,
                     for q in range(w):
                         xf[x, 1 + q] = out_pay[k, q]
         ctr[N_DONE] = 1 if done else 0
-        if done and lim[L_RETURN_DONE] != 0:
+        if done and not remote:
             return ST_DONE
         if ctr[N_SENT] >= lim[L_MAX_MESSAGES]:
             return ST_MESSAGES
@@ -415,21 +416,22 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk,
 _LOOPS: dict[tuple, Callable] = {}
 
 
-def loop_for(kernel) -> Callable:
-    """`_event_loop` with a `GossipKernel`'s functions bound as compile-time constants (direct calls that numba
-    can inline). Compiled once per process and set of functions (about a second; numba cannot cache a loop that
+def loop_for(kernel, remote: bool) -> Callable:
+    """`_event_loop` with a `GossipKernel`'s functions and `remote` (whether other hosts own nodes) bound as
+    compile-time constants (direct calls that numba can inline; the in-process loop compiles no remote branch).
+    Compiled once per process, set of functions and `remote` (about a second; numba cannot cache a loop that
     receives functions, whether as arguments or bound like this)."""
-    key = (kernel.wake, kernel.receive, kernel.crash, kernel.recover)
+    key = (kernel.wake, kernel.receive, kernel.crash, kernel.recover, bool(remote))
     loop = _LOOPS.get(key)
     if loop is None:
-        wake, receive, crash, recover = key
+        wake, receive, crash, recover, remote_ = key
 
         @numba.njit(nogil=True)
         def loop(prog, widths, ht, hk, mi, mp, free, ni, rates, keys, edge_key, env, cfg, adj_ptr, adj, owner, me,
                  rec, log_t, log_i, ctr, fc, lim, out_dst, out_tag, out_pay, xi, xf):
             return _event_loop(wake, receive, crash, recover, prog, widths, ht, hk, mi, mp, free, ni, rates, keys,
                                edge_key, env, cfg, adj_ptr, adj, owner, me, rec, log_t, log_i, ctr, fc, lim, out_dst,
-                               out_tag, out_pay, xi, xf)
+                               out_tag, out_pay, xi, xf, remote_)
 
         loop = _LOOPS[key] = loop
     return loop
