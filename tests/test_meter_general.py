@@ -337,3 +337,54 @@ def test_a_meter_without_a_topology_keeps_rounds_in_the_python_loop(compiled_cal
     SyncScheduler(eng, groups, meter, 6, compiled=True).run()
     assert not compiled_calls
     assert meter.ledger().equals(_run(True, n_nodes=6, iterations=4)[2])
+
+
+@numba.njit(cache=True)
+def _peer_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
+    ids, value, n = arrays
+    for r in range(n_in):                               # values from the left neighbour, in (src, dst) order
+        c = in_dst[r] - ids[0]
+        value[c] = 0.5 * value[c] + in_payload[r, 0]
+    for c in range(ids.shape[0]):                       # every peer passes its value on to the right
+        out_tag[c] = 0
+        out_src[c] = ids[c]
+        out_dst[c] = (ids[c] + 1) % n[0]
+        out_payload[c, 0] = value[c] / 3.0
+    return ids.shape[0], round_ if ids[0] == 0 else -1, KERNEL_WAKE
+
+
+class Peer(NodeProgram):
+    role = "peer"
+    initiator = True
+
+    def init(self, node_ids, node_data, seed):
+        return {"ids": frozen_ids(node_ids), "value": node_ids.astype(float) + 1.0,
+                "n": np.array([node_data[0]["n"]])}
+
+    def kernel(self, st):
+        return SyncKernel((st["ids"], st["value"], st["n"]), _peer_step, ("pass",), np.array([1]), st["ids"].size)
+
+    def step(self, st, inbox, round_):
+        return st, kernel_step(self.kernel(st), inbox, round_)
+
+    def observe(self, st):
+        return {"seen": st["value"].copy()}
+
+
+def _ring(compiled, n=50, groups=5):
+    roles = [RoleSpec("peer", Peer(), np.arange(n), [{"n": n}] * n)]
+    eng = InProcessEngine()
+    gs = split_roles(roles, {"peer": groups})
+    eng.deploy(gs, 0)
+    meter = Meter(n, nx.to_numpy_array(nx.cycle_graph(n), nodelist=range(n), dtype=bool))
+    sched = SyncScheduler(eng, gs, meter, n, compiled=compiled)
+    observed = []
+    reason = sched.run(max_rounds=40, observe_every=7, on_iteration=lambda it, rnd: observed.append((it, rnd)) and False)
+    return reason, sched, meter.ledger(), {g + 1: o for g, o in eng.observe().items()} | {0: None}, observed
+
+
+def test_groups_of_one_program_only_run_compiled_with_the_python_loop_run(compiled_calls):
+    runs = [_ring(c) for c in (False, True)]
+    assert compiled_calls and set(compiled_calls) == {5}
+    _assert_same_run(*runs)
+    assert runs[1][2].totals["messages"] == 50 * runs[1][1].round
