@@ -379,7 +379,8 @@ def _ring(compiled, n=50, groups=5):
     meter = Meter(n, nx.to_numpy_array(nx.cycle_graph(n), nodelist=range(n), dtype=bool))
     sched = SyncScheduler(eng, gs, meter, n, compiled=compiled)
     observed = []
-    reason = sched.run(max_rounds=40, observe_every=7, on_iteration=lambda it, rnd: observed.append((it, rnd)) and False)
+    reason = sched.run(max_rounds=40, observe_every=7,
+                       on_iteration=lambda it, rnd: observed.append((it, rnd)) and False)
     return reason, sched, meter.ledger(), {g + 1: o for g, o in eng.observe().items()} | {0: None}, observed
 
 

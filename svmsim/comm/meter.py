@@ -179,8 +179,9 @@ class Meter:
         if ids.shape[0] == 0:
             return
         if ids.min() < 0 or ids.max() >= self.n_nodes:
-            raise ProtocolError(f"node quantity {quantity!r} recorded for node {int(ids[(ids < 0) | (ids >= self.n_nodes)][0])}, "
-                                f"but node ids must lie in 0..{self.n_nodes - 1}")
+            bad = int(ids[(ids < 0) | (ids >= self.n_nodes)][0])
+            raise ProtocolError(f"node quantity {quantity!r} recorded for node {bad}, but node ids must lie in "
+                                f"0..{self.n_nodes - 1}")
         is_float = amt.dtype.kind == "f"
         if amt.dtype.kind not in "iubf":
             raise TypeError(f"node quantity {quantity!r}: amounts must be integers or floats, not {amt.dtype}")

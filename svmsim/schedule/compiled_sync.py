@@ -232,6 +232,11 @@ def _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, x_tag, x_src
     return -1
 
 
+def _STEP_OF_KIND(kinds, kind, slot, *args):  # noqa: N802 - stands for the written-out branches
+    """A placeholder in `_loop_source`: `_loop` writes its call out as one direct call per kind."""
+    raise NotImplementedError("_loop_source runs only as compiled by _loop")
+
+
 def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay,
           b_n, b_wake, node_group, n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup, by_tag, out_tag,
                  out_src, out_dst, out_payload, round_log, iteration_log, limits, state, error_info, max_outs):
@@ -247,7 +252,8 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
     (a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay, b_n, b_wake, node_group, widths, itemsizes,
      rules, edges, ptr, nbr, lookup, by_tag, o_tag, o_src, o_dst, o_pay, round_log, iteration_log) = _borrowed(
         (a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay, b_n, b_wake, node_group, widths,
-         itemsizes, rules, edges, ptr, nbr, lookup, by_tag, out_tag, out_src, out_dst, out_payload, round_log, iteration_log))
+         itemsizes, rules, edges, ptr, nbr, lookup, by_tag, out_tag, out_src, out_dst, out_payload, round_log,
+         iteration_log))
     counters = np.zeros(3, np.int64)
     res = np.zeros(4, np.int64)
     stepped = np.zeros(3, np.int64)         # (n_out, iteration, flags) of the last step
@@ -292,8 +298,8 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
                 error_info[1] = n_out
                 return OVERFULL
             bad = _meter_and_route(n_out, o_tag, o_src, o_dst, o_pay, b_tag, b_src, b_dst, b_pay, b_n,
-                                   node_group, n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup, by_tag,
-                                   counters, error_info)
+                                   node_group, n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup,
+                                   by_tag, counters, error_info)
             if bad >= 0:
                 return bad
             if it >= 0:
@@ -438,11 +444,12 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
         # numba calls passing jitted functions as arguments "first-class function type: experimental"; the loop
         # makes direct calls to them (each dispatcher is part of the compiled signature)
         warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
-        status = _loop(len(kinds))(kinds, kind_of, slot_of, len(kernels), mail.tag, mail.src, mail.dst, mail.payload, mail.count,
-                       mail.wake, scratch.tag, scratch.src, scratch.dst, scratch.payload, scratch.count, scratch.wake,
-                       node_group, meter.n_nodes, widths, itemsizes, rules, bool(rules.any()), buffers.edges, buffers.ptr, buffers.nbr,
-                       buffers.lookup, buffers.by_tag, out_tag, out_src, out_dst, out_payload, buffers.rounds, buffers.iterations,
-                       limits, state, error_info, max_outs)
+        status = _loop(len(kinds))(
+            kinds, kind_of, slot_of, len(kernels), mail.tag, mail.src, mail.dst, mail.payload, mail.count, mail.wake,
+            scratch.tag, scratch.src, scratch.dst, scratch.payload, scratch.count, scratch.wake, node_group,
+            meter.n_nodes, widths, itemsizes, rules, bool(rules.any()), buffers.edges, buffers.ptr, buffers.nbr,
+            buffers.lookup, buffers.by_tag, out_tag, out_src, out_dst, out_payload, buffers.rounds, buffers.iterations,
+            limits, state, error_info, max_outs)
     meter.absorb(buffers, tags, int(state[3]), int(state[4]))
     if state[6]:
         mail.swap(scratch)
