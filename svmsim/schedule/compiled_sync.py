@@ -355,16 +355,18 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
             return PAUSE
 
 
-_LOOPS: dict[int, object] = {}
+_LOOPS: dict[tuple, object] = {}
 
 
-def _loop(n_kinds: int):
-    """`_loop_source` compiled for `n_kinds` kinds of steps: its `_STEP_OF_KIND(kinds, kind, slot, ...)` line
-    becomes one branch per kind with a direct call of that kind's step on ``kinds[i][2][slot]``. (A call through a
-    helper function, or `numba.literal_unroll` over the kinds, cost a quarter of a microsecond per step, a quarter
-    of the whole round of a small protocol; a branch on a constant index costs nothing measurable.)"""
-    fn = _LOOPS.get(n_kinds)
+def _loop(singles: tuple):
+    """`_loop_source` compiled for kinds of steps with one group (True) or several (False) each: its
+    `_STEP_OF_KIND(kinds, kind, slot, ...)` line becomes one branch per kind with a direct call of that kind's step
+    on ``kinds[i][2][slot]``; the arrays of a kind with one group are taken out of the tuple once, before the rounds.
+    (A call through a helper function, or `numba.literal_unroll` over the kinds, cost a quarter of a microsecond per
+    step, a quarter of the whole round of a small protocol; a branch on a constant index costs nothing measurable.)"""
+    fn = _LOOPS.get(singles)
     if fn is None:
+        n_kinds = len(singles)
         lines = textwrap.dedent(inspect.getsource(_loop_source)).splitlines()
         at = next(i for i, line in enumerate(lines) if "_STEP_OF_KIND(" in line)
         end = next(i for i in range(at, len(lines)) if lines[i].rstrip().endswith(")"))
@@ -373,17 +375,24 @@ def _loop(n_kinds: int):
         target, args = call.split("=", 1)
         args = args[args.index("(") + 1:args.rindex(")")].split(",")
         kind, slot, rest = args[1].strip(), args[2].strip(), ",".join(args[3:])
-        branch = []
-        for i in range(n_kinds):
-            head = "if" if i == 0 else "elif" if i < n_kinds - 1 else "else"
-            branch.append(f"{indent}{head} {kind} == {i}:" if head != "else" else f"{indent}else:")
-            branch.append(f"{indent}    {target.strip()} = kinds[{i}][1](kinds[{i}][2][{slot}],{rest})")
+        calls = [f"{target.strip()} = kinds[{i}][1]({f'arrays_{i}' if single else f'kinds[{i}][2][{slot}]'},{rest})"
+                 for i, single in enumerate(singles)]
         if n_kinds == 1:
-            branch = [f"{indent}{target.strip()} = kinds[0][1](kinds[0][2][{slot}],{rest})"]
-        src = "\n".join(lines[:at] + branch + lines[end + 1:]).replace("def _loop_source(", "def _loop_compiled(")
+            branch = [indent + calls[0]]
+        else:
+            branch = []
+            for i in range(n_kinds):
+                branch.append(f"{indent}{'if' if i == 0 else 'elif'} {kind} == {i}:" if i < n_kinds - 1 else
+                              f"{indent}else:")
+                branch.append(f"{indent}    {calls[i]}")
+        top = next(i for i, line in enumerate(lines) if line.strip().startswith("kinds = "))
+        pad = lines[top][:len(lines[top]) - len(lines[top].lstrip())]
+        hoisted = [f"{pad}arrays_{i} = kinds[{i}][2][0]" for i, single in enumerate(singles) if single]
+        lines = lines[:top + 1] + hoisted + lines[top + 1:at] + branch + lines[end + 1:]
+        src = "\n".join(lines).replace("def _loop_source(", "def _loop_compiled(")
         namespace = dict(globals())
         exec(compile(src, f"<compiled_sync._loop for {n_kinds} kinds>", "exec"), namespace)
-        fn = _LOOPS[n_kinds] = numba.njit(nogil=True)(namespace["_loop_compiled"])
+        fn = _LOOPS[singles] = numba.njit(nogil=True)(namespace["_loop_compiled"])
     return fn
 
 
@@ -444,7 +453,7 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
         # numba calls passing jitted functions as arguments "first-class function type: experimental"; the loop
         # makes direct calls to them (each dispatcher is part of the compiled signature)
         warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
-        status = _loop(len(kinds))(
+        status = _loop(tuple(len(k[2]) == 1 for k in kinds))(
             kinds, kind_of, slot_of, len(kernels), mail.tag, mail.src, mail.dst, mail.payload, mail.count, mail.wake,
             scratch.tag, scratch.src, scratch.dst, scratch.payload, scratch.count, scratch.wake, node_group,
             meter.n_nodes, widths, itemsizes, rules, bool(rules.any()), buffers.edges, buffers.ptr, buffers.nbr,
