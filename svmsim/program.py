@@ -26,8 +26,8 @@ import numpy as np
 from .comm.message import Inbox, MessageBatch, Outbox
 from .errors import ProtocolError
 
-__all__ = ["NodeProgram", "RoleSpec", "Group", "SyncKernel", "kernel_step", "KERNEL_WAKE", "KERNEL_DONE",
-           "KERNEL_PAUSE", "KERNEL_ERROR", "GossipProgram", "GossipKernel"]
+__all__ = ["NodeProgram", "RoleSpec", "Group", "SyncKernel", "kernel_step", "kernel_dtypes", "KERNEL_WAKE",
+           "KERNEL_DONE", "KERNEL_PAUSE", "KERNEL_ERROR", "GossipProgram", "GossipKernel"]
 
 #: flags a compiled step returns (bitwise or): step me next round / the algorithm has finished / return to
 #: Python after this round (e.g. to refill a buffer; `kernel` is asked again) / protocol error (see `error`)
@@ -70,6 +70,9 @@ class SyncKernel:
     writes its messages to rows ``0..n_out-1`` of the out arrays (at most `max_out`), returns the iteration it
     completed (or -1) and `KERNEL_*` flags. The same step must also serve the Python path (`kernel_step`), so
     both paths give the same results by construction. Programs that talk to each other share one `tags` tuple.
+
+    `dtypes` gives each tag's payload dtype on the wire (float64 when None; float32, int64 and int32 also
+    allowed): messages carry their values cast to it, and the ledger's bytes are its item size per scalar.
     """
 
     arrays: tuple
@@ -78,6 +81,24 @@ class SyncKernel:
     widths: np.ndarray
     max_out: int
     error: Callable[[], str] | None = None   # describes the protocol error after a KERNEL_ERROR flag
+    dtypes: tuple | None = None               # per tag: the payload dtype on the wire (None: all float64)
+
+
+_WIRE_DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32))
+
+
+def kernel_dtypes(kernel: SyncKernel) -> tuple:
+    """The payload dtype of each of the kernel's tags (float64 unless `dtypes` says otherwise)."""
+    if kernel.dtypes is None:
+        return (_WIRE_DTYPES[0],) * len(kernel.tags)
+    dtypes = tuple(np.dtype(d) for d in kernel.dtypes)
+    if len(dtypes) != len(kernel.tags):
+        raise ProtocolError(f"a kernel gives {len(dtypes)} payload dtypes for its {len(kernel.tags)} tags")
+    for tag, d in zip(kernel.tags, dtypes):
+        if d not in _WIRE_DTYPES:
+            raise ProtocolError(f"tag {tag!r} has payload dtype {d}; allowed: "
+                                f"{', '.join(str(x) for x in _WIRE_DTYPES)}")
+    return dtypes
 
 
 def kernel_step(kernel: SyncKernel, inbox: Inbox, round_: int) -> Outbox:
@@ -118,6 +139,7 @@ def kernel_step(kernel: SyncKernel, inbox: Inbox, round_: int) -> Outbox:
     if n_out > kernel.max_out:
         raise ProtocolError(f"a compiled step sent {n_out} messages in one round, more than its kernel's max_out = "
                             f"{kernel.max_out}; allowed: at most max_out (raise it in the kernel)")
+    dtypes = kernel_dtypes(kernel) if kernel.dtypes is not None else None
     out = Outbox()
     start = 0
     while start < n_out:                     # consecutive rows of one tag make one batch
@@ -125,8 +147,9 @@ def kernel_step(kernel: SyncKernel, inbox: Inbox, round_: int) -> Outbox:
         end = start + 1
         while end < n_out and out_tag[end] == t:
             end += 1
-        out.send(MessageBatch(tags[t], out_src[start:end].copy(), out_dst[start:end].copy(),
-                              out_payload[start:end, :widths[t]].copy()))
+        payload = out_payload[start:end, :widths[t]]
+        payload = payload.copy() if dtypes is None or dtypes[t] == payload.dtype else payload.astype(dtypes[t])
+        out.send(MessageBatch(tags[t], out_src[start:end].copy(), out_dst[start:end].copy(), payload))
         start = end
     signals = {}
     if iteration >= 0:

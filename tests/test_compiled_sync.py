@@ -185,12 +185,21 @@ def test_compiled_loop_is_used_and_resumable():
     assert ledger.by_tag["pong"][1] == 20 * 10
 
 
-def test_more_groups_than_the_loop_takes_run_in_python_with_the_same_results(monkeypatch):
+def test_several_groups_of_one_program_run_compiled_with_the_same_results(monkeypatch):
     from svmsim.schedule import compiled_sync
 
-    monkeypatch.setattr(compiled_sync, "run_compiled_rounds", None)       # must not be called
+    calls = []
+    real = compiled_sync.run_compiled_rounds
+
+    def spy(*a, **kw):
+        calls.append(len(a[0]))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(compiled_sync, "run_compiled_rounds", spy)
     runs = [_run(c, client_groups=2, max_iterations=12) for c in (False, True)]
+    assert calls and set(calls) == {3}                  # the server and two client groups, in the compiled loop
     assert runs[0][2].equals(runs[1][2]) and runs[0][3][0] == runs[1][3][0]
+    assert all(np.array_equal(runs[0][3][g]["seen"], runs[1][3][g]["seen"]) for g in (1, 2))
 
 
 def test_compiled_loop_rejects_a_message_off_the_topology():

@@ -17,7 +17,8 @@ from svmsim.comm.meter import Ledger, Meter  # noqa: E402
 from svmsim.data import make_dataset  # noqa: E402
 from svmsim.deployment import Problem  # noqa: E402
 from svmsim.engine import InProcessEngine  # noqa: E402
-from svmsim.engine.ray_gossip import RayGossipRun, merge_ledgers  # noqa: E402
+from svmsim.comm import merge_ledgers  # noqa: E402
+from svmsim.engine.ray_gossip import RayGossipRun  # noqa: E402
 from svmsim.errors import ScenarioError, SvmsimError  # noqa: E402
 from svmsim.faults import FaultModel  # noqa: E402
 from svmsim.config import load_scenario  # noqa: E402

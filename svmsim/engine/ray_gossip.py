@@ -41,7 +41,7 @@ Metering and the merged ledger
 Every host keeps its own `Meter` and `FaultTally`, with the in-process scheduler's convention: a message is
 metered exactly once, when its fate is known, in the round of its **send** time: lost in the network (by the
 sender, at the send time), dropped at a receiver that is down, or delivered (by the receiver). The driver merges
-the hosts' ledgers exactly (`merge_ledgers`: totals, tags and dropped tags summed; edges summed by (src, dst);
+the hosts' ledgers exactly (`Ledger.merge`: totals, tags and dropped tags summed; edges summed by (src, dst);
 rounds summed by round) and their fault tallies, so the merged ledger counts every message the programs sent,
 once: declared + duplicated = delivered + dropped, as in-process. Per-round totals are the in-process ones only
 in sum (which messages are sent depends on the interleaving, which differs from the in-process run).
@@ -109,7 +109,7 @@ from ..topology import check_connected
 from .base import split_roles
 from .ray_actors import colocate_groups, ensure_ray, placement, raise_original, release_actors
 
-__all__ = ["RayGossipRun", "GossipHost", "merge_ledgers", "merge_tallies"]
+__all__ = ["RayGossipRun", "GossipHost", "merge_tallies"]
 
 _DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
 _PICKLE = pickle.HIGHEST_PROTOCOL
@@ -448,48 +448,6 @@ def GossipHost():  # noqa: N802 - a class factory: Ray is imported only when a R
 # Merging the hosts' ledgers and tallies
 # ----------------------------------------------------------------------------------------------------------------
 
-def _sum_rows(tables: list[np.ndarray], key_cols: int, width: int) -> np.ndarray:
-    tables = [np.asarray(t, dtype=np.int64).reshape(-1, width) for t in tables]
-    rows = np.concatenate(tables) if tables else np.zeros((0, width), dtype=np.int64)
-    if rows.shape[0] == 0:
-        return rows.copy()
-    keys, inv = np.unique(rows[:, :key_cols], axis=0, return_inverse=True)
-    inv = inv.ravel()
-    sums = np.column_stack([np.bincount(inv, rows[:, c], minlength=keys.shape[0]) for c in range(key_cols, width)])
-    return np.column_stack([keys, sums.astype(np.int64)]).astype(np.int64)
-
-
-def _sorted_rows(tables: list[np.ndarray]) -> np.ndarray:
-    """The rows of (iteration, round) tables together, in lexicographic order."""
-    rows = np.concatenate([np.asarray(t, dtype=np.int64).reshape(-1, 2) for t in tables])
-    return rows[np.lexsort((rows[:, 1], rows[:, 0]))]
-
-
-def merge_ledgers(ledgers: list[Ledger]) -> Ledger:
-    """One ledger from several meters' (exact: totals, tags and dropped tags summed; edges summed by (src, dst),
-    sorted; rounds summed by round)."""
-    if not ledgers:
-        raise ValueError("no ledgers to merge")
-
-    def add(dicts):
-        out: dict = {}
-        for d in dicts:
-            for k, v in d.items():
-                acc = out.setdefault(k, [0] * len(v))
-                for i, x in enumerate(v):
-                    acc[i] += int(x)
-        return {k: out[k] for k in sorted(out)}
-
-    totals = {k: sum(int(lg.totals[k]) for lg in ledgers) for k in ledgers[0].totals}
-    return Ledger(totals=totals, by_tag=add(lg.by_tag for lg in ledgers),
-                  dropped_by_tag=add(lg.dropped_by_tag for lg in ledgers),
-                  edges=_sum_rows([lg.edges for lg in ledgers], 2, 5),
-                  dropped_edges=_sum_rows([lg.dropped_edges for lg in ledgers], 2, 5),
-                  rounds=_sum_rows([lg.rounds for lg in ledgers], 1, 4),
-                  iteration_rounds=_sorted_rows([lg.iteration_rounds for lg in ledgers]),
-                  node_names=list(ledgers[0].node_names))
-
-
 def merge_tallies(tallies: list[dict]) -> FaultTally:
     """One `FaultTally` from the hosts' (messages by fate summed; node events in time order)."""
     out = FaultTally()
@@ -789,7 +747,7 @@ class RayGossipRun:
         return self._get([h.finish.remote() for h in self._handles])
 
     def _result(self, reason, results, run_wall, wall, drained, at_stop, clock_at_least=None) -> GossipOutcome:
-        ledger = merge_ledgers([r["ledger"] for r in results])
+        ledger = Ledger.merge([r["ledger"] for r in results])
         plan = self.plan_
         plan.tally = merge_tallies([r["tally"] for r in results])
         counters = [r["counters"] for r in results]

@@ -7,7 +7,7 @@ import numba
 __all__ = ["sorted_position", "is_edge"]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def sorted_position(ptr, values, u, v):
     """Position of v in row u of a CSR-style sorted adjacency (values[ptr[u]:ptr[u+1]]), by binary search; the
     insertion point when v is not there."""
@@ -22,7 +22,7 @@ def sorted_position(ptr, values, u, v):
     return lo
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def is_edge(ptr, values, u, v):
     """Whether v is in row u."""
     lo = sorted_position(ptr, values, u, v)

@@ -1,18 +1,23 @@
-"""The compiled form of synchronous rounds: `SyncScheduler`'s loop in numba, for groups whose programs offer a
-`SyncKernel` (in-process engine, no fault model, no message log).
+"""The compiled form of synchronous rounds: `SyncScheduler`'s loop in numba, for any number of groups (and of
+nodes) whose programs offer a `SyncKernel` (in-process engine, no fault model, no message log).
 
 One call runs rounds until something needs Python: an iteration boundary the observer wants (after its settle
 round), a budget, the end, a program asking for a pause, or full ledger buffers. The rules are the Python
 loop's, round for round: the groups with mail (and the woken ones) step once in gid order; what they send is
 metered in that round and delivered in the next; an inbox is ordered by (tag, src, dst). Metering happens in
-the loop into the meter's own edge array and into per-tag and per-round buffers that `Meter.absorb` adds to the
-ledger, so the ledger is the one the Python loop would write.
+the loop into the buffers the meter lends (`Meter.compiled_buffers`: its own per-edge counters, indexed by the
+topology's CSR edge ids, and per-tag, per-round and per-iteration buffers that `Meter.absorb` takes back), so the
+ledger is the one the Python loop would write; bytes follow each tag's payload dtype, as on the Python path.
+The groups' steps are called directly: the distinct step functions sit in a tuple with the arrays of their groups
+(groups of one program share its step, each with arrays of its own), and the loop has one branch per step.
 
 Mail between calls lives in `CompiledMail` (fixed-size per-group buffers); `to_inboxes` / `from_inboxes` convert
 to and from the Python loop's `Inbox`es, so the two loops can take turns (set-up rounds run in Python).
 """
 from __future__ import annotations
 
+import inspect
+import textwrap
 import warnings
 
 import numba
@@ -22,15 +27,13 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.core.errors import NumbaExperimentalFeatureWarning
 
+from ..comm.edges import next_edge_id
 from ..comm.message import Inbox, MessageBatch
 from ..errors import ProtocolError
-from ..program import KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, SyncKernel
+from ..program import KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, SyncKernel, kernel_dtypes
 
 __all__ = ["CompiledMail", "run_compiled_rounds", "kernels_compatible", "ROUNDS", "QUIESCENT", "COMMUNICATION",
            "DONE", "BOUNDARY", "PAUSE", "FLUSH"]
-
-
-
 
 # why the compiled loop returned (module constants, so that numba folds them)
 ROUNDS = 0           # round budget reached with mail in flight
@@ -44,17 +47,25 @@ BAD_EDGE = 7         # a message on a non-edge: error_info = (tag, src, dst)
 STEP_ERROR = 8       # a program reported a protocol error: error_info = (group, -1, -1)
 OVERFULL = 9         # a step wrote more messages than its kernel's max_out: error_info = (group, count, -1)
 
-
-#: the loop steps one or two groups (a server and its clients, or one group of peers)
-MAX_GROUPS = 2
-ROUND_BUFFER = 1 << 14
-ITERATION_BUFFER = 1 << 12
+# how a payload entry of a tag is stored in flight (the compiled loop's buffers hold float64): as it is, rounded to
+# float32, or truncated to an integer, as `kernel_step` casts a Python-path payload to the tag's dtype
+_AS_IS, _AS_FLOAT32, _AS_INT = 0, 1, 2
 
 
 def kernels_compatible(kernels: list[SyncKernel]) -> bool:
     """The programs of one deployment must agree on the tag table to share the compiled loop."""
     first = kernels[0]
-    return all(k.tags == first.tags and np.array_equal(k.widths, first.widths) for k in kernels)
+    return all(k.tags == first.tags and np.array_equal(k.widths, first.widths)
+               and kernel_dtypes(k) == kernel_dtypes(first) for k in kernels)
+
+
+def _payload_rules(kernel: SyncKernel) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes per scalar, storage rule) per tag, from the tags' payload dtypes."""
+    dtypes = kernel_dtypes(kernel)
+    itemsizes = np.array([d.itemsize for d in dtypes], np.int64)
+    rules = np.array([_AS_IS if d == np.float64 else _AS_FLOAT32 if d == np.float32 else _AS_INT
+                      for d in dtypes], np.int64)
+    return itemsizes, rules
 
 
 class CompiledMail:
@@ -95,7 +106,9 @@ class CompiledMail:
                 k += m
             self.count[gid] = k
 
-    def to_inboxes(self, tags: tuple, widths: np.ndarray) -> tuple[dict[int, Inbox], set[int]]:
+    def to_inboxes(self, tags: tuple, widths: np.ndarray, dtypes: tuple | None = None
+                   ) -> tuple[dict[int, Inbox], set[int]]:
+        """The mail as the Python loop's inboxes (payloads in the tags' `dtypes`, float64 by default)."""
         mail: dict[int, Inbox] = {}
         for gid in np.flatnonzero(self.count):
             n = int(self.count[gid])
@@ -104,32 +117,41 @@ class CompiledMail:
             inbox = Inbox()
             for tid in np.unique(t):
                 rows = order[t[order] == tid]
-                inbox[tags[tid]] = MessageBatch(tags[tid], s[rows].copy(), d[rows].copy(),
-                                                self.payload[gid, rows, :widths[tid]].copy())
+                payload = self.payload[gid, rows, :widths[tid]]
+                if dtypes is not None and dtypes[tid] != payload.dtype:
+                    payload = payload.astype(dtypes[tid])
+                inbox[tags[tid]] = MessageBatch(tags[tid], s[rows].copy(), d[rows].copy(), payload)
             mail[int(gid)] = inbox
         return mail, {int(g) for g in np.flatnonzero(self.wake)}
 
 
+def _borrow(context, builder, ty, value):
+    """`value` of type `ty` with every array in it (at any depth of tuples) borrowed: see `_borrowed`."""
+    if isinstance(ty, types.Array):
+        ary = context.make_array(ty)(context, builder, value=value)
+        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
+        ary.parent = cgutils.get_null_value(ary.parent.type)
+        return ary._getvalue()
+    if isinstance(ty, types.BaseTuple):
+        out = cgutils.get_null_value(context.get_value_type(ty))
+        for i, item_ty in enumerate(ty):
+            item = _borrow(context, builder, item_ty, builder.extract_value(value, i))
+            out = builder.insert_value(out, item, i)
+        return out
+    return value
+
+
 @intrinsic
 def _borrowed(typingctx, arrays):
-    """The arrays of a tuple as borrowed views: the same data without their memory-manager reference, so that
-    numba's reference counting skips them (each pass of an array through a call otherwise costs two atomic
-    operations, which dominated a round). Only for arrays that Python keeps alive for the whole call."""
+    """The arrays of a tuple (and of the tuples in it) as borrowed views: the same data without their
+    memory-manager reference, so that numba's reference counting skips them (each pass of an array through a call
+    otherwise costs two atomic operations, which dominated a round). Only for arrays that Python keeps alive for
+    the whole call."""
     if not isinstance(arrays, types.BaseTuple):
         return None
 
     def codegen(context, builder, sig, args):
-        tup = args[0]
-        out = cgutils.get_null_value(context.get_value_type(sig.return_type))
-        for i, ty in enumerate(sig.args[0]):
-            item = builder.extract_value(tup, i)
-            if isinstance(ty, types.Array):
-                ary = context.make_array(ty)(context, builder, value=item)
-                ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
-                ary.parent = cgutils.get_null_value(ary.parent.type)
-                item = ary._getvalue()
-            out = builder.insert_value(out, item, i)
-        return out
+        return _borrow(context, builder, sig.args[0], args[0])
 
     return arrays(arrays), codegen
 
@@ -160,58 +182,81 @@ def _sort_inbox(tag, src, dst, payload, n):
 
 @numba.njit(cache=True, nogil=True)
 def _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, x_tag, x_src, x_dst, x_pay, x_n, node_group,
-                     n_nodes, widths, edges, adjacency, check, by_tag, counters, error_info):
+                     n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup, by_tag, counters, error_info):
     """Count a step's messages (edges, tags, this round) and post them to the receivers' next inboxes; returns
-    BAD_EDGE (with error_info = tag, src, dst) for a message off the topology, else -1."""
+    BAD_EDGE (with error_info = tag, src, dst) for a message off the topology, else -1. `convert`: some tag's
+    payload is not float64 (see `rules`; when False the loop is the plain copy)."""
+    e = -1
+    s = -1
     for r in range(n_out):
         t = out_tag[r]
-        s = out_src[r]
         d = out_dst[r]
-        if s < 0 or s >= n_nodes or d < 0 or d >= n_nodes or (check and not adjacency[s * n_nodes + d]):
+        if lookup.shape[0] == 0:
+            e = next_edge_id(ptr, nbr, n_nodes, out_src[r], d, s, e)
+            s = out_src[r]
+        else:
+            s = out_src[r]
+            e = lookup[s * n_nodes + d] if 0 <= s < n_nodes and 0 <= d < n_nodes else -1
+        if e < 0:
             error_info[0] = t
             error_info[1] = s
             error_info[2] = d
             return BAD_EDGE
         sc = widths[t]
-        key = s * n_nodes + d
-        edges[0, key] += 1
-        edges[1, key] += sc
-        edges[2, key] += 8 * sc
+        by = itemsizes[t] * sc
+        edges[0, e] += 1
+        edges[1, e] += sc
+        edges[2, e] += by
         by_tag[t, 0] += 1
         by_tag[t, 1] += sc
-        by_tag[t, 2] += 8 * sc
+        by_tag[t, 2] += by
         counters[0] += 1
         counters[1] += sc
-        counters[2] += 8 * sc
+        counters[2] += by
         dg = node_group[d]
         k = x_n[dg]
         x_tag[dg, k] = t
         x_src[dg, k] = s
         x_dst[dg, k] = d
-        for c in range(sc):
-            x_pay[dg, k, c] = out_payload[r, c]
+        rule = rules[t] if convert else _AS_IS
+        if rule == _AS_IS:
+            for c in range(sc):
+                x_pay[dg, k, c] = out_payload[r, c]
+        elif rule == _AS_FLOAT32:
+            for c in range(sc):
+                x_pay[dg, k, c] = np.float64(np.float32(out_payload[r, c]))
+        else:
+            for c in range(sc):
+                x_pay[dg, k, c] = np.float64(np.int64(out_payload[r, c]))
         x_n[dg] = k + 1
     return -1
 
 
-@numba.njit(nogil=True)
-def _loop(step0, arrays0, step1, arrays1, n_groups, a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst,
-          b_pay, b_n, b_wake, node_group, n_nodes, widths, edges, adjacency, check, by_tag, out_tag, out_src, out_dst,
-          out_payload, round_log, iteration_log, limits, state, error_info, max_outs):
-    """Rounds until Python is needed, for one or two groups (group 1 absent when n_groups == 1). a_*: the mail
-    (and wake flags) in flight; b_*: scratch for the next round (copied back into a_* after each round).
+def _STEP_OF_KIND(kinds, kind, slot, *args):  # noqa: N802 - stands for the written-out branches
+    """A placeholder in `_loop_source`: `_loop` writes its call out as one direct call per kind."""
+    raise NotImplementedError("_loop_source runs only as compiled by _loop")
+
+
+def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay,
+          b_n, b_wake, node_group, n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup, by_tag, out_tag,
+                 out_src, out_dst, out_payload, round_log, iteration_log, limits, state, error_info, max_outs):
+    """Rounds until Python is needed, for any number of groups. kinds: one (index, step, arrays of its groups)
+    entry per distinct step (and arrays type); group g runs the step of entry ``kind_of[g]`` on the entry's arrays
+    ``[slot_of[g]]`` (`_loop` compiles this source with the `_STEP_OF_KIND` line written out as direct calls).
+    a_*: the mail (and wake flags) in flight; b_*: scratch for the next round (the two swap after each round).
     limits: [max_rounds, max_scalars, max_iterations, observe_every] (-1: none). state: [round, iteration,
     scalars, n_round_log, n_iteration_log, done at the boundary, 1 if the mail now lives in b_*] (updated).
     Returns why it stopped."""
     max_rounds, max_scalars, max_iterations, observe_every = limits[0], limits[1], limits[2], limits[3]
-    arrays0 = _borrowed(arrays0)
-    arrays1 = _borrowed(arrays1)
-    (a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay, b_n, b_wake, node_group, widths, edges,
-     adjacency, by_tag, out_tag, out_src, out_dst, out_payload, round_log, iteration_log) = _borrowed(
-        (a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay, b_n, b_wake, node_group, widths, edges,
-         adjacency, by_tag, out_tag, out_src, out_dst, out_payload, round_log, iteration_log))
+    kinds = _borrowed(kinds)
+    (a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay, b_n, b_wake, node_group, widths, itemsizes,
+     rules, edges, ptr, nbr, lookup, by_tag, o_tag, o_src, o_dst, o_pay, round_log, iteration_log) = _borrowed(
+        (a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay, b_n, b_wake, node_group, widths,
+         itemsizes, rules, edges, ptr, nbr, lookup, by_tag, out_tag, out_src, out_dst, out_payload, round_log,
+         iteration_log))
     counters = np.zeros(3, np.int64)
     res = np.zeros(4, np.int64)
+    stepped = np.zeros(3, np.int64)         # (n_out, iteration, flags) of the last step
     settle = False
     while True:
         round_ = state[0]
@@ -237,12 +282,14 @@ def _loop(step0, arrays0, step1, arrays1, n_groups, a_tag, a_src, a_dst, a_pay, 
             if not (n_in > 0 or (a_wake[g] and not settle)):
                 continue
             _sort_inbox(a_tag[g], a_src[g], a_dst[g], a_pay[g], n_in)
-            if g == 0:
-                n_out, it, flags = step0(arrays0, round_, a_tag[g], a_src[g], a_dst[g], a_pay[g], n_in, out_tag,
-                                         out_src, out_dst, out_payload)
-            else:
-                n_out, it, flags = step1(arrays1, round_, a_tag[g], a_src[g], a_dst[g], a_pay[g], n_in, out_tag,
-                                         out_src, out_dst, out_payload)
+            r = _STEP_OF_KIND(kinds, kind_of[g], slot_of[g], round_, a_tag[g], a_src[g], a_dst[g], a_pay[g], n_in,
+                              o_tag, o_src, o_dst, o_pay)
+            stepped[0] = r[0]
+            stepped[1] = r[1]
+            stepped[2] = r[2]
+            n_out = stepped[0]
+            it = stepped[1]
+            flags = stepped[2]
             if flags & KERNEL_ERROR:
                 error_info[0] = g
                 return STEP_ERROR
@@ -250,9 +297,9 @@ def _loop(step0, arrays0, step1, arrays1, n_groups, a_tag, a_src, a_dst, a_pay, 
                 error_info[0] = g
                 error_info[1] = n_out
                 return OVERFULL
-            bad = _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, b_tag, b_src, b_dst, b_pay, b_n,
-                                   node_group, n_nodes, widths, edges, adjacency, check, by_tag, counters,
-                                   error_info)
+            bad = _meter_and_route(n_out, o_tag, o_src, o_dst, o_pay, b_tag, b_src, b_dst, b_pay, b_n,
+                                   node_group, n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup,
+                                   by_tag, counters, error_info)
             if bad >= 0:
                 return bad
             if it >= 0:
@@ -308,14 +355,86 @@ def _loop(step0, arrays0, step1, arrays1, n_groups, a_tag, a_src, a_dst, a_pay, 
             return PAUSE
 
 
+_LOOPS: dict[tuple, object] = {}
+
+
+def _loop(singles: tuple):
+    """`_loop_source` compiled for kinds of steps with one group (True) or several (False) each: its
+    `_STEP_OF_KIND(kinds, kind, slot, ...)` line becomes one branch per kind with a direct call of that kind's step
+    on ``kinds[i][2][slot]``; the arrays of a kind with one group are taken out of the tuple once, before the rounds.
+    (A call through a helper function, or `numba.literal_unroll` over the kinds, cost a quarter of a microsecond per
+    step, a quarter of the whole round of a small protocol; a branch on a constant index costs nothing measurable.)"""
+    fn = _LOOPS.get(singles)
+    if fn is None:
+        n_kinds = len(singles)
+        lines = textwrap.dedent(inspect.getsource(_loop_source)).splitlines()
+        at = next(i for i, line in enumerate(lines) if "_STEP_OF_KIND(" in line)
+        end = next(i for i in range(at, len(lines)) if lines[i].rstrip().endswith(")"))
+        call = " ".join(x.strip() for x in lines[at:end + 1])
+        indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
+        target, args = call.split("=", 1)
+        args = args[args.index("(") + 1:args.rindex(")")].split(",")
+        kind, slot, rest = args[1].strip(), args[2].strip(), ",".join(args[3:])
+        calls = [f"{target.strip()} = kinds[{i}][1]({f'arrays_{i}' if single else f'kinds[{i}][2][{slot}]'},{rest})"
+                 for i, single in enumerate(singles)]
+        if n_kinds == 1:
+            branch = [indent + calls[0]]
+        else:
+            branch = []
+            for i in range(n_kinds):
+                branch.append(f"{indent}{'if' if i == 0 else 'elif'} {kind} == {i}:" if i < n_kinds - 1 else
+                              f"{indent}else:")
+                branch.append(f"{indent}    {calls[i]}")
+        top = next(i for i, line in enumerate(lines) if line.strip().startswith("kinds = "))
+        pad = lines[top][:len(lines[top]) - len(lines[top].lstrip())]
+        hoisted = [f"{pad}arrays_{i} = kinds[{i}][2][0]" for i, single in enumerate(singles) if single]
+        lines = lines[:top + 1] + hoisted + lines[top + 1:at] + branch + lines[end + 1:]
+        src = "\n".join(lines).replace("def _loop_source(", "def _loop_compiled(")
+        namespace = dict(globals())
+        exec(compile(src, f"<compiled_sync._loop for {n_kinds} kinds>", "exec"), namespace)
+        fn = _LOOPS[singles] = numba.njit(nogil=True)(namespace["_loop_compiled"])
+    return fn
+
+
+def _type_key(x):
+    """What numba's type of `x` depends on, cheaply for arrays (`numba.typeof` costs tens of microseconds each)."""
+    if isinstance(x, np.ndarray):
+        f = x.flags
+        return (x.dtype, x.ndim, f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+    return numba.typeof(x)
+
+
+def _kinds(kernels: list[SyncKernel]) -> tuple[tuple, np.ndarray, np.ndarray]:
+    """(kinds, kind_of, slot_of) for `_loop`: the groups gathered by step function and arrays type, in order of
+    first appearance; groups of one kind share the compiled call and index their own arrays."""
+    index: dict[tuple, int] = {}
+    members: list[list] = []
+    steps: list = []
+    kind_of = np.zeros(len(kernels), np.int64)
+    slot_of = np.zeros(len(kernels), np.int64)
+    for g, k in enumerate(kernels):
+        key = (id(k.step), tuple(_type_key(a) for a in k.arrays))
+        i = index.get(key)
+        if i is None:
+            i = index[key] = len(members)
+            members.append([])
+            steps.append(k.step)
+        kind_of[g] = i
+        slot_of[g] = len(members[i])
+        members[i].append(k.arrays)
+    return tuple((i, step, tuple(arrays)) for i, (step, arrays) in enumerate(zip(steps, members))), kind_of, slot_of
+
+
 def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: CompiledMail, node_group, meter,
                         *, round_: int, iteration: int, max_rounds, max_scalars, max_iterations,
                         observe_every: int) -> tuple[int, int, int, bool]:
     """Run the compiled loop once; meter into `meter`. Returns (status, round, iteration, done)."""
-    view = meter.compiled_view()
-    edges, adjacency, check = view
+    tags = kernels[0].tags
+    buffers = meter.compiled_buffers(len(tags))
+    if buffers is None:
+        raise ValueError("the compiled loop needs a meter with a topology and no message log")
     widths = np.ascontiguousarray(kernels[0].widths, dtype=np.int64)
-    n_tags = len(kernels[0].tags)
+    itemsizes, rules = _payload_rules(kernels[0])
     max_outs = np.array([k.max_out for k in kernels], np.int64)
     # room beyond the largest max_out, so that a step that overruns its promise is caught before harm is done
     room = 2 * int(max_outs.max()) + 16
@@ -324,33 +443,28 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
     out_src = np.zeros(room, np.int64)
     out_dst = np.zeros(room, np.int64)
     out_payload = np.zeros((room, width))
-    by_tag = np.zeros((n_tags, 3), np.int64)
-    round_log = np.zeros((ROUND_BUFFER, 4), np.int64)
-    iteration_log = np.zeros((ITERATION_BUFFER, 2), np.int64)
     none = -1
     limits = np.array([none if max_rounds is None else max_rounds, none if max_scalars is None else max_scalars,
                        none if max_iterations is None else max_iterations, observe_every or 0], np.int64)
     state = np.array([round_, iteration, meter.scalars, 0, 0, 0, 0], np.int64)
     error_info = np.full(3, -1, np.int64)
-    if len(kernels) > MAX_GROUPS:
-        raise ValueError(f"the compiled loop runs at most {MAX_GROUPS} groups, not {len(kernels)}")
-    second = kernels[1] if len(kernels) > 1 else kernels[0]
-    meter.sync()
+    kinds, kind_of, slot_of = _kinds(kernels)
     with warnings.catch_warnings():
         # numba calls passing jitted functions as arguments "first-class function type: experimental"; the loop
         # makes direct calls to them (each dispatcher is part of the compiled signature)
         warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
-        status = _loop(kernels[0].step, kernels[0].arrays, second.step, second.arrays, len(kernels), mail.tag,
-                       mail.src, mail.dst, mail.payload, mail.count, mail.wake, scratch.tag, scratch.src, scratch.dst,
-                       scratch.payload, scratch.count, scratch.wake, node_group, meter.n_nodes, widths, edges,
-                       adjacency, check, by_tag, out_tag, out_src, out_dst, out_payload, round_log, iteration_log,
-                       limits, state, error_info, max_outs)
-    meter.absorb(kernels[0].tags, by_tag, round_log[:state[3]], iteration_log[:state[4]])
+        status = _loop(tuple(len(k[2]) == 1 for k in kinds))(
+            kinds, kind_of, slot_of, len(kernels), mail.tag, mail.src, mail.dst, mail.payload, mail.count, mail.wake,
+            scratch.tag, scratch.src, scratch.dst, scratch.payload, scratch.count, scratch.wake, node_group,
+            meter.n_nodes, widths, itemsizes, rules, bool(rules.any()), buffers.edges, buffers.ptr, buffers.nbr,
+            buffers.lookup, buffers.by_tag, out_tag, out_src, out_dst, out_payload, buffers.rounds, buffers.iterations,
+            limits, state, error_info, max_outs)
+    meter.absorb(buffers, tags, int(state[3]), int(state[4]))
     if state[6]:
         mail.swap(scratch)
     if status == BAD_EDGE:
         t, s, d = (int(x) for x in error_info)
-        meter.raise_bad_edge(kernels[0].tags[t], s, d)
+        meter.raise_bad_edge(tags[t], s, d)
     if status == OVERFULL:
         g, n = int(error_info[0]), int(error_info[1])
         raise ProtocolError(f"the compiled step of group {g} sent {n} messages in one round, more than its kernel's "

@@ -13,13 +13,13 @@ steps only groups with mail (so receivers apply the messages that close the iter
 woken groups run in the round after.
 
 When the engine lends its groups' compiled steps (`Engine.kernels`: the in-process engine, for programs that
-offer a `SyncKernel`) and there is no fault model or message log, the rounds can run in the compiled loop of
-`compiled_sync` instead, with the same rules, the same ledger and the same states; rounds whose programs have no
-kernel (e.g. a set-up phase) run here. Compiling that loop for a program takes seconds (numba cannot cache it:
-the steps are arguments), so by default (``compiled=None``) a run switches to it only after its rounds have
-taken `COMPILE_AFTER_SECONDS` here: a short run never pays for the compilation, a long one pays at most
-about twice what the better choice would have cost (the ski-rental rule). ``compiled=True`` switches at once,
-``compiled=False`` never.
+offer a `SyncKernel`), the meter knows the topology and there is no fault model or message log, the rounds can run
+in the compiled loop of `compiled_sync` instead (any number of groups and nodes), with the same rules, the same
+ledger and the same states; rounds whose programs have no kernel (e.g. a set-up phase) run here. Compiling that
+loop for a program takes seconds (numba cannot cache it: the steps are arguments), so by default
+(``compiled=None``) a run switches to it only after its rounds have taken `COMPILE_AFTER_SECONDS` here: a short
+run never pays for the compilation, a long one pays at most about twice what the better choice would have cost (the
+ski-rental rule). ``compiled=True`` switches at once, ``compiled=False`` never.
 """
 from __future__ import annotations
 
@@ -30,8 +30,7 @@ import numpy as np
 
 from ..comm.message import Inbox, MessageBatch, is_shared_ids, merge_batches
 from ..comm.meter import Meter
-from ..engine.base import Engine
-from ..program import Group
+from ..program import Group, kernel_dtypes
 
 __all__ = ["SyncScheduler", "StopReason", "COMPILE_AFTER_SECONDS"]
 
@@ -53,14 +52,15 @@ class SyncScheduler:
 
     Parameters
     ----------
-    engine, groups, meter: the deployed engine, its groups, and the meter every message crosses.
+    engine, groups, meter: the deployed engine (an `engine.base.Engine`: its ``step``, ``kernels``), its groups,
+        and the meter every message crosses.
     n_nodes: number of logical nodes (for routing).
     observe_every: call `on_iteration` every this many completed iterations (and at the last one).
     faults: optional fault model with ``apply(round_, batch) -> (delivered, dropped)``; dropped messages are
         metered as dropped and not delivered.
     """
 
-    def __init__(self, engine: Engine, groups: list[Group], meter: Meter, n_nodes: int, faults=None,
+    def __init__(self, engine, groups: list[Group], meter: Meter, n_nodes: int, faults=None,
                  compiled: bool | None = None):
         self.engine = engine
         self.groups = groups
@@ -233,7 +233,7 @@ class SyncScheduler:
         from . import compiled_sync as C
 
         tags, widths = kernels[0].tags, kernels[0].widths
-        if len(kernels) > C.MAX_GROUPS or not C.kernels_compatible(kernels):
+        if not C.kernels_compatible(kernels):
             self._compiled_allowed = False      # the Python loop runs them (same results)
             return None
         if self._compiled_mail is None:
@@ -247,7 +247,7 @@ class SyncScheduler:
         status, self.round, completed, done = C.run_compiled_rounds(
             kernels, mail, scratch, self.node_group, self.meter, round_=self.round, iteration=self.iteration,
             max_rounds=max_rounds, max_scalars=max_scalars, max_iterations=max_iterations, observe_every=observed)
-        self._mail, self._wake = mail.to_inboxes(tags, widths)
+        self._mail, self._wake = mail.to_inboxes(tags, widths, kernel_dtypes(kernels[0]))
         self.iteration = completed
         if on_round is not None:
             on_round(self.round)

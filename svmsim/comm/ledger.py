@@ -1,0 +1,189 @@
+"""The ledger: a frozen summary of what a meter counted, its files, and the merge of several meters' ledgers.
+
+Message quantities (`MESSAGE_QUANTITIES`: messages, scalars, bytes) are kept per tag, per directed edge and per
+round; node quantities (e.g. ``"kernel_evals"``: work one node did, not a message) per node and per round. A
+ledger written by one meter that saw everything equals the merge of the ledgers of meters that each saw a part
+(hosts of a Ray run): every table is a sum keyed by tag, edge, node or round.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Ledger", "merge_ledgers", "MESSAGE_QUANTITIES"]
+
+#: the quantities every message carries, in the order of the ledger's columns
+MESSAGE_QUANTITIES = ("messages", "scalars", "bytes")
+_Q = len(MESSAGE_QUANTITIES)
+
+
+@dataclass
+class Ledger:
+    """A frozen summary of what the meter counted.
+
+    ``node_totals[q]`` is quantity q per node (length n_nodes) and ``node_rounds[q]`` its rows (round, amount) for
+    the rounds in which some node did any; both are empty unless a node quantity was recorded.
+    """
+
+    totals: dict
+    by_tag: dict
+    dropped_by_tag: dict
+    edges: np.ndarray  # rows (src, dst, messages, scalars, bytes)
+    dropped_edges: np.ndarray
+    rounds: np.ndarray  # rows (round, messages, scalars, bytes) for rounds that carried messages
+    iteration_rounds: np.ndarray  # rows (iteration, round at which it ended)
+    node_names: list
+    node_totals: dict = field(default_factory=dict)   # quantity -> per-node amounts
+    node_rounds: dict = field(default_factory=dict)   # quantity -> rows (round, amount)
+
+    @classmethod
+    def from_meter(cls, meter) -> "Ledger":
+        return meter.ledger()
+
+    def by_node(self) -> dict[str, dict]:
+        """Sent and received messages/scalars/bytes per node that took part."""
+        out: dict[str, dict] = {}
+        for s, d, msgs, sc, by in self.edges:
+            for node, key in ((s, "sent"), (d, "received")):
+                rec = out.setdefault(self.node_names[node], {"sent": [0, 0, 0], "received": [0, 0, 0]})
+                rec[key][0] += int(msgs)
+                rec[key][1] += int(sc)
+                rec[key][2] += int(by)
+        return {k: {kk: dict(zip(MESSAGE_QUANTITIES, vv)) for kk, vv in v.items()} for k, v in out.items()}
+
+    def equals(self, other: "Ledger") -> bool:
+        return (self.totals == other.totals and self.by_tag == other.by_tag
+                and self.dropped_by_tag == other.dropped_by_tag and np.array_equal(self.edges, other.edges)
+                and np.array_equal(self.rounds, other.rounds)
+                and np.array_equal(self.iteration_rounds, other.iteration_rounds)
+                and sorted(self.node_totals) == sorted(other.node_totals)
+                and all(np.array_equal(v, other.node_totals[q]) for q, v in self.node_totals.items())
+                and all(np.array_equal(v, other.node_rounds.get(q)) for q, v in self.node_rounds.items()))
+
+    def nodes_summary(self) -> dict:
+        """Per node quantity: its total, the amount of every node that did any (by name), rounds with any."""
+        out = {}
+        for q in sorted(self.node_totals):
+            v = self.node_totals[q]
+            nz = np.flatnonzero(v)
+            out[q] = {"total": _plain(v.sum()), "n_rounds": int(self.node_rounds[q].shape[0]),
+                      "by_node": {self.node_names[i]: _plain(v[i]) for i in nz}}
+        return out
+
+    def summary(self) -> dict:
+        tags = {t: dict(zip(MESSAGE_QUANTITIES, v)) for t, v in self.by_tag.items()}
+        dropped = {t: dict(zip(MESSAGE_QUANTITIES, v)) for t, v in self.dropped_by_tag.items()}
+        out = {"totals": self.totals, "by_tag": tags, "dropped_by_tag": dropped, "by_node": self.by_node(),
+               "n_rounds_with_messages": int(self.rounds.shape[0]),
+               "iterations": int(self.iteration_rounds.shape[0])}
+        if self.node_totals:
+            out["nodes"] = self.nodes_summary()
+        return out
+
+    def save(self, directory: Path) -> None:
+        """ledger.json, ledger_edges.csv, ledger_rounds.csv; with node quantities also ledger_nodes.csv (one row per
+        node) and ledger_node_rounds.csv (one row per round in which a node quantity was recorded)."""
+        directory = Path(directory)
+        (directory / "ledger.json").write_text(json.dumps(self.summary(), indent=2))
+        names = self.node_names
+        with open(directory / "ledger_edges.csv", "w") as f:
+            f.write("src,dst,src_name,dst_name,messages,scalars,bytes\n")
+            for s, d, m, sc, b in self.edges:
+                f.write(f"{s},{d},{names[s]},{names[d]},{m},{sc},{b}\n")
+        _write_int_csv(directory / "ledger_rounds.csv", "round,messages,scalars,bytes", self.rounds)
+        if self.node_totals:
+            qs = sorted(self.node_totals)
+            with open(directory / "ledger_nodes.csv", "w") as f:
+                f.write(",".join(["node", "name"] + qs) + "\n")
+                for i, name in enumerate(names):
+                    f.write(",".join([str(i), str(name)] + [str(_plain(self.node_totals[q][i])) for q in qs]) + "\n")
+            rounds = np.unique(np.concatenate([self.node_rounds[q][:, 0] for q in qs]).astype(np.int64))
+            cols = []
+            for q in qs:
+                t = self.node_rounds[q]
+                col = np.zeros(rounds.shape[0], dtype=t.dtype)
+                col[np.searchsorted(rounds, t[:, 0].astype(np.int64))] = t[:, 1]
+                cols.append(col)
+            with open(directory / "ledger_node_rounds.csv", "w") as f:
+                f.write(",".join(["round"] + qs) + "\n")
+                for i, r in enumerate(rounds):
+                    f.write(",".join([str(int(r))] + [str(_plain(c[i])) for c in cols]) + "\n")
+
+    @staticmethod
+    def merge(ledgers: list["Ledger"]) -> "Ledger":
+        """One ledger from several meters' (see `merge_ledgers`)."""
+        return merge_ledgers(ledgers)
+
+
+def merge_ledgers(ledgers: list[Ledger]) -> Ledger:
+    """One ledger from several meters' (exact: totals, tags and dropped tags summed; edges summed by (src, dst),
+    sorted; rounds summed by round; iteration rows together in order; node quantities summed per node and by
+    round)."""
+    if not ledgers:
+        raise ValueError("no ledgers to merge")
+
+    def add(dicts):
+        out: dict = {}
+        for d in dicts:
+            for k, v in d.items():
+                acc = out.setdefault(k, [0] * len(v))
+                for i, x in enumerate(v):
+                    acc[i] += int(x)
+        return {k: out[k] for k in sorted(out)}
+
+    totals = {k: sum(int(lg.totals[k]) for lg in ledgers) for k in ledgers[0].totals}
+    quantities = sorted({q for lg in ledgers for q in lg.node_totals})
+    node_totals, node_rounds = {}, {}
+    for q in quantities:
+        parts = [lg for lg in ledgers if q in lg.node_totals]
+        node_totals[q] = np.sum([lg.node_totals[q] for lg in parts], axis=0)
+        rows = [lg.node_rounds[q] for lg in parts]
+        node_rounds[q] = _sum_rows(rows, 1, 2, dtype=np.result_type(*rows))
+    return Ledger(totals=totals, by_tag=add(lg.by_tag for lg in ledgers),
+                  dropped_by_tag=add(lg.dropped_by_tag for lg in ledgers),
+                  edges=_sum_rows([lg.edges for lg in ledgers], 2, 5),
+                  dropped_edges=_sum_rows([lg.dropped_edges for lg in ledgers], 2, 5),
+                  rounds=_sum_rows([lg.rounds for lg in ledgers], 1, 4),
+                  iteration_rounds=_sorted_rows([lg.iteration_rounds for lg in ledgers]),
+                  node_names=list(ledgers[0].node_names), node_totals=node_totals, node_rounds=node_rounds)
+
+
+def _sum_rows(tables: list[np.ndarray], key_cols: int, width: int, dtype=np.int64) -> np.ndarray:
+    """The rows of the tables together, one per distinct key (the first `key_cols` columns, in sorted order), the
+    other columns summed."""
+    tables = [np.asarray(t, dtype=dtype).reshape(-1, width) for t in tables]
+    rows = np.concatenate(tables) if tables else np.zeros((0, width), dtype=dtype)
+    if rows.shape[0] == 0:
+        return rows.copy()
+    keys, inv = np.unique(rows[:, :key_cols], axis=0, return_inverse=True)
+    inv = inv.ravel()
+    sums = np.column_stack([np.bincount(inv, rows[:, c], minlength=keys.shape[0]) for c in range(key_cols, width)])
+    if np.dtype(dtype).kind in "iu":
+        return np.column_stack([keys, sums.astype(np.int64)]).astype(np.int64)
+    return np.column_stack([keys, sums]).astype(dtype)
+
+
+def _sorted_rows(tables: list[np.ndarray]) -> np.ndarray:
+    """The rows of (iteration, round) tables together, in lexicographic order."""
+    rows = np.concatenate([np.asarray(t, dtype=np.int64).reshape(-1, 2) for t in tables])
+    return rows[np.lexsort((rows[:, 1], rows[:, 0]))]
+
+
+def _plain(x):
+    """A numpy scalar as a JSON-ready int or float."""
+    return np.asarray(x).item()
+
+
+def _write_int_csv(path: Path, header: str, rows: np.ndarray, chunk: int = 65536) -> None:
+    """An integer table as CSV, formatted a chunk of rows at a time (np.savetxt formats row by row: 2 s for
+    the 1.75 million rounds of a long Saddle-DSVC run, against 0.4 s here; same bytes)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    line = ",".join(["%d"] * header.count(",") + ["%d"]) + "\n"
+    with open(path, "w") as f:
+        f.write(header + "\n")
+        for i in range(0, rows.shape[0], chunk):
+            block = rows[i:i + chunk]
+            f.write((line * block.shape[0]) % tuple(block.ravel().tolist()))
