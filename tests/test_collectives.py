@@ -9,7 +9,7 @@ import pytest
 
 from svmsim.algorithms.collective import CollectiveProgram
 from svmsim.comm import Meter
-from svmsim.comm.collectives import OPS, PATTERNS, plan
+from svmsim.comm.collectives import OPS, PATTERNS, _simulate, collective_reset, plan
 from svmsim.engine import InProcessEngine
 from svmsim.engine.base import split_roles
 from svmsim.errors import ProtocolError
@@ -178,3 +178,14 @@ def test_messages_travel_along_the_topology():
         _run(p, _values(5, 7), build_topology("star", 5), compiled=False)
     with pytest.raises(ProtocolError, match="not neighbours in the topology"):
         _run(p, _values(5, 7), build_topology("star", 5), compiled=True)
+
+
+def test_a_collective_runs_again_after_a_reset():
+    p = plan("allreduce", "tree", np.arange(6), 5)
+    st = p.arrays(p.nodes, _values(6, 5), {t: i for i, (t, _) in enumerate(p.tag_table())})
+    for scale in (1.0, 2.0):
+        if scale != 1.0:
+            collective_reset(st)
+            st.value[:] = scale * _values(6, 5)
+        assert len(_simulate(p, st)) == p.messages()
+        assert np.array_equal(st.value, p.reference(scale * _values(6, 5))) and st.finished.all()

@@ -7,7 +7,7 @@ scheduler meters it like any other traffic and the ledger counts collectives exa
   (`Plan.schedule()`), the tags it needs (`Plan.tag_table`) and closed-form counts (`scalars()`, `messages()`,
   `rounds()`: rounds that carry messages) that the ledger equals; `Plan.reference(values)` is the result in the
   documented order, in plain numpy.
-* numba steps: `collective_start` / `collective_receive` (a group's part of one collective, on a
+* numba steps: `collective_start` / `collective_receive` / `collective_reset` (a group's part of one collective, on a
   `CollectiveArrays` from `Plan.arrays`), for a `SyncKernel` step to call in the compiled loop; and the star's
   primitives `send_row`, `gather_to`, `broadcast_from`, `sum_rows`, `star_reduce` for protocols whose rounds
   interleave a star reduce with their own work.
@@ -42,6 +42,7 @@ import numpy as np
 from ..errors import ProtocolError
 
 __all__ = ["OPS", "PATTERNS", "Plan", "plan", "CollectiveArrays", "collective_start", "collective_receive",
+           "collective_reset",
            "send_row", "gather_to", "broadcast_from", "sum_rows", "star_reduce"]
 
 OPS = ("reduce", "broadcast", "allreduce", "allgather")
@@ -52,9 +53,10 @@ TREE, RING = 0, 1          # the star runs as a tree of height 1
 
 # -- the star's primitives (rows into a step's out arrays; n_out in, n_out out) --------------------------------
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def send_row(tag, src, dst, values, width, out_tag, out_src, out_dst, out_payload, n_out):
-    """One message: values[:width] from src to dst."""
+    """One message: values[:width] from src to dst (inlined into its callers: the per-message cost of a
+    hand-written loop)."""
     out_tag[n_out] = tag
     out_src[n_out] = src
     out_dst[n_out] = dst
@@ -205,7 +207,9 @@ class Plan:
 
     def schedule(self) -> list[tuple[int, int, int, str, int]]:
         """Every message as (step, src node, dst node, tag of `tag_table()`, width), by step then src."""
-        return _simulate(self)
+        table = self.tag_table()
+        st = self.arrays(self.nodes, np.zeros((self.k, self.d)), {t: i for i, (t, _) in enumerate(table)})
+        return _simulate(self, st)
 
     def reference(self, values: np.ndarray) -> np.ndarray:
         """What each position holds at the end (rows by position; all-gather: K*d), in the documented order.
@@ -342,12 +346,11 @@ def plan(op: str, pattern: str, nodes, d: int, root: int | None = None, branchin
     return Plan(op, pattern, ids, d, rp, parent, tuple(tuple(c) for c in children), lo)
 
 
-def _simulate(p: Plan) -> list[tuple[int, int, int, str, int]]:
-    """The plan's messages, stepped in Python over one group that hosts everyone (the numba steps' own logic)."""
+def _simulate(p: Plan, st: "CollectiveArrays") -> list[tuple[int, int, int, str, int]]:
+    """Run the collective on `st` (a group that hosts everyone, tags numbered as in `tag_table()`) with the
+    numba steps, delivering each step's messages to the next one; returns the messages."""
     table = p.tag_table()
-    tag_ids = {t: i for i, (t, _) in enumerate(table)}
     widths = np.array([w for _, w in table], np.int64)
-    st = p.arrays(p.nodes, np.zeros((p.k, p.d)), tag_ids)
     room = 2 * p.k * (p.k + 1) + 16
     width = max(1, int(widths.max()) if widths.size else 1)
     bufs = [np.zeros(room, np.int64) for _ in range(3)] + [np.zeros((room, width))]
@@ -478,6 +481,15 @@ def collective_start(st, out_tag, out_src, out_dst, out_payload, n_out):
             tag = st.up_tag[p] if st.op == ALLREDUCE else st.down_tag[p]
             n_out = _send_block(st, tag, p, nxt, a, b, out_tag, out_src, out_dst, out_payload, n_out)
     return n_out
+
+
+@numba.njit(cache=True, nogil=True)
+def collective_reset(st):
+    """Make the collective ready to run again (e.g. once per iteration): the caller then writes the members'
+    new inputs into `st.value` (all-gather: each member's block at its position) and calls `collective_start`."""
+    st.count[:] = 0
+    st.finished[:] = 0
+    st.started[0] = 0
 
 
 @numba.njit(cache=True, nogil=True)
