@@ -261,6 +261,14 @@ def _build_ring(n: int, seed: int) -> nx.Graph:
     return _canonical_graph(n, ((i, (i + 1) % n) for i in range(n)))
 
 
+def _build_tree(n: int, seed: int, branching: int) -> nx.Graph:
+    """The first n nodes of a balanced tree in heap (breadth-first) numbering, as networkx's `balanced_tree`:
+    node 0 is the root and the parent of node i is (i - 1) // branching."""
+    if branching < 1:
+        raise _range_error("tree", "branching", branching, "branching >= 1")
+    return _canonical_graph(n, (((i - 1) // branching, i) for i in range(1, n)))
+
+
 def _build_complete(n: int, seed: int) -> nx.Graph:
     return _canonical_graph(n, ((i, j) for i in range(n) for j in range(i + 1, n)))
 
@@ -428,6 +436,12 @@ TOPOLOGIES: dict[str, TopologySpec] = {
     for spec in (
         TopologySpec("star", _build_star, "Star: node 0 is the hub (server), nodes 1..N-1 are leaves (clients)."),
         TopologySpec("ring", _build_ring, "Cycle 0-1-...-(N-1)-0.", min_nodes=3),
+        TopologySpec(
+            "tree",
+            _build_tree,
+            "Balanced tree in heap numbering: node 0 is the root, the parent of node i is (i-1) // branching.",
+            {"branching": ParamSpec(int, 2, "children per inner node", "branching >= 1")},
+        ),
         TopologySpec("complete", _build_complete, "Complete graph: every pair of nodes is connected."),
         TopologySpec("line", _build_line, "Path 0-1-...-(N-1)."),
         TopologySpec("path", _build_line, "Alias of 'line': path 0-1-...-(N-1)."),

@@ -24,7 +24,7 @@ from svmsim.topology import (
     uniform_weights,
 )
 
-GENERATED = ["star", "ring", "complete", "line", "path", "grid", "random_k_out", "erdos_renyi", "small_world",
+GENERATED = ["star", "ring", "tree", "complete", "line", "path", "grid", "random_k_out", "erdos_renyi", "small_world",
              "expander"]
 
 
@@ -79,6 +79,16 @@ def test_ring_line_complete_edge_counts():
     assert build_topology("line", 10).number_of_edges() == 9
     assert build_topology("path", 10).number_of_edges() == 9
     assert build_topology("complete", 10).number_of_edges() == 45
+
+
+def test_tree_is_networkx_balanced_tree():
+    G = build_topology("tree", 15, branching=2)
+    assert nx.is_isomorphic(G, nx.balanced_tree(2, 3)) and sorted(G.edges) == sorted(nx.balanced_tree(2, 3).edges)
+    G = build_topology("tree", 10, branching=3)
+    assert sorted(G.edges) == sorted((u, v) for u, v in nx.balanced_tree(3, 2).edges if v < 10)
+    assert build_topology("tree", 5, branching=4).degree[0] == 4
+    with pytest.raises(TopologyError, match="branching.*allowed: branching >= 1"):
+        build_topology("tree", 5, branching=0)
 
 
 def test_grid_shapes():

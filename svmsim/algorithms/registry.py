@@ -20,7 +20,7 @@ __all__ = ["AlgorithmInfo", "ALGORITHMS", "register", "get_algorithm", "algorith
 
 _HERE = Path(__file__).resolve().parent
 #: modules here that are not families
-_NOT_FAMILIES = {"registry", "conformance"}
+_NOT_FAMILIES = {"registry", "conformance", "collective"}
 #: how a family names what it registers: ``AlgorithmInfo(name="...")`` (the name first, a literal string)
 _REGISTERED_NAME = re.compile(r"AlgorithmInfo\(\s*name\s*=\s*[\"']([A-Za-z0-9_.+-]+)[\"']")
 

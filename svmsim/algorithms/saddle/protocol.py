@@ -5,6 +5,9 @@ Tags index DSVC_TAGS; DSVC_WIDTHS gives each tag's scalars per message.
 A step reads its state by name: `ServerArrays` / `ClientArrays` are named tuples (numba passes them like plain
 tuples) of the arrays that the Python state shares, so `observe` sees what a step wrote. A scalar that a step
 changes is a one-element array (`st.iteration[0]`); one fixed at set-up is a plain field (`st.theta`).
+
+Every sum the server broadcasts is a star reduce of `comm.collectives`: the clients' rows go up (`gather_to`),
+the server adds them by sender from zero (`star_reduce`) and sends the sums down (`broadcast_from`).
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from ...comm.collectives import broadcast_from, gather_to, star_reduce
 from .mirror import clients_delta
 from .rounds import (client_cap_round, client_delta_rows, client_mirror_round, client_mirror_round_newton,
                      client_normalise, clients_threshold_report)
@@ -100,28 +104,6 @@ class ClientArrays(NamedTuple):
 
 
 @numba.njit(cache=True, nogil=True)
-def _sum_rows(in_tag, in_payload, n_in, tag, width, out):
-    for c in range(width):
-        out[c] = 0.0
-    for r in range(n_in):
-        if in_tag[r] == tag:
-            for c in range(width):
-                out[c] += in_payload[r, c]
-
-
-@numba.njit(cache=True, nogil=True)
-def _broadcast(tag, src, dsts, values, width, out_tag, out_src, out_dst, out_payload, n_out):
-    for j in range(dsts.shape[0]):
-        out_tag[n_out] = tag
-        out_src[n_out] = src
-        out_dst[n_out] = dsts[j]
-        for c in range(width):
-            out_payload[n_out, c] = values[c]
-        n_out += 1
-    return n_out
-
-
-@numba.njit(cache=True, nogil=True)
 def dsvc_server_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
                      out_payload):
     """Algorithm 4, server side: lines 10 (delta sums), 19 (Z sums), 31-36 (Rule 3 sums) and line 3 (i*)."""
@@ -132,11 +114,11 @@ def dsvc_server_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
     flags = 0
     first = in_tag[0] if n_in > 0 else -1
     if first == T_DELTA:                                            # line 10
-        _sum_rows(in_tag, in_payload, n_in, T_DELTA, 2, sums)
-        n_out = _broadcast(T_DELTA_SUM, me, st.clients, sums, 2, out_tag, out_src, out_dst, out_payload, n_out)
+        star_reduce(T_DELTA, me, in_tag, in_dst, in_payload, n_in, 2, sums)
+        n_out = broadcast_from(T_DELTA_SUM, me, st.clients, sums, 2, out_tag, out_src, out_dst, out_payload, n_out)
     elif first == T_Z:                                              # line 19
-        _sum_rows(in_tag, in_payload, n_in, T_Z, 2, sums)
-        n_out = _broadcast(T_Z_SUM, me, st.clients, sums, 2, out_tag, out_src, out_dst, out_payload, n_out)
+        star_reduce(T_Z, me, in_tag, in_dst, in_payload, n_in, 2, sums)
+        n_out = broadcast_from(T_Z_SUM, me, st.clients, sums, 2, out_tag, out_src, out_dst, out_payload, n_out)
         st.passes[0] = 0
         st.z[0] = sums[0]
         st.z[1] = sums[1]
@@ -146,7 +128,7 @@ def dsvc_server_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
             completed = st.iteration[0]
             flags |= _WAKE
     elif first == T_CAP:                                            # lines 31-36
-        _sum_rows(in_tag, in_payload, n_in, T_CAP, 4, sums)
+        star_reduce(T_CAP, me, in_tag, in_dst, in_payload, n_in, 4, sums)
         st.reports[0] += 1
         st.passes[0] += 1
         if (sums[0] <= CAP_TOLERANCE and sums[1] <= CAP_TOLERANCE) or st.passes[0] >= st.max_passes:
@@ -155,9 +137,9 @@ def dsvc_server_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
             completed = st.iteration[0]
             flags |= _WAKE
         else:
-            n_out = _broadcast(T_CAP_SUM, me, st.clients, sums, 4, out_tag, out_src, out_dst, out_payload, n_out)
+            n_out = broadcast_from(T_CAP_SUM, me, st.clients, sums, 4, out_tag, out_src, out_dst, out_payload, n_out)
     elif first == T_Z_GUESS:                                        # Newton: Z and the step at the guess
-        _sum_rows(in_tag, in_payload, n_in, T_Z_GUESS, 8, sums)
+        star_reduce(T_Z_GUESS, me, in_tag, in_dst, in_payload, n_in, 8, sums)
         st.passes[0] = 0
         for c in range(2):
             z, n_big, below = sums[c], sums[2 + c], sums[4 + c]
@@ -167,9 +149,9 @@ def dsvc_server_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
             st.c[c] = max(c0, 1.0)          # a tangent root: at or left of the answer (concavity)
         sums[2] = st.c[0]
         sums[3] = st.c[1]
-        n_out = _broadcast(T_Z_SCALE, me, st.clients, sums, 4, out_tag, out_src, out_dst, out_payload, n_out)
+        n_out = broadcast_from(T_Z_SCALE, me, st.clients, sums, 4, out_tag, out_src, out_dst, out_payload, n_out)
     elif first == T_MASS:                                           # warm-started Newton projection
-        _sum_rows(in_tag, in_payload, n_in, T_MASS, 10, sums)
+        star_reduce(T_MASS, me, in_tag, in_dst, in_payload, n_in, 10, sums)
         st.reports[0] += 1
         st.passes[0] += 1
         final = True
@@ -200,7 +182,7 @@ def dsvc_server_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
         sums[2] = 1.0 if final else 0.0
         for j in range(4):                  # the trends of the next threshold guess (row i*(t+1), row i*(t))
             sums[3 + j] = st.trend[j]
-        n_out = _broadcast(T_SCALE, me, st.clients, sums, 7, out_tag, out_src, out_dst, out_payload, n_out)
+        n_out = broadcast_from(T_SCALE, me, st.clients, sums, 7, out_tag, out_src, out_dst, out_payload, n_out)
         if final:
             st.iteration[0] += 1
             st.phase[0] = PHASE_NEXT
@@ -210,11 +192,12 @@ def dsvc_server_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
         pos = st.pos[0]
         sums[0] = st.coords[pos]
         st.pos[0] = pos + 1
-        n_out = _broadcast(T_COORD, me, st.clients, sums, 1, out_tag, out_src, out_dst, out_payload, n_out)
+        n_out = broadcast_from(T_COORD, me, st.clients, sums, 1, out_tag, out_src, out_dst, out_payload, n_out)
         st.phase[0] = PHASE_DELTA
         if st.coords.shape[0] - st.pos[0] < COORD_LOW_WATER:
             flags |= _PAUSE
     return n_out, completed, flags
+
 
 @numba.njit(cache=True, nogil=True)
 def _first_row(in_tag, n_in, tag):
@@ -222,18 +205,6 @@ def _first_row(in_tag, n_in, tag):
         if in_tag[r] == tag:
             return r
     return -1
-
-
-@numba.njit(cache=True, nogil=True)
-def _gather(tag, srcs, dst, rows, out_tag, out_src, out_dst, out_payload, n_out):
-    for j in range(srcs.shape[0]):
-        out_tag[n_out] = tag
-        out_src[n_out] = srcs[j]
-        out_dst[n_out] = dst
-        for c in range(rows.shape[1]):
-            out_payload[n_out, c] = rows[j, c]
-        n_out += 1
-    return n_out
 
 
 @numba.njit(cache=True, nogil=True)
@@ -250,12 +221,12 @@ def dsvc_client_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
         if cap < np.inf:
             client_cap_round(st.S[st.i_next[0]], st.pr, st.seg_lo, st.seg_hi, st.seg_class, in_payload[r], False,
                              st.mult, st.mult_capped, st.off, cap, st.rows4, st.acc_new)
-            n_out = _gather(T_CAP, st.ids, st.server, st.rows4, out_tag, out_src, out_dst, out_payload, n_out)
+            n_out = gather_to(T_CAP, st.ids, st.server, st.rows4, out_tag, out_src, out_dst, out_payload, n_out)
     r = _first_row(in_tag, n_in, T_CAP_SUM)
     if r >= 0:                                                      # lines 27-34
         client_cap_round(st.S[st.i_next[0]], st.pr, st.seg_lo, st.seg_hi, st.seg_class, in_payload[r], True,
                          st.mult, st.mult_capped, st.off, cap, st.rows4, st.acc_new)
-        n_out = _gather(T_CAP, st.ids, st.server, st.rows4, out_tag, out_src, out_dst, out_payload, n_out)
+        n_out = gather_to(T_CAP, st.ids, st.server, st.rows4, out_tag, out_src, out_dst, out_payload, n_out)
     r = _first_row(in_tag, n_in, T_Z_SCALE)
     if r >= 0:                                                      # Newton: normalise, a pass at c0
         client_normalise(in_payload[r], st.mult, st.mult_capped, st.off, st.shift, st.acc_new, st.acc_after,
@@ -266,7 +237,7 @@ def dsvc_client_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
             st.lognorm[k] = st.shift[k]
         clients_threshold_report(st.S[st.i_next[0]], st.pr, st.seg_lo, st.seg_hi, st.seg_class, st.z, st.c, cap,
                                  st.rows6, st.acc_new, st.acc_after)
-        n_out = _gather(T_MASS, st.ids, st.server, st.rows6, out_tag, out_src, out_dst, out_payload, n_out)
+        n_out = gather_to(T_MASS, st.ids, st.server, st.rows6, out_tag, out_src, out_dst, out_payload, n_out)
     r = _first_row(in_tag, n_in, T_SCALE)
     if r >= 0:                                                      # the server's Newton step
         st.c[0] = in_payload[r, 0]
@@ -283,7 +254,7 @@ def dsvc_client_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
         else:
             clients_threshold_report(st.S[st.i_next[0]], st.pr, st.seg_lo, st.seg_hi, st.seg_class, st.z, st.c,
                                      cap, st.rows6, st.acc_new, st.acc_after)
-            n_out = _gather(T_MASS, st.ids, st.server, st.rows6, out_tag, out_src, out_dst, out_payload, n_out)
+            n_out = gather_to(T_MASS, st.ids, st.server, st.rows6, out_tag, out_src, out_dst, out_payload, n_out)
     r = _first_row(in_tag, n_in, T_COORD)
     if r >= 0:                                                      # lines 5-6
         i = np.int64(in_payload[r, 0])
@@ -307,18 +278,18 @@ def dsvc_client_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
                 st.rows2[c, 1] = -seg[2 * c + 1]                    # delta- = <X-_i*, xi_bar> = -(signed sum)
         else:
             client_delta_rows(st.acc_new, st.acc_old, theta, st.rows2)
-        n_out = _gather(T_DELTA, st.ids, st.server, st.rows2, out_tag, out_src, out_dst, out_payload, n_out)
+        n_out = gather_to(T_DELTA, st.ids, st.server, st.rows2, out_tag, out_src, out_dst, out_payload, n_out)
     r = _first_row(in_tag, n_in, T_DELTA_SUM)
     if r >= 0 and st.newton and cap < np.inf:                       # lines 12-15, Newton form
         client_mirror_round_newton(st.S, st.istar[0], st.i_next[0], st.coords[st.pos[0] + 1], st.w, st.wnorm2,
                                    st.u, st.Lr, st.pr, st.seg_lo, st.seg_hi, st.seg_class, st.sigma, st.kappa,
                                    st.gamma, st.off, st.logcap, st.mult, cap, st.shift, st.lognorm, st.c, st.trend,
                                    st.dw_prev, in_payload[r, 0], in_payload[r, 1], st.rows6, st.acc_old)
-        n_out = _gather(T_Z_GUESS, st.ids, st.server, st.rows6[:, :8], out_tag, out_src, out_dst, out_payload, n_out)
+        n_out = gather_to(T_Z_GUESS, st.ids, st.server, st.rows6[:, :8], out_tag, out_src, out_dst, out_payload, n_out)
     elif r >= 0:                                                    # lines 12-15
         client_mirror_round(st.S, st.istar[0], st.i_next[0], st.coords[st.pos[0] + 1], st.w, st.wnorm2, st.u,
                             st.Lr, st.pr, st.seg_lo, st.seg_hi, st.seg_class, st.sigma, st.kappa, st.gamma, st.off,
                             st.logcap, st.mult, cap, st.shift, in_payload[r, 0], in_payload[r, 1], st.rows2,
                             st.acc_new, st.acc_old, st.acc_after, st.primed)
-        n_out = _gather(T_Z, st.ids, st.server, st.rows2, out_tag, out_src, out_dst, out_payload, n_out)
+        n_out = gather_to(T_Z, st.ids, st.server, st.rows2, out_tag, out_src, out_dst, out_payload, n_out)
     return n_out, -1, flags

@@ -1,0 +1,570 @@
+"""Collectives: reduce (sum), broadcast, all-reduce and all-gather over the star, ring and tree patterns.
+
+Every hop is an ordinary message (a tag, src, dst, payload row) written by a node program's step, so the
+scheduler meters it like any other traffic and the ledger counts collectives exactly. Three pieces:
+
+* `plan(op, pattern, nodes, d, root=, branching=)` -> `Plan`: who sends which chunk to whom in which step
+  (`Plan.schedule()`), the tags it needs (`Plan.tag_table`) and closed-form counts (`scalars()`, `messages()`,
+  `rounds()`: rounds that carry messages) that the ledger equals; `Plan.reference(values)` is the result in the
+  documented order, in plain numpy.
+* numba steps: `collective_start` / `collective_receive` / `collective_reset` (a group's part of one collective, on a
+  `CollectiveArrays` from `Plan.arrays`), for a `SyncKernel` step to call in the compiled loop; and the star's
+  primitives `send_row`, `gather_to`, `broadcast_from`, `sum_rows`, `star_reduce` for protocols whose rounds
+  interleave a star reduce with their own work.
+* a ready node program that runs one collective among peers: `svmsim.algorithms.collective.CollectiveProgram`
+  (above this floor: it is a `NodeProgram`).
+
+Patterns (K participants at positions 0..K-1 of `nodes`):
+  star  the root is the hub; the others are its leaves (a tree of height 1).
+  tree  heap layout over [root] + the others in the given order: the parent of heap index h is (h - 1) // b
+        (b = branching), as `topology` kind "tree" numbers its nodes; reduce up, broadcast down.
+  ring  position p sends to position p + 1 (mod K). Reduce: a chain from root + 1 to the root; broadcast: a
+        chain from the root; all-reduce: reduce-scatter then all-gather over K chunks (the first d mod K chunks
+        one scalar longer); all-gather: each block travels K - 1 hops.
+
+Summation order (deterministic, the same for any grouping of nodes onto hosts):
+  star / tree  a node's partial sum is its own value, then its children's partial sums added one at a time in
+               the order they arrive (by round, i.e. by the child's subtree height, then by node id); the star's
+               root: own value, then the leaves by node id. `star_reduce` (a hub without a value) starts at 0.0.
+  ring         chunk j (all-reduce) or the whole vector (reduce, j = root + 1) is summed left to right along the
+               ring from position j: ((v[j] + v[j+1]) + v[j+2]) + ... + v[j-1].
+All-gather gives every node the K*d vector of the blocks in position order (the root's tree and star send the
+gathered blocks up in preorder, each message one tag per width).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from ..errors import ProtocolError
+
+__all__ = ["OPS", "PATTERNS", "Plan", "plan", "CollectiveArrays", "collective_start", "collective_receive",
+           "collective_reset",
+           "send_row", "gather_to", "broadcast_from", "sum_rows", "star_reduce"]
+
+OPS = ("reduce", "broadcast", "allreduce", "allgather")
+PATTERNS = ("star", "ring", "tree")
+REDUCE, BROADCAST, ALLREDUCE, ALLGATHER = range(4)
+TREE, RING = 0, 1          # the star runs as a tree of height 1
+
+
+# -- the star's primitives (rows into a step's out arrays; n_out in, n_out out) --------------------------------
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def send_row(tag, src, dst, values, width, out_tag, out_src, out_dst, out_payload, n_out):
+    """One message: values[:width] from src to dst (inlined into its callers: the per-message cost of a
+    hand-written loop)."""
+    out_tag[n_out] = tag
+    out_src[n_out] = src
+    out_dst[n_out] = dst
+    for c in range(width):
+        out_payload[n_out, c] = values[c]
+    return n_out + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_to(tag, srcs, dst, rows, out_tag, out_src, out_dst, out_payload, n_out):
+    """The leaves' half of a star reduce: srcs[j] sends rows[j] (all its columns) to the hub dst."""
+    for j in range(srcs.shape[0]):
+        n_out = send_row(tag, srcs[j], dst, rows[j], rows.shape[1], out_tag, out_src, out_dst, out_payload, n_out)
+    return n_out
+
+
+@numba.njit(cache=True, nogil=True)
+def broadcast_from(tag, src, dsts, values, width, out_tag, out_src, out_dst, out_payload, n_out):
+    """The hub's broadcast: values[:width] from src to every dsts[j], in that order."""
+    for j in range(dsts.shape[0]):
+        n_out = send_row(tag, src, dsts[j], values, width, out_tag, out_src, out_dst, out_payload, n_out)
+    return n_out
+
+
+@numba.njit(cache=True, nogil=True)
+def sum_rows(tag, dst, in_tag, in_dst, in_payload, n_in, width, acc):
+    """acc[:width] += every inbox row with this tag addressed to dst, in inbox order ((tag, src, dst): by
+    sender). Returns how many rows it added."""
+    n = 0
+    for r in range(n_in):
+        if in_tag[r] == tag and in_dst[r] == dst:
+            for c in range(width):
+                acc[c] += in_payload[r, c]
+            n += 1
+    return n
+
+
+@numba.njit(cache=True, nogil=True)
+def star_reduce(tag, hub, in_tag, in_dst, in_payload, n_in, width, acc):
+    """The hub's half of a star reduce when the hub has no value of its own: acc[:width] = 0.0 + the leaves'
+    rows by sender. Returns how many rows it added."""
+    for c in range(width):
+        acc[c] = 0.0
+    return sum_rows(tag, hub, in_tag, in_dst, in_payload, n_in, width, acc)
+
+
+# -- the plan --------------------------------------------------------------------------------------------------
+
+def _fail(what: str, allowed: str) -> ProtocolError:
+    return ProtocolError(f"collective: {what}; allowed: {allowed}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One collective among `nodes` (ids by position). Build with `plan`."""
+
+    op: str
+    pattern: str
+    nodes: np.ndarray
+    d: int
+    root: int           # the root's position
+    parent: np.ndarray  # tree/star: parent position per position (-1 at the root)
+    children: tuple     # tree/star: children positions per position, ascending node id
+    lo: np.ndarray      # ring all-reduce: chunk c is [lo[c], lo[c+1]); else the whole block
+
+    @property
+    def k(self) -> int:
+        return int(self.nodes.shape[0])
+
+    @property
+    def width(self) -> int:
+        """Scalars each node holds: d, or K*d for all-gather."""
+        return self.k * self.d if self.op == "allgather" else self.d
+
+    def height(self) -> int:
+        return int(self._heights().max()) if self.pattern != "ring" else 0
+
+    def _heights(self) -> np.ndarray:
+        h = np.zeros(self.k, np.int64)
+        for p in self._preorder()[::-1]:
+            for c in self.children[p]:
+                h[p] = max(h[p], h[c] + 1)
+        return h
+
+    def _preorder(self) -> list[int]:
+        out, stack = [], [self.root]
+        while stack:
+            p = stack.pop()
+            out.append(p)
+            stack.extend(reversed(self.children[p]))
+        return out
+
+    def _sizes(self) -> np.ndarray:
+        s = np.ones(self.k, np.int64)
+        for p in self._preorder()[::-1]:
+            for c in self.children[p]:
+                s[p] += s[c]
+        return s
+
+    # closed-form counts ------------------------------------------------------------------------------------
+    def messages(self) -> int:
+        k = self.k
+        if self.pattern == "ring" and self.op == "allreduce":
+            return 2 * (k - 1) * k
+        if self.pattern == "ring" and self.op == "allgather":
+            return (k - 1) * k
+        return (2 if self.op in ("allreduce", "allgather") else 1) * (k - 1)
+
+    def scalars(self) -> int:
+        k, d = self.k, self.d
+        if self.pattern == "ring":
+            return {"reduce": (k - 1) * d, "broadcast": (k - 1) * d, "allreduce": 2 * (k - 1) * d,
+                    "allgather": (k - 1) * k * d}[self.op]
+        if self.op == "allgather":        # up: a subtree's blocks; down: all K blocks
+            return d * (int(self._sizes().sum()) - k) + (k - 1) * k * d
+        return (2 if self.op == "allreduce" else 1) * (k - 1) * d
+
+    def rounds(self) -> int:
+        """Rounds that carry messages (from the round the collective starts)."""
+        k = self.k
+        if self.pattern == "ring":
+            return 2 * (k - 1) if self.op == "allreduce" else k - 1
+        return (2 if self.op in ("allreduce", "allgather") else 1) * self.height()
+
+    # tags --------------------------------------------------------------------------------------------------
+    def _phase_widths(self) -> dict[str, list[int]]:
+        """The message widths of each phase ("up": toward the root / along the ring; "down": back out)."""
+        k, d = self.k, self.d
+        if self.pattern == "ring":
+            if self.op == "allreduce":
+                w = sorted({int(x) for x in np.diff(self.lo)}, reverse=True)
+                return {"up": w, "down": w}
+            return {"up": [d]} if self.op == "reduce" else {"down": [d]}
+        if k == 1:
+            return {}
+        up = sorted({int(s) * d for s in self._sizes()[np.arange(k) != self.root]}, reverse=True)
+        return {"reduce": {"up": [d]}, "broadcast": {"down": [d]}, "allreduce": {"up": [d], "down": [d]},
+                "allgather": {"up": up, "down": [k * d]}}[self.op]
+
+    def tag_table(self, up: str = "up", down: str = "down") -> list[tuple[str, int]]:
+        """(tag, width) of every message kind, named by the caller: the phase's name, or "name:width" where a
+        phase sends messages of more than one width."""
+        return self._named("up", up) + self._named("down", down)
+
+    def _named(self, phase: str, name: str) -> list[tuple[str, int]]:
+        ws = self._phase_widths().get(phase, [])
+        return [(name if len(ws) == 1 else f"{name}:{w}", w) for w in ws]
+
+    def schedule(self) -> list[tuple[int, int, int, str, int]]:
+        """Every message as (step, src node, dst node, tag of `tag_table()`, width), by step then src."""
+        table = self.tag_table()
+        st = self.arrays(self.nodes, np.zeros((self.k, self.d)), {t: i for i, (t, _) in enumerate(table)})
+        return _simulate(self, st)
+
+    def reference(self, values: np.ndarray) -> np.ndarray:
+        """What each position holds at the end (rows by position; all-gather: K*d), in the documented order.
+        Reduce: only the root's row is defined (the others hold partial sums; NaN here)."""
+        v = np.asarray(values, dtype=np.float64).reshape(self.k, self.d)
+        if self.op == "allgather":
+            return np.tile(v.reshape(-1), (self.k, 1))
+        if self.op == "broadcast":
+            return np.tile(v[self.root], (self.k, 1))
+        if self.pattern == "ring":
+            total = np.empty(self.d)
+            spans = (zip(self.lo[:-1], self.lo[1:], range(self.k)) if self.op == "allreduce"
+                     else [(0, self.d, (self.root + 1) % self.k)])
+            for a, b, j in spans:
+                acc = v[j, a:b].copy()
+                for s in range(1, self.k):
+                    acc = acc + v[(j + s) % self.k, a:b]
+                total[a:b] = acc
+        else:
+            h = self._heights()
+
+            def part(p):
+                acc = v[p].copy()
+                for c in sorted(self.children[p], key=lambda c: (h[c], self.nodes[c])):
+                    acc = acc + part(c)
+                return acc
+
+            total = part(self.root)
+        out = np.full_like(v, np.nan) if self.op == "reduce" else np.empty_like(v)
+        out[self.root if self.op == "reduce" else slice(None)] = total
+        return out
+
+    # numba state -------------------------------------------------------------------------------------------
+    def arrays(self, hosted: np.ndarray, values: np.ndarray, tag_ids: dict[str, int], up: str = "up",
+               down: str = "down") -> "CollectiveArrays":
+        """The state of a group that hosts the participants `hosted` (node ids), each starting from its row of
+        `values` (d scalars; at the root only for a broadcast); `tag_ids` maps the tags of
+        ``tag_table(up, down)`` to their indices in the kernel's tag table."""
+        k, d = self.k, self.d
+        hosted = np.asarray(hosted, dtype=np.int64)
+        pos_of = {int(n): p for p, n in enumerate(self.nodes)}
+        bad = [int(n) for n in hosted if int(n) not in pos_of]
+        if bad:
+            raise _fail(f"nodes {bad} are not participants", f"the plan's nodes {self.nodes.tolist()}")
+        values = np.asarray(values, dtype=np.float64).reshape(len(hosted), -1)
+        if values.shape[1] != d:
+            raise _fail(f"values of {values.shape[1]} scalars per node where the plan has d = {d}",
+                        f"{d} scalars per node")
+        member = np.full(k, -1, np.int64)
+        buf = np.zeros((len(hosted), self.width))
+        for i, n in enumerate(hosted):
+            p = pos_of[int(n)]
+            member[p] = i
+            off = p * d if self.op == "allgather" else 0
+            buf[i, off:off + d] = values[i]
+        node_pos = np.full(int(self.nodes.max()) + 1, -1, np.int64)
+        node_pos[self.nodes] = np.arange(k)
+        ids = {ph: {w: tag_ids[t] for t, w in self._named(ph, name)}
+               for ph, name in (("up", up), ("down", down))}
+        sizes = self._sizes() if self.pattern != "ring" else np.ones(k, np.int64)
+        if self.pattern == "ring" and self.op == "allreduce":
+            widths = np.diff(self.lo)
+        elif self.op == "allgather" and self.pattern != "ring":
+            widths = sizes * d
+        else:
+            widths = np.full(k, d, np.int64)
+        down_w = widths if not (self.op == "allgather" and self.pattern != "ring") else np.full(k, k * d)
+        up_tag = np.array([ids["up"].get(int(w), -1) for w in widths], np.int64)
+        down_tag = np.array([ids["down"].get(int(w), -1) for w in down_w], np.int64)
+        mine = np.zeros(max(tag_ids.values(), default=0) + 1, np.bool_)
+        for t in (*ids["up"].values(), *ids["down"].values()):
+            mine[t] = True
+        pre = np.array(self._preorder() if self.pattern != "ring" else range(k), np.int64)
+        pre_at = np.empty(k, np.int64)
+        pre_at[pre] = np.arange(k)
+        ptr = np.zeros(k + 1, np.int64)
+        ptr[1:] = np.cumsum([len(c) for c in self.children])
+        kids = np.array([c for cs in self.children for c in cs], np.int64)
+        return CollectiveArrays(
+            pattern=RING if self.pattern == "ring" else TREE, op=OPS.index(self.op), d=d, k=k, root=self.root,
+            nodes=self.nodes, member=member, node_pos=node_pos, parent=self.parent, child_ptr=ptr, child_pos=kids,
+            pre=pre, pre_at=pre_at, size=sizes, lo=self.lo, up_tag=up_tag, down_tag=down_tag, mine=mine, value=buf,
+            count=np.zeros(len(hosted), np.int64), finished=np.zeros(len(hosted), np.int64),
+            started=np.zeros(1, np.int64))
+
+    def max_out(self, hosted: np.ndarray) -> int:
+        """The most messages the group hosting `hosted` sends in one round."""
+        pos = [int(np.flatnonzero(self.nodes == n)[0]) for n in hosted]
+        return max(1, sum(max(1, len(self.children[p])) for p in pos))
+
+
+def plan(op: str, pattern: str, nodes, d: int, root: int | None = None, branching: int = 2) -> Plan:
+    """Check and lay out one collective; `root` is a node id (default: the first node; all-reduce and
+    all-gather over the ring have no root); `branching` is the tree's (star: K - 1)."""
+    if op not in OPS:
+        raise _fail(f"operation {op!r} is unknown", ", ".join(OPS))
+    if pattern not in PATTERNS:
+        raise _fail(f"pattern {pattern!r} is unknown", ", ".join(PATTERNS))
+    ids = np.asarray(nodes).reshape(-1)
+    if ids.size < 1:
+        raise _fail("K = 0 participants", "K >= 1 node ids")
+    if not np.issubdtype(ids.dtype, np.integer) or (ids < 0).any() or np.unique(ids).size != ids.size:
+        raise _fail(f"nodes {ids.tolist()} are not distinct non-negative integer node ids",
+                    "distinct non-negative integer node ids")
+    ids = ids.astype(np.int64)
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise _fail(f"d = {d!r} scalars per node", "an integer d >= 1")
+    d = int(d)
+    k = ids.size
+    if root is None:
+        root = int(ids[0])
+    if int(root) not in ids.tolist():
+        raise _fail(f"root {root!r} is not a participant", f"one of the nodes {ids.tolist()}")
+    rp = int(np.flatnonzero(ids == int(root))[0])
+    if pattern == "tree" and (isinstance(branching, bool) or not isinstance(branching, (int, np.integer))
+                              or branching < 1):
+        raise _fail(f"branching = {branching!r}", "an integer branching >= 1")
+    if pattern == "ring" and op == "allreduce" and d < k:
+        raise _fail(f"a ring all-reduce splits d = {d} scalars into K = {k} chunks", "d >= K, or a star or tree")
+    parent = np.full(k, -1, np.int64)
+    children: list[list[int]] = [[] for _ in range(k)]
+    if pattern != "ring":
+        b = max(1, k - 1) if pattern == "star" else int(branching)
+        order = [rp] + [p for p in range(k) if p != rp]        # heap layout
+        for h in range(1, k):
+            parent[order[h]] = order[(h - 1) // b]
+        for p in range(k):
+            if parent[p] >= 0:
+                children[parent[p]].append(p)
+        children = [sorted(c, key=lambda p: ids[p]) for c in children]
+    base, rem = divmod(d, k)
+    sizes = [base + (1 if c < rem else 0) for c in range(k)] if (pattern == "ring" and op == "allreduce") else [d]
+    lo = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    return Plan(op, pattern, ids, d, rp, parent, tuple(tuple(c) for c in children), lo)
+
+
+def _simulate(p: Plan, st: "CollectiveArrays") -> list[tuple[int, int, int, str, int]]:
+    """Run the collective on `st` (a group that hosts everyone, tags numbered as in `tag_table()`) with the
+    numba steps, delivering each step's messages to the next one; returns the messages."""
+    table = p.tag_table()
+    widths = np.array([w for _, w in table], np.int64)
+    room = 2 * p.k * (p.k + 1) + 16
+    width = max(1, int(widths.max()) if widths.size else 1)
+    bufs = [np.zeros(room, np.int64) for _ in range(3)] + [np.zeros((room, width))]
+    n = collective_start(st, *bufs, 0)
+    out, step = [], 0
+    while n:
+        rows = sorted(zip(bufs[0][:n], bufs[1][:n], bufs[2][:n], range(n)), key=lambda r: (r[0], r[1], r[2]))
+        out += [(step, int(s), int(d), table[t][0], int(widths[t])) for t, s, d, _ in rows]
+        idx = [r[3] for r in rows]
+        inbox = [b[:n][idx].copy() for b in bufs]
+        n = collective_receive(st, inbox[0], inbox[1], inbox[2], inbox[3], n, *bufs, 0)
+        step += 1
+    return sorted(out, key=lambda m: (m[0], m[1], m[2]))
+
+
+# -- the numba steps -------------------------------------------------------------------------------------------
+
+class CollectiveArrays(NamedTuple):
+    """A group's part of one collective, as the numba steps read it (from `Plan.arrays`). Positions index
+    `nodes`; members index this group's hosted participants."""
+
+    pattern: int            # TREE (star, tree) or RING
+    op: int                 # REDUCE, BROADCAST, ALLREDUCE, ALLGATHER
+    d: int                  # scalars per node
+    k: int                  # participants
+    root: int               # the root's position
+    nodes: np.ndarray       # (K,) node id by position
+    member: np.ndarray      # (K,) this group's member index of a position, -1 where hosted elsewhere
+    node_pos: np.ndarray    # position of a node id, -1 for non-participants
+    parent: np.ndarray      # (K,) tree: parent position, -1 at the root
+    child_ptr: np.ndarray   # (K+1,) tree: children of p are child_pos[child_ptr[p]:child_ptr[p+1]]
+    child_pos: np.ndarray
+    pre: np.ndarray         # (K,) tree: positions in preorder (a subtree is pre[pre_at[p]:pre_at[p] + size[p]])
+    pre_at: np.ndarray
+    size: np.ndarray        # (K,) tree: subtree sizes
+    lo: np.ndarray          # ring all-reduce: chunk bounds
+    up_tag: np.ndarray      # (K,) tag of the message position p sends up (ring all-reduce: of chunk p)
+    down_tag: np.ndarray    # (K,) tag of the messages carrying position p's block / chunk down (-1: none)
+    mine: np.ndarray        # by tag index: the tag is one of this collective's
+    value: np.ndarray       # (members, d or K*d) each member's vector: its input, then its result
+    count: np.ndarray       # (members,) messages received
+    finished: np.ndarray    # (members,) 1 once the member holds its result
+    started: np.ndarray     # [1] 1 once `collective_start` ran (for a kernel that runs one collective)
+
+
+@numba.njit(cache=True, nogil=True)
+def _send_block(st, tag, p, dst_p, a, b, out_tag, out_src, out_dst, out_payload, n_out):
+    """Position p sends value[a:b] of its buffer to position dst_p."""
+    return send_row(tag, st.nodes[p], st.nodes[dst_p], st.value[st.member[p], a:b], b - a, out_tag, out_src, out_dst,
+                    out_payload, n_out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _send_down(st, p, out_tag, out_src, out_dst, out_payload, n_out):
+    """Position p (holding the result) sends its whole buffer to its children and is finished."""
+    st.finished[st.member[p]] = 1
+    w = st.value.shape[1]
+    for c in range(st.child_ptr[p], st.child_ptr[p + 1]):
+        n_out = _send_block(st, st.down_tag[p], p, st.child_pos[c], 0, w, out_tag, out_src, out_dst, out_payload,
+                            n_out)
+    return n_out
+
+
+@numba.njit(cache=True, nogil=True)
+def _tree_up(st, p, out_tag, out_src, out_dst, out_payload, n_out):
+    """Position p has its children's parts: send them up, or (at the root) finish or turn down."""
+    if p == st.root:
+        if st.op == REDUCE:
+            st.finished[st.member[p]] = 1
+            return n_out
+        return _send_down(st, p, out_tag, out_src, out_dst, out_payload, n_out)
+    if st.op == ALLGATHER:           # the subtree's blocks in preorder
+        i, d = st.member[p], st.d
+        r = n_out
+        n_out = send_row(st.up_tag[p], st.nodes[p], st.nodes[st.parent[p]], st.value[i], 0, out_tag, out_src,
+                         out_dst, out_payload, n_out)
+        for k in range(st.size[p]):
+            blk = st.pre[st.pre_at[p] + k]
+            for c in range(d):
+                out_payload[r, k * d + c] = st.value[i, blk * d + c]
+        return n_out
+    if st.op == REDUCE:
+        st.finished[st.member[p]] = 1
+    return _send_block(st, st.up_tag[p], p, st.parent[p], 0, st.d, out_tag, out_src, out_dst, out_payload, n_out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _ring_chunk(st, j):
+    if st.op == ALLREDUCE:
+        return st.lo[j], st.lo[j + 1]
+    if st.op == ALLGATHER:
+        return j * st.d, (j + 1) * st.d
+    return 0, st.d
+
+
+@numba.njit(cache=True, nogil=True)
+def collective_start(st, out_tag, out_src, out_dst, out_payload, n_out):
+    """The first step of the collective for this group's members (every participant starts in the same round):
+    writes their first messages from row n_out on; returns the new n_out."""
+    k = st.k
+    st.started[0] = 1
+    for p in range(k):
+        i = st.member[p]
+        if i < 0:
+            continue
+        if k == 1:
+            st.finished[i] = 1
+            continue
+        if st.pattern == TREE:
+            if st.op == BROADCAST:
+                if p == st.root:
+                    n_out = _send_down(st, p, out_tag, out_src, out_dst, out_payload, n_out)
+            elif st.child_ptr[p + 1] == st.child_ptr[p]:                # a leaf
+                n_out = _tree_up(st, p, out_tag, out_src, out_dst, out_payload, n_out)
+            continue
+        nxt = (p + 1) % k
+        if st.op == REDUCE:
+            if p == (st.root + 1) % k:
+                st.finished[i] = 1
+                n_out = _send_block(st, st.up_tag[p], p, nxt, 0, st.d, out_tag, out_src, out_dst, out_payload, n_out)
+        elif st.op == BROADCAST:
+            if p == st.root:
+                st.finished[i] = 1
+                n_out = _send_block(st, st.down_tag[p], p, nxt, 0, st.d, out_tag, out_src, out_dst, out_payload,
+                                    n_out)
+        else:
+            a, b = _ring_chunk(st, p)
+            tag = st.up_tag[p] if st.op == ALLREDUCE else st.down_tag[p]
+            n_out = _send_block(st, tag, p, nxt, a, b, out_tag, out_src, out_dst, out_payload, n_out)
+    return n_out
+
+
+@numba.njit(cache=True, nogil=True)
+def collective_reset(st):
+    """Make the collective ready to run again (e.g. once per iteration): the caller then writes the members'
+    new inputs into `st.value` (all-gather: each member's block at its position) and calls `collective_start`."""
+    st.count[:] = 0
+    st.finished[:] = 0
+    st.started[0] = 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _ring_receive(st, p, row, out_tag, out_src, out_dst, out_payload, n_out):
+    i, k = st.member[p], st.k
+    st.count[i] += 1
+    s = st.count[i]
+    nxt = (p + 1) % k
+    if st.op == REDUCE or (st.op == ALLREDUCE and s <= k - 1):
+        j = (p - s) % k if st.op == ALLREDUCE else 0
+        a, b = _ring_chunk(st, j)
+        for c in range(a, b):                      # the partial from upstream, plus this node's own
+            st.value[i, c] = row[c - a] + st.value[i, c]
+        last = p == st.root if st.op == REDUCE else s == k - 1
+        if st.op == REDUCE and last:
+            st.finished[i] = 1
+            return n_out
+        tag = st.down_tag[j] if last else st.up_tag[j]       # a complete chunk starts the all-gather
+        if st.op == REDUCE:
+            st.finished[i] = 1
+        return _send_block(st, tag, p, nxt, a, b, out_tag, out_src, out_dst, out_payload, n_out)
+    t = s - (k - 1) if st.op == ALLREDUCE else s             # copying steps: broadcast, all-gather
+    j = (p + 1 - t) % k if st.op == ALLREDUCE else (p - t) % k
+    a, b = _ring_chunk(st, j)
+    for c in range(a, b):
+        st.value[i, c] = row[c - a]
+    if (st.op == BROADCAST and nxt == st.root) or (st.op != BROADCAST and t == k - 1):
+        st.finished[i] = 1
+        return n_out
+    if st.op == BROADCAST:
+        st.finished[i] = 1
+    return _send_block(st, st.down_tag[j], p, nxt, a, b, out_tag, out_src, out_dst, out_payload, n_out)
+
+
+@numba.njit(cache=True, nogil=True)
+def collective_receive(st, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload,
+                       n_out):
+    """Apply this round's collective messages to this group's members (rows addressed to them whose tag is one
+    of the plan's; others are left alone), in inbox order, and write what they send next from row n_out on;
+    returns the new n_out."""
+    k = st.k
+    for r in range(n_in):
+        dst = in_dst[r]
+        if dst >= st.node_pos.shape[0] or st.node_pos[dst] < 0:
+            continue
+        p = st.node_pos[dst]
+        i = st.member[p]
+        if i < 0:
+            continue
+        t = in_tag[r]
+        src_p = st.node_pos[in_src[r]] if in_src[r] < st.node_pos.shape[0] else -1
+        if src_p < 0:
+            continue
+        if t >= st.mine.shape[0] or not st.mine[t]:
+            continue
+        row = in_payload[r]
+        if st.pattern == RING:
+            n_out = _ring_receive(st, p, row, out_tag, out_src, out_dst, out_payload, n_out)
+            continue
+        w = st.value.shape[1]
+        if src_p == st.parent[p]:                              # down: the result
+            for c in range(w):
+                st.value[i, c] = row[c]
+            n_out = _send_down(st, p, out_tag, out_src, out_dst, out_payload, n_out)
+            continue
+        d = st.d                                               # up: a child's part
+        if st.op == ALLGATHER:
+            for kk in range(st.size[src_p]):
+                blk = st.pre[st.pre_at[src_p] + kk]
+                for c in range(d):
+                    st.value[i, blk * d + c] = row[kk * d + c]
+        else:
+            for c in range(d):
+                st.value[i, c] += row[c]
+        st.count[i] += 1
+        if st.count[i] == st.child_ptr[p + 1] - st.child_ptr[p]:
+            n_out = _tree_up(st, p, out_tag, out_src, out_dst, out_payload, n_out)
+    return n_out
