@@ -57,6 +57,7 @@ class Ledger:
     def equals(self, other: "Ledger") -> bool:
         return (self.totals == other.totals and self.by_tag == other.by_tag
                 and self.dropped_by_tag == other.dropped_by_tag and np.array_equal(self.edges, other.edges)
+                and np.array_equal(self.dropped_edges, other.dropped_edges)
                 and np.array_equal(self.rounds, other.rounds)
                 and np.array_equal(self.iteration_rounds, other.iteration_rounds)
                 and sorted(self.node_totals) == sorted(other.node_totals)
