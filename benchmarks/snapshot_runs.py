@@ -73,7 +73,7 @@ def _model_digest(path: Path) -> dict:
 
 def take(out: Path, only: str | None) -> None:
     import svmsim
-    from svmsim.config import load_scenario
+    from svmsim import load_scenario          # (svmsim's top level: the same name before and after a move)
 
     out.mkdir(parents=True, exist_ok=True)
     for name, scenario in _points():
