@@ -19,8 +19,9 @@ def _pyplot():
 
 def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | None = None,
              comm_unit: tuple[str, float] | None = None, eps: float | None = None) -> Path:
-    """Three panels against communication (scalars, or the paper's unit such as k*d): the objective, the
-    certified relative gap (log scale, with the target eps), and train/test accuracy. The bounds
+    """Panels against communication (scalars, or the paper's unit such as k*d): the objective, the certified
+    relative gap (log scale, with the target eps), and train/test accuracy, each only when the run reports it
+    (no empty panel: gossip runs certify no gap). The bounds
     k(d + sqrt(d/eps)) and k*min(d, 1/eps) are drawn as vertical lines where they apply."""
     plt = _pyplot()
 
@@ -37,35 +38,40 @@ def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | Non
         unit = 1.0
         x = col("iteration")
         xlabel = "iteration"
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    ax = axes[0]
-    ax.plot(x, col("objective"), marker=".", label="objective")
-    if np.isfinite(col("hull_lower")).any() and "dual_objective" not in metrics[-1]:
-        ax.plot(x, col("hull_lower"), marker=".", linestyle="--", label="lower bound (certified)")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("objective")
-    ax.legend(loc="best", fontsize=8)
-    ax = axes[1]
     gap = col("rel_gap")
-    ax.semilogy(x, np.where(gap > 0, gap, np.nan), marker=".", color="C3", label="certified relative gap")
-    if eps:
-        ax.axhline(eps, color="gray", linestyle=":", label=f"eps = {eps:g}")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("relative gap")
-    ax = axes[2]
-    ax.plot(x, col("train_accuracy"), marker=".", label="train accuracy")
-    if np.isfinite(col("test_accuracy")).any():
-        ax.plot(x, col("test_accuracy"), marker=".", label="test accuracy")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("accuracy")
+    has = {"objective": np.isfinite(col("objective")).any(), "gap": (gap > 0).any(),
+           "accuracy": np.isfinite(col("train_accuracy")).any() or np.isfinite(col("test_accuracy")).any()}
+    shown = [k for k in ("objective", "gap", "accuracy") if has[k]] or ["objective"]   # no empty panel
+    fig, axes = plt.subplots(1, len(shown), figsize=(5 * len(shown), 4.2), squeeze=False)
+    axes = list(axes[0])
+    panel = dict(zip(shown, axes))
+    if "objective" in panel:
+        ax = panel["objective"]
+        ax.plot(x, col("objective"), marker=".", label="objective")
+        if np.isfinite(col("hull_lower")).any() and "dual_objective" not in metrics[-1]:
+            ax.plot(x, col("hull_lower"), marker=".", linestyle="--", label="lower bound (certified)")
+        ax.set_ylabel("objective")
+    if "gap" in panel:
+        ax = panel["gap"]
+        ax.semilogy(x, np.where(gap > 0, gap, np.nan), marker=".", color="C3", label="certified relative gap")
+        if eps:
+            ax.axhline(eps, color="gray", linestyle=":", label=f"eps = {eps:g}")
+        ax.set_ylabel("relative gap")
+    if "accuracy" in panel:
+        ax = panel["accuracy"]
+        ax.plot(x, col("train_accuracy"), marker=".", label="train accuracy")
+        if np.isfinite(col("test_accuracy")).any():
+            ax.plot(x, col("test_accuracy"), marker=".", label="test accuracy")
+        ax.set_ylabel("accuracy")
+    for a in axes:
+        a.set_xlabel(xlabel)
     if distributed and bound:
         for a in axes:
             a.axvline(bound["upper"] / unit, color="C2", linestyle="--", linewidth=1,
                       label="k(d+sqrt(d/eps)) bound")
             a.axvline(bound["lower"] / unit, color="C4", linestyle=":", linewidth=1, label="k min(d,1/eps) lower bound")
-    for a in axes[1:]:
+    for a in axes:
         a.legend(loc="best", fontsize=8)
-    axes[0].legend(loc="best", fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
