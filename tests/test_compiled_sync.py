@@ -234,3 +234,17 @@ def test_compiled_step_errors_reach_the_caller():
     for compiled in (True, False):
         with pytest.raises(ProtocolError, match="more than its kernel's max_out = 5"):
             _run(compiled, mode=3, max_iterations=3)
+
+
+def test_a_kernel_state_with_a_nested_tuple_is_refused_clearly():
+    """The compiled loop borrows the arrays of a kernel's state at its top level only: a nested tuple would be
+    reference-counted wrongly, so it is refused with a message saying what is allowed."""
+    from types import SimpleNamespace
+
+    from svmsim.errors import ProtocolError
+    from svmsim.schedule import compiled_sync
+
+    k = SimpleNamespace(arrays=(np.zeros(2), (np.zeros(1),)), tags=("t",), widths=np.array([1]), max_out=1)
+    with pytest.raises(ProtocolError, match="item 1 is itself a tuple; allowed: a flat tuple"):
+        compiled_sync.run_compiled_rounds([k], None, None, None, None, round_=0, iteration=0, max_rounds=None,
+                                          max_scalars=None, max_iterations=None, observe_every=0)

@@ -429,6 +429,11 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
                         *, round_: int, iteration: int, max_rounds, max_scalars, max_iterations,
                         observe_every: int) -> tuple[int, int, int, bool]:
     """Run the compiled loop once; meter into `meter`. Returns (status, round, iteration, done)."""
+    for g, k in enumerate(kernels):
+        nested = [i for i, a in enumerate(k.arrays) if isinstance(a, tuple)]
+        if nested:               # `_borrowed` drops the references of the top level's arrays only
+            raise ProtocolError(f"the compiled step of group {g} shares a state whose item {nested[0]} is itself a "
+                                "tuple; allowed: a flat tuple (or named tuple) of arrays and scalars")
     tags = kernels[0].tags
     buffers = meter.compiled_buffers(len(tags))
     if buffers is None:
