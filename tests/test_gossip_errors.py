@@ -191,3 +191,11 @@ def test_cli_warns_before_a_gossip_run_without_a_budget(tmp_path, capsys):
     (tmp_path / "budget").mkdir()
     code, out = cli_run(tmp_path / "budget", with_(GADGET, faults={"drop": 0.1}))       # max_iterations is set
     assert code == 0 and "warning" not in capsys.readouterr().err
+
+
+def test_eval_messages_on_ray_is_refused_before_ray_starts(tmp_path, capsys):
+    """Ray hosts evaluate on their own clocks: counting messages for evaluation points needs one process, so the
+    scenario is refused at validation (exit 2, no run directory, no Ray started)."""
+    bad = with_(PUSHSUM, engine={"name": "ray"}, schedule={"eval_messages": 100})
+    code, out = cli_run(tmp_path, bad)
+    assert_clear_error(code, out, capsys, "eval_messages = 100", "allowed on engine ray: eval_time")

@@ -221,6 +221,9 @@ class Scenario(SectionModel):
             raise fail("name = 'ray-cgraph' drives actors in lockstep through a compiled graph (synchronous rounds), "
                         "but the gossip scheduler runs free actors that send to each other directly; allowed with "
                         "gossip: name = \"inproc\" or \"ray\"", ("engine", "name"))
+        if schedule.kind == "gossip" and self.engine.name == "ray" and schedule.eval_messages is not None:
+            raise fail(f"eval_messages = {schedule.eval_messages} counts messages in one process; Ray hosts evaluate "
+                       "on their own virtual clocks: allowed on engine ray: eval_time", ("schedule", "eval_messages"))
         if schedule.kind == "gossip" and not self.faults.is_empty:
             stop = self.stop
             budgets = (stop.max_iterations, stop.max_rounds, stop.max_scalars, stop.max_seconds,
