@@ -120,10 +120,12 @@ def test_the_cycle_check_sees_a_cycle(tmp_path):
 def test_validating_a_scenario_imports_only_its_family(scenario, family, others):
     code = ("import sys; from svmsim.config import validate_file; "
             f"validate_file({str(PACKAGE.parent / 'scenarios' / scenario)!r}); "
-            "print(' '.join(sorted(m for m in sys.modules if m.startswith('svmsim.algorithms.'))))")
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('svmsim.algorithms.') "
+            "or m in ('sklearn', 'ray'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert family in out
     assert not [m for m in out if m.rsplit(".", 1)[-1] in others], out
+    assert "ray" not in out and "sklearn" not in out, out      # start-up: validating starts no heavy stack
 
 
 def test_every_family_is_discovered_and_lists_its_algorithms():

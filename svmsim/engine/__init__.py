@@ -1,23 +1,29 @@
-"""Engines: where node programs run (in-process, Ray actors, Ray compiled graphs)."""
-from .base import Engine, split_roles
-from .inproc import InProcessEngine
+"""Engines: where node programs run (in-process, Ray actors, Ray compiled graphs).
+
+The engine classes are imported on first use, so that reading the names of the engines (the configuration does,
+to validate a scenario) imports neither numba nor Ray."""
+from __future__ import annotations
+
+import importlib
 
 ENGINES = ("inproc", "ray", "ray-cgraph")
 
 __all__ = ["Engine", "split_roles", "InProcessEngine", "ENGINES", "make_engine", "RayGossipRun"]
 
+_LAZY = {"Engine": ".base", "split_roles": ".base", "InProcessEngine": ".inproc", "RayGossipRun": ".ray_gossip"}
+
 
 def __getattr__(name: str):
-    if name == "RayGossipRun":          # gossip on Ray actors (imported on first use)
-        from .ray_gossip import RayGossipRun
-
-        return RayGossipRun
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def make_engine(name: str, **options) -> Engine:
+def make_engine(name: str, **options):
     """Build an engine by name: 'inproc', 'ray' (actors) or 'ray-cgraph' (actors driven by a compiled graph)."""
     if name == "inproc":
+        from .inproc import InProcessEngine
+
         return InProcessEngine()
     if name in ("ray", "ray-cgraph"):
         from .ray_engine import RayEngine

@@ -40,7 +40,6 @@ from .build import SaddleDSVCParams, SaddleParams, build_saddle_dsvc, build_sadd
 from .certificate import SaddleEvaluator, capped_min, hull_lower_bound
 from .dsvc import (SaddleClient, SaddleServer, dsvc_bound, dsvc_scalars, dsvc_scalars_per_iteration,
                    dsvc_setup_scalars)
-from .estimator import SaddleSVC
 from .preprocess import CoordinateStream, Rotation, SaddleConstants, resolve_cap, saddle_constants
 
 __all__ = [
@@ -60,3 +59,11 @@ register(AlgorithmInfo(
     Params=SaddleDSVCParams, build=build_saddle_dsvc,
     description="Saddle-DSVC: one server, k clients, 9k scalars per iteration (+8k per nu-projection pass)",
     topologies=("star",)))
+
+
+def __getattr__(name: str):
+    if name == "SaddleSVC":            # the scikit-learn estimator, imported on first use (validating a scenario
+        from .estimator import SaddleSVC   # of this family then imports no scikit-learn)
+
+        return SaddleSVC
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

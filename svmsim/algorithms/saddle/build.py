@@ -12,7 +12,6 @@ from ...program import RoleSpec
 from .certificate import SaddleEvaluator
 from .dsvc import (SaddleClient, SaddleServer, dsvc_bound, dsvc_scalars, dsvc_scalars_per_iteration,
                    dsvc_setup_scalars)
-from .estimator import SaddleSVC
 from .preprocess import Rotation, resolve_cap
 
 
@@ -63,6 +62,7 @@ def _svm_model(evaluator: SaddleEvaluator, w: np.ndarray, p: np.ndarray) -> dict
 
 def build_saddle_svc(params: SaddleParams, problem):
     from ...deployment import SingleMachineRun
+    from .estimator import SaddleSVC         # scikit-learn is imported when a solver is built, not to validate
 
     ds = problem.dataset
     cap = _cap_for(params, ds.y)
