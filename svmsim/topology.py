@@ -612,6 +612,17 @@ def neighbours(G: nx.Graph) -> list[np.ndarray]:
     return [np.array(sorted(int(u) for u in adj.adj[i] if u != i), dtype=np.int64) for i in range(n)]
 
 
+def neighbour_csr(G: nx.Graph) -> tuple[np.ndarray, np.ndarray]:
+    """`neighbours` as CSR arrays (ptr, values): node i's sorted neighbours are ``values[ptr[i]:ptr[i + 1]]`` (what
+    the event loop checks sends against and the meter indexes its edge counters by; O(edges), not N x N)."""
+    nbrs = neighbours(G)
+    n = G.number_of_nodes()
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(a) for a in nbrs])
+    values = np.concatenate(nbrs).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
+    return ptr, values
+
+
 def _degrees(G: nx.Graph) -> tuple[int, np.ndarray, np.ndarray]:
     E = edge_array(G)
     n = G.number_of_nodes()

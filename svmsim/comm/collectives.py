@@ -530,7 +530,6 @@ def collective_receive(st, in_tag, in_src, in_dst, in_payload, n_in, out_tag, ou
     """Apply this round's collective messages to this group's members (rows addressed to them whose tag is one
     of the plan's; others are left alone), in inbox order, and write what they send next from row n_out on;
     returns the new n_out."""
-    k = st.k
     for r in range(n_in):
         dst = in_dst[r]
         if dst >= st.node_pos.shape[0] or st.node_pos[dst] < 0:

@@ -32,16 +32,15 @@ class InProcessEngine(Engine):
     def gossip(self, roles, seed, topology, *, node_names=None, clock=None, latency=None, faults=None,
                round_time=None, compiled=None):
         """One event loop for every node, in this process (`schedule.gossip.GossipScheduler`), metered by a meter
-        that checks every message against the topology."""
-        import networkx as nx
-
+        that checks every message against the topology (its edges as CSR: memory O(edges) for any N)."""
         from ..comm.meter import Meter
         from ..schedule.gossip import GossipScheduler
+        from ..topology import neighbour_csr
 
         groups = self.plan(roles)
         self.deploy(groups, seed)
         n = topology.number_of_nodes()
-        meter = Meter(n, nx.to_numpy_array(topology, nodelist=range(n), dtype=bool), node_names)
+        meter = Meter(n, neighbour_csr(topology), node_names)
         return GossipScheduler(self, groups, meter, topology, clock=clock, latency=latency, faults=faults, seed=seed,
                                round_time=round_time, compiled=compiled)
 

@@ -103,9 +103,8 @@ from ..program import GossipProgram, Group, RoleSpec
 from ..schedule.event_host import EventHost, GossipSetting
 from ..schedule.event_kernels import (I_DOWN, I_SENT, NO_LIMIT, ST_BAD_EDGE, ST_EVAL_TIME, ST_FLUSH, ST_GROW,
                                       ST_MESSAGES, ST_QUIESCENT, ST_SCALARS, ST_TIME, ST_XFLUSH, ST_YIELD)
-from ..schedule.gossip import (GossipOutcome, GossipProgress, GossipStopReason, adjacency_csr,
-                               check_gossip_groups)
-from ..topology import check_connected
+from ..schedule.gossip import GossipOutcome, GossipProgress, GossipStopReason, check_gossip_groups
+from ..topology import check_connected, neighbour_csr
 from .base import split_roles
 from .ray_actors import colocate_groups, ensure_ray, placement, raise_original, release_actors
 
@@ -551,7 +550,7 @@ class RayGossipRun:
             for gid in gids:
                 owner[np.asarray(by_gid[gid].node_ids, dtype=np.int64)] = j
         self.owner = owner
-        adj_ptr, adj = adjacency_csr(topology)
+        adj_ptr, adj = neighbour_csr(topology)
         skew = None if self.max_skew is None else self.max_skew * self.round_time
         options = {"n_hosts": len(self.hosts), "max_skew": skew, "batch_bytes": self.batch_bytes,
                    "flush_interval": self.flush_interval}

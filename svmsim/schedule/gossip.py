@@ -35,12 +35,12 @@ from ..comm.meter import Ledger, Meter
 from ..core.timing import Clock, LatencyModel
 from ..errors import ScenarioError
 from ..program import GossipProgram, Group
-from ..topology import check_connected, neighbours
+from ..topology import check_connected, neighbour_csr
 from .event_host import EventHost, GossipSetting
 from .event_kernels import (I_DEAD, I_DOWN, I_SENT, I_TICKS, NO_LIMIT, ST_BAD_EDGE, ST_DONE, ST_EVAL_MSG,
                             ST_EVAL_TIME, ST_FLUSH, ST_GROW, ST_MESSAGES, ST_QUIESCENT, ST_SCALARS, ST_TIME, ST_YIELD)
 
-__all__ = ["GossipScheduler", "GossipProgress", "GossipStopReason", "GossipOutcome", "adjacency_csr",
+__all__ = ["GossipScheduler", "GossipProgress", "GossipStopReason", "GossipOutcome",
            "check_gossip_groups"]
 
 
@@ -93,16 +93,6 @@ class GossipOutcome:
     faults: dict
     compiled: bool
     stats: dict
-
-
-def adjacency_csr(topology: nx.Graph) -> tuple[np.ndarray, np.ndarray]:
-    """The topology's sorted neighbour lists as CSR arrays (ptr, values), for checking sends."""
-    nbrs = neighbours(topology)
-    n = topology.number_of_nodes()
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    ptr[1:] = np.cumsum([len(a) for a in nbrs])
-    values = np.concatenate(nbrs).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
-    return ptr, values
 
 
 def check_gossip_groups(groups: list[Group], n: int, where: str = "the gossip scheduler") -> np.ndarray:
@@ -169,7 +159,7 @@ class GossipScheduler:
         self.faults = faults if isinstance(faults, FaultPlan) else faults.bind(n, self.seed)
         if self.faults.n_nodes != n:
             raise ScenarioError(f"the fault plan was bound for {self.faults.n_nodes} nodes but the topology has {n}")
-        adj_ptr, adj = adjacency_csr(topology)
+        adj_ptr, adj = neighbour_csr(topology)
         setting = GossipSetting(n, self.clock, self.latency, self.faults, self.seed, self.round_time)
         programs = {g.gid: g.program for g in groups}
         if compiled and len(groups) != 1:
