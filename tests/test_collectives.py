@@ -189,3 +189,34 @@ def test_a_collective_runs_again_after_a_reset():
             st.value[:] = scale * _values(6, 5)
         assert len(_simulate(p, st)) == p.messages()
         assert np.array_equal(st.value, p.reference(scale * _values(6, 5))) and st.finished.all()
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 16])
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_columns_combine_by_sum_min_or_max(pattern, k):
+    """One all-reduce carries sums, a minimum and a maximum (paper 001's d-vector, three sums and the step's
+    box limit): each column ends as its operation over the nodes, on every node, for any grouping."""
+    d = 20
+    ops = ["sum"] * (d - 2) + ["min", "max"]
+    p = plan("allreduce", pattern, np.arange(k), d, combine=ops)
+    values = _values(k, d)
+    want = p.reference(values)
+    assert np.array_equal(want[:, -2], np.full(k, values[:, -2].min()))
+    assert np.array_equal(want[:, -1], np.full(k, values[:, -1].max()))
+    assert np.array_equal(want[:, :-2], plan("allreduce", pattern, np.arange(k), d).reference(values)[:, :-2])
+    topology = _topology(pattern, k) if k > 1 else None
+    for compiled, groups in [(False, 1), (True, 1)] + ([(True, 2)] if k > 1 else []):
+        got, finished, ledger = _run(p, values, topology, compiled=compiled, groups=groups)
+        assert np.array_equal(got, want) and finished.all()
+        assert ledger.totals["scalars"] == p.scalars()
+    rp = plan("reduce", pattern, np.arange(k), d, combine="min")
+    assert np.array_equal(rp.reference(values)[rp.root], values.min(axis=0))
+
+
+def test_bad_combines_are_refused():
+    with pytest.raises(ProtocolError, match=r"combine 'prod' is unknown; allowed: sum, min, max"):
+        plan("allreduce", "ring", np.arange(3), 4, combine="prod")
+    with pytest.raises(ProtocolError, match=r"combine names 2 columns where d = 4"):
+        plan("allreduce", "ring", np.arange(3), 4, combine=["sum", "min"])
+    with pytest.raises(ProtocolError, match=r"combine 'min' for a broadcast; allowed: combine with reduce"):
+        plan("broadcast", "ring", np.arange(3), 4, combine="min")

@@ -11,6 +11,9 @@ scheduler meters it like any other traffic and the ledger counts collectives exa
   `CollectiveArrays` from `Plan.arrays`), for a `SyncKernel` step to call in the compiled loop; and the star's
   primitives `send_row`, `gather_to`, `broadcast_from`, `sum_rows`, `star_reduce` for protocols whose rounds
   interleave a star reduce with their own work.
+* per-column combining: an all-reduce or reduce sums by default; ``combine`` names each column's operation
+  (``"sum"``, ``"min"``, ``"max"``), so one message can carry a sum and a minimum together (MPI's user-defined
+  operation; e.g. paper 001's exact step sends its d-vector, three sums and one minimum in one all-reduce).
 * a ready node program that runs one collective among peers: `svmsim.algorithms.collective.CollectiveProgram`
   (above this floor: it is a `NodeProgram`).
 
@@ -41,12 +44,14 @@ import numpy as np
 
 from ..errors import ProtocolError
 
-__all__ = ["OPS", "PATTERNS", "Plan", "plan", "CollectiveArrays", "collective_start", "collective_receive",
+__all__ = ["OPS", "PATTERNS", "COMBINES", "Plan", "plan", "CollectiveArrays", "collective_start", "collective_receive",
            "collective_reset",
            "send_row", "gather_to", "broadcast_from", "sum_rows", "star_reduce"]
 
 OPS = ("reduce", "broadcast", "allreduce", "allgather")
 PATTERNS = ("star", "ring", "tree")
+COMBINES = ("sum", "min", "max")
+SUM, MIN, MAX = range(3)
 REDUCE, BROADCAST, ALLREDUCE, ALLGATHER = range(4)
 TREE, RING = 0, 1          # the star runs as a tree of height 1
 
@@ -121,6 +126,7 @@ class Plan:
     parent: np.ndarray  # tree/star: parent position per position (-1 at the root)
     children: tuple     # tree/star: children positions per position, ascending node id
     lo: np.ndarray      # ring all-reduce: chunk c is [lo[c], lo[c+1]); else the whole block
+    combine: np.ndarray  # (d,) int8: SUM, MIN or MAX per column (reduce, all-reduce)
 
     @property
     def k(self) -> int:
@@ -226,7 +232,7 @@ class Plan:
             for a, b, j in spans:
                 acc = v[j, a:b].copy()
                 for s in range(1, self.k):
-                    acc = acc + v[(j + s) % self.k, a:b]
+                    acc = _combine_np(self.combine[a:b], acc, v[(j + s) % self.k, a:b])
                 total[a:b] = acc
         else:
             h = self._heights()
@@ -234,7 +240,7 @@ class Plan:
             def part(p):
                 acc = v[p].copy()
                 for c in sorted(self.children[p], key=lambda c: (h[c], self.nodes[c])):
-                    acc = acc + part(c)
+                    acc = _combine_np(self.combine, acc, part(c))
                 return acc
 
             total = part(self.root)
@@ -291,7 +297,8 @@ class Plan:
         return CollectiveArrays(
             pattern=RING if self.pattern == "ring" else TREE, op=OPS.index(self.op), d=d, k=k, root=self.root,
             nodes=self.nodes, member=member, node_pos=node_pos, parent=self.parent, child_ptr=ptr, child_pos=kids,
-            pre=pre, pre_at=pre_at, size=sizes, lo=self.lo, up_tag=up_tag, down_tag=down_tag, mine=mine, value=buf,
+            pre=pre, pre_at=pre_at, size=sizes, lo=self.lo, up_tag=up_tag, down_tag=down_tag, mine=mine,
+            combine=self.combine, value=buf,
             count=np.zeros(len(hosted), np.int64), finished=np.zeros(len(hosted), np.int64),
             started=np.zeros(1, np.int64))
 
@@ -301,9 +308,32 @@ class Plan:
         return max(1, sum(max(1, len(self.children[p])) for p in pos))
 
 
-def plan(op: str, pattern: str, nodes, d: int, root: int | None = None, branching: int = 2) -> Plan:
+def _combine_np(ops: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a (+ | min | max) b per column, as the numba steps combine them (a: the receiver's side)."""
+    return np.where(ops == MIN, np.minimum(a, b), np.where(ops == MAX, np.maximum(a, b), a + b))
+
+
+def _combine_codes(combine, d: int, op: str) -> np.ndarray:
+    if combine is None:
+        return np.zeros(d, np.int8)
+    names = [combine] * d if isinstance(combine, str) else list(combine)
+    if len(names) != d:
+        raise _fail(f"combine names {len(names)} columns where d = {d}", f"one of {', '.join(COMBINES)} per column")
+    bad = [c for c in names if c not in COMBINES]
+    if bad:
+        raise _fail(f"combine {bad[0]!r} is unknown", ", ".join(COMBINES))
+    codes = np.array([COMBINES.index(c) for c in names], np.int8)
+    if codes.any() and op not in ("reduce", "allreduce"):
+        raise _fail(f"combine {names[int(np.flatnonzero(codes)[0])]!r} for a {op}", "combine with reduce or allreduce")
+    return codes
+
+
+def plan(op: str, pattern: str, nodes, d: int, root: int | None = None, branching: int = 2,
+         combine=None) -> Plan:
     """Check and lay out one collective; `root` is a node id (default: the first node; all-reduce and
-    all-gather over the ring have no root); `branching` is the tree's (star: K - 1)."""
+    all-gather over the ring have no root); `branching` is the tree's (star: K - 1); `combine`: how a reduce or
+    all-reduce combines each column, one of `COMBINES` for all columns or a sequence of d of them (default:
+    sum)."""
     if op not in OPS:
         raise _fail(f"operation {op!r} is unknown", ", ".join(OPS))
     if pattern not in PATTERNS:
@@ -318,6 +348,7 @@ def plan(op: str, pattern: str, nodes, d: int, root: int | None = None, branchin
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
         raise _fail(f"d = {d!r} scalars per node", "an integer d >= 1")
     d = int(d)
+    codes = _combine_codes(combine, d, op)
     k = ids.size
     if root is None:
         root = int(ids[0])
@@ -343,7 +374,7 @@ def plan(op: str, pattern: str, nodes, d: int, root: int | None = None, branchin
     base, rem = divmod(d, k)
     sizes = [base + (1 if c < rem else 0) for c in range(k)] if (pattern == "ring" and op == "allreduce") else [d]
     lo = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    return Plan(op, pattern, ids, d, rp, parent, tuple(tuple(c) for c in children), lo)
+    return Plan(op, pattern, ids, d, rp, parent, tuple(tuple(c) for c in children), lo, codes)
 
 
 def _simulate(p: Plan, st: "CollectiveArrays") -> list[tuple[int, int, int, str, int]]:
@@ -390,10 +421,20 @@ class CollectiveArrays(NamedTuple):
     up_tag: np.ndarray      # (K,) tag of the message position p sends up (ring all-reduce: of chunk p)
     down_tag: np.ndarray    # (K,) tag of the messages carrying position p's block / chunk down (-1: none)
     mine: np.ndarray        # by tag index: the tag is one of this collective's
+    combine: np.ndarray     # (d,) int8 per column: SUM, MIN or MAX
     value: np.ndarray       # (members, d or K*d) each member's vector: its input, then its result
     count: np.ndarray       # (members,) messages received
     finished: np.ndarray    # (members,) 1 once the member holds its result
     started: np.ndarray     # [1] 1 once `collective_start` ran (for a kernel that runs one collective)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _combine(op, a, b):
+    if op == SUM:
+        return a + b
+    if op == MIN:
+        return min(a, b)
+    return max(a, b)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -502,7 +543,7 @@ def _ring_receive(st, p, row, out_tag, out_src, out_dst, out_payload, n_out):
         j = (p - s) % k if st.op == ALLREDUCE else 0
         a, b = _ring_chunk(st, j)
         for c in range(a, b):                      # the partial from upstream, plus this node's own
-            st.value[i, c] = row[c - a] + st.value[i, c]
+            st.value[i, c] = _combine(st.combine[c], row[c - a], st.value[i, c])
         last = p == st.root if st.op == REDUCE else s == k - 1
         if st.op == REDUCE and last:
             st.finished[i] = 1
@@ -562,7 +603,7 @@ def collective_receive(st, in_tag, in_src, in_dst, in_payload, n_in, out_tag, ou
                     st.value[i, blk * d + c] = row[kk * d + c]
         else:
             for c in range(d):
-                st.value[i, c] += row[c]
+                st.value[i, c] = _combine(st.combine[c], st.value[i, c], row[c])
         st.count[i] += 1
         if st.count[i] == st.child_ptr[p + 1] - st.child_ptr[p]:
             n_out = _tree_up(st, p, out_tag, out_src, out_dst, out_payload, n_out)
