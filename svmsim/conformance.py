@@ -66,6 +66,11 @@ SMALL_PARAMS: dict[str, dict[str, Any]] = {
     "saddle-dsvc": {"clients": 5, "eps": 0.05},
     "dgilbert": {"clients": 5, "eps": 1e-3},
     "hogwild": {"clients": 5, "steps_per_message": 4},
+    # distributed, synchronous rounds (workers and an all-reduce)
+    "bqo-e": {"workers": 4},
+    "bqo-a": {"workers": 4},
+    "disdca": {"workers": 4},
+    "dsvm-ave": {"workers": 3, "allreduce": "tree"},
     # distributed, gossip (peers)
     "pushsum": {"nodes": 9, "values": "random", "dim": 3, "max_wakes": 25},
     "gadget": {"nodes": 7, "lam": 1e-2, "eps": 0.0, "iterations": 25},
@@ -74,6 +79,7 @@ SMALL_PARAMS: dict[str, dict[str, Any]] = {
     "gilbert": {"eps": 1e-3},
     "pegasos": {"lam": 1e-2, "iterations": 300},
     "svm-sgd": {"lam": 1e-2, "epochs": 2},
+    "dual-cd": {},
     "sklearn-svc": {},
     "sklearn-nusvc": {"alpha": 0.85},
     "sklearn-linearsvc": {"max_iter": 200},
@@ -85,6 +91,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "saddle-dsvc": [{"alpha": 0.85}],                       # the nu-SVM: cap reports and projection passes
     "pushsum": [{"variant": "pairwise"}, {"variant": "running-sum"}],
     "gadget": [{"gossip": "pairwise"}],                     # requests and replies
+    "bqo-e": [{"loss": "squared_hinge", "allreduce": "star"}, {"allreduce": "tree", "workers": 5}],
 }
 
 #: defaults of the small runs (`RUN_SETTINGS` overrides them per algorithm):
@@ -98,6 +105,8 @@ DEFAULT_RUN: dict[str, Any] = {"data": {"name": "iris"}, "topology": ("random_k_
 #: algorithm name -> overrides of `DEFAULT_RUN`
 RUN_SETTINGS: dict[str, dict[str, Any]] = {
     "hogwild": {"data": {"name": "heart_scale"}},
+    **{name: {"data": {"name": "heart_scale"}, "topology": ("complete", {})}
+       for name in ("bqo-e", "bqo-a", "disdca", "dsvm-ave", "dual-cd")},
     "pegasos": {"iterations": 200, "observe_every": 50},
     "svm-sgd": {"iterations": 150, "observe_every": 50},
     "saddle-svc": {"iterations": 60, "observe_every": 20},

@@ -102,6 +102,17 @@ def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float, previous
         change = abs(metrics.get("objective", math.nan) - previous.get("objective", math.nan))
         if change < stop.objective_change:           # NaN (no objective) never stops
             return "objective changed by < %g" % stop.objective_change
+    if stop.below:
+        missing = [k for k in stop.below if k not in metrics]
+        if missing:
+            from .errors import ScenarioError
+
+            raise ScenarioError(f"[stop] below names metric {missing[0]!r}, which algorithm "
+                                f"{scenario.algorithm.name!r} does not report; allowed: "
+                                f"{', '.join(sorted(k for k, v in metrics.items() if isinstance(v, (int, float))))}")
+        for name, threshold in stop.below.items():
+            if metrics[name] <= threshold:
+                return f"{name} <= {threshold:g}"
     if stop.max_seconds is not None and time.perf_counter() - started >= stop.max_seconds:
         return "time budget"
     return None

@@ -45,7 +45,7 @@ import numpy as np
 from ..errors import ProtocolError
 
 __all__ = ["OPS", "PATTERNS", "COMBINES", "Plan", "plan", "CollectiveArrays", "collective_start", "collective_receive",
-           "collective_reset",
+           "collective_reset", "state_with_collective",
            "send_row", "gather_to", "broadcast_from", "sum_rows", "star_reduce"]
 
 OPS = ("reduce", "broadcast", "allreduce", "allgather")
@@ -426,6 +426,17 @@ class CollectiveArrays(NamedTuple):
     count: np.ndarray       # (members,) messages received
     finished: np.ndarray    # (members,) 1 once the member holds its result
     started: np.ndarray     # [1] 1 once `collective_start` ran (for a kernel that runs one collective)
+
+
+def state_with_collective(name: str, fields: list[tuple[str, type]]) -> type:
+    """A named tuple type with every field of `CollectiveArrays` and then the program's own `fields`, for a
+    program whose compiled state runs a collective among its other work: the numba steps read fields by name, so
+    they accept it as their `st`, and the state stays one flat tuple (as the compiled loop requires). Build one with
+    ``State(*plan.arrays(...), *own_values)``."""
+    clash = sorted(set(CollectiveArrays._fields) & {f for f, _ in fields})
+    if clash:
+        raise ValueError(f"fields {clash} are the collective's; allowed: other names")
+    return NamedTuple(name, [(f, CollectiveArrays.__annotations__[f]) for f in CollectiveArrays._fields] + fields)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

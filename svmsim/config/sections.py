@@ -384,6 +384,23 @@ class StopSection(SectionModel):
     # paper 000's practical rule (section 5): stop when the objective changed by less than this between two
     # consecutive evaluation points; not certified, so not the default
     objective_change: float | None = Field(None, gt=0)
+    # any metric the algorithm reports, at or below a threshold at an evaluation point, e.g. {rel_dual = 1e-3}
+    below: dict[str, float] | None = Field(None, json_schema_extra=allowed_text(
+        "a table of metric names (columns of metrics.csv) and thresholds, e.g. {rel_dual = 1e-3}"))
+
+    @field_validator("below")
+    @classmethod
+    def _check_below(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("an empty table stops nothing; allowed: at least one metric = threshold")
+        for name, threshold in value.items():
+            if not name.isidentifier():
+                raise ValueError(f"{name!r} is not a metric name; allowed: a column of metrics.csv, e.g. rel_dual")
+            if not math.isfinite(threshold):
+                raise ValueError(f"{name} = {threshold!r}; allowed: a finite threshold")
+        return value
 
     @model_validator(mode="after")
     def _some_rule(self) -> "StopSection":

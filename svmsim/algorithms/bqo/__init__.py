@@ -1,0 +1,82 @@
+"""Paper 001 (Lee & Roth, ICML 2015): distributed box-constrained quadratic optimization (BQO) for the dual linear
+SVM, and the baselines it is compared with (DisDCA, DSVM-AVE / CoCoA).
+
+Read beside `001_52f94dd34c309c94.txt` and its digest `notes-001.md` (which fixes the printed eq. (16) typo, the
+Table 3 caption's sign and the q = 0 case; notation: the paper's l points and n features are svmsim's n and d).
+
+* the dual (2): min_alpha 1/2 alpha^T Qbar alpha - e^T alpha, 0 <= alpha_i <= U; L1 (hinge): s = 0, U = C;
+  L2 (squared hinge): s = 1/(2C), U = inf; no bias term;
+* Algorithm 1: each of K machines solves its block of the direction subproblem (5)-(7) by one shuffled
+  coordinate-descent pass, one all-reduce sums Delta w and the step's scalars (eqs. 17-19), and the step is the
+  exact line search (BQO-E, eqs. 20-21) or Armijo's (BQO-A, eqs. 9-12); the model is the pocket w;
+* baselines on the same all-reduce: DisDCA's practical variant (H = K Q~ + sI, eta = 1) and DSVM-AVE / CoCoA
+  (H = Q~, eta = 1/K).
+
+Modules, by concern:
+
+=========== =====================================================================================================
+local_cd    the local solver: shuffled dual coordinate descent over a CSR shard (numba)
+protocol    the worker's compiled round step: pass, all-reduce, step size (eqs. 17-21), update
+workers     the worker node program, the methods' constants, the all-reduce plan
+objective   primal (1), dual (2), and a certified reference optimum f*
+estimator   `DualCDSVC`, the single machine's dual coordinate descent as a scikit-learn estimator
+build       scenario parameters, the deployment, the evaluator (pocket, relative primal / dual, eq. 27)
+=========== =====================================================================================================
+"""
+from __future__ import annotations
+
+from ..registry import AlgorithmInfo, register
+from .build import (
+    METHODS,
+    BQOAParams,
+    BQOParams,
+    DistributedParams,
+    DualCDParams,
+    build_distributed,
+    build_dual_cd,
+)
+
+__all__ = ["METHODS", "BQOAParams", "BQOParams", "DistributedParams", "DualCDSVC", "build_distributed"]
+
+_PAPER = "001_52f94dd34c309c94.txt"
+_TOPOLOGIES = ("complete", "star", "ring", "tree", "line", "edge_list", "grid", "random_k_out", "erdos_renyi",
+               "small_world", "expander")
+
+
+def _builder(name):
+    return lambda params, problem: build_distributed(name, params, problem)
+
+
+register(AlgorithmInfo(
+    name="bqo-e", family="bqo", paper=f"{_PAPER}, Algorithm 1 with the exact step (eqs. 20-21)", distributed=True,
+    Params=BQOParams, build=_builder("bqo-e"),
+    description="BQO-E: K workers, one all-reduce of d + 4 scalars per iteration, exact line search",
+    topologies=_TOPOLOGIES))
+register(AlgorithmInfo(
+    name="bqo-a", family="bqo", paper=f"{_PAPER}, Algorithm 1 with the Armijo step (eqs. 9-12)", distributed=True,
+    Params=BQOAParams, build=_builder("bqo-a"),
+    description="BQO-A: K workers, one all-reduce of d + 3 scalars per iteration, Armijo step",
+    topologies=_TOPOLOGIES))
+register(AlgorithmInfo(
+    name="disdca", family="bqo", paper=f"{_PAPER}, baseline DisDCA (Yang 2013), practical variant",
+    distributed=True, Params=DistributedParams, build=_builder("disdca"),
+    description="DisDCA (practical; = CoCoA+): K workers, local curvature K Q~, step 1, one all-reduce of d",
+    topologies=_TOPOLOGIES))
+register(AlgorithmInfo(
+    name="dsvm-ave", family="bqo", paper=f"{_PAPER}, baseline DSVM-AVE (Pechyony et al. 2011) / CoCoA",
+    distributed=True, Params=DistributedParams, build=_builder("dsvm-ave"),
+    description="DSVM-AVE / CoCoA: K workers, averaging (step 1/K), one all-reduce of d",
+    topologies=_TOPOLOGIES))
+register(AlgorithmInfo(
+    name="dual-cd", family="bqo", paper=f"{_PAPER}, the local solver on one machine (Hsieh et al. 2008)",
+    distributed=False, Params=DualCDParams, build=build_dual_cd,
+    description="dual coordinate descent on one machine (LIBLINEAR's method without shrinking; DualCDSVC)",
+    topologies=_TOPOLOGIES))
+
+
+def __getattr__(name: str):
+    if name == "DualCDSVC":              # the scikit-learn estimator, imported on first use
+        from .estimator import DualCDSVC
+
+        return DualCDSVC
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,265 @@
+"""Scenario parameters of paper 001's methods and the runs they build (the registry's `build`).
+
+Every distributed method runs K workers (nodes 0..K-1, named worker-0..) doing one all-reduce per iteration over
+the `allreduce` pattern; the pattern's edges must be edges of the scenario's topology (a switched cluster is
+``[topology] kind = "complete"``: every pattern is defined on it). The evaluator (never metered, as the authors'
+evaluation is untimed) computes the primal at the current w, the dual, the pocket (the best primal iterate so far,
+Gallant 1990; it is the returned model) and the relative measures against a certified reference optimum.
+"""
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...errors import DataError, InfeasibleParameterError, TopologyError
+from ...program import RoleSpec
+from .objective import (
+    as_csr,
+    dual_objective,
+    loss_constants,
+    primal_objective,
+    reference_optimum,
+)
+from .protocol import ADD, ARMIJO, AVERAGE, EXACT
+from .workers import Method, WorkerProgram, allreduce_plan
+
+__all__ = [
+    "METHODS",
+    "BQOAParams",
+    "BQOParams",
+    "DistributedParams",
+    "DualCDParams",
+    "Evaluator",
+    "build_distributed",
+    "build_dual_cd",
+]
+
+PATTERN_FOR_TOPOLOGY = {"star": "star", "ring": "ring", "tree": "tree", "complete": "ring", "line": "ring"}
+
+
+class DistributedParams(BaseModel):
+    """``[algorithm]`` keys shared by paper 001's distributed methods."""
+
+    model_config = ConfigDict(extra="forbid")
+    workers: int = Field(16, ge=1, description="number of machines K (the paper uses 16)")
+    C: float = Field(1.0, gt=0, description="loss weight C of the primal (1); the paper uses C = 1")
+    loss: Literal["hinge", "squared_hinge"] = Field("hinge", description="hinge (L1-SVM) or squared_hinge (L2-SVM)")
+    allreduce: Literal["auto", "star", "ring", "tree"] = Field(
+        "auto", description="all-reduce pattern; auto: the topology's own (star, ring, tree; ring on complete)")
+    branching: int = Field(2, ge=1, description="the tree all-reduce's branching")
+    passes: int = Field(1, ge=1, description="local coordinate-descent passes per iteration (the paper uses 1)")
+
+
+class BQOParams(DistributedParams):
+    """``[algorithm]`` keys of bqo-e."""
+
+    tau: float = Field(1e-3, gt=0, description="tau of H = Q~ + (s + tau) I for the L1 loss (L2 uses 0)")
+
+
+class BQOAParams(BQOParams):
+    """``[algorithm]`` keys of bqo-a."""
+
+    armijo_beta: float = Field(0.5, gt=0, lt=1, description="Armijo's backtracking factor beta")
+    armijo_sigma: float = Field(0.1, gt=0, lt=1, description="Armijo's sufficient-decrease sigma")
+
+
+#: name -> (step rule, Params, the local curvature's scale sigma(K), uses tau)
+METHODS = {
+    "bqo-e": (EXACT, BQOParams, lambda k: 1.0, True),
+    "bqo-a": (ARMIJO, BQOAParams, lambda k: 1.0, True),
+    "disdca": (ADD, DistributedParams, lambda k: float(k), False),
+    "dsvm-ave": (AVERAGE, DistributedParams, lambda k: 1.0, False),
+}
+
+
+class Evaluator:
+    """The metrics of an iterate (w, alpha) against a certified reference optimum f*, with the pocket: the iterate
+    of lowest primal seen at an evaluation point (the returned model; evaluating every iteration gives the
+    paper's pocket). Rows: primal (current w), dual, objective (pocket primal), rel_dual (eq. 28), rel_primal
+    (pocket), rel_gap (eq. 27 with the pocket primal: certified), accuracies of the pocket w."""
+
+    def __init__(self, X, y, C: float, loss: str, X_test=None, y_test=None):
+        self.X, self.y, self.C, self.loss = X, y, float(C), loss
+        self.s, self.upper = loss_constants(loss, C)
+        self.X_test, self.y_test = X_test, y_test
+        self.ref = reference_optimum(X, y, C, loss)
+        self.pocket_primal, self.pocket_w, self.pocket_iteration = math.inf, np.zeros(X.shape[1]), 0
+
+    def metrics(self, w: np.ndarray, alpha: np.ndarray, iteration: int, eta: float | None = None) -> dict:
+        f_star = self.ref.f_star
+        primal = primal_objective(self.X, self.y, w, self.C, self.loss)
+        dual = dual_objective(w, alpha, self.s)
+        if primal < self.pocket_primal:
+            self.pocket_primal, self.pocket_w, self.pocket_iteration = primal, w.copy(), int(iteration)
+        best = self.pocket_primal
+        out = {"iteration": int(iteration), "primal": primal, "dual": dual, "objective": best,
+               "pocket_iteration": self.pocket_iteration, "rel_dual": abs((dual - f_star) / f_star),
+               "rel_primal": (best + f_star) / -f_star, "duality_gap": best + dual,
+               "rel_gap": (best + dual) / (self.C * self.X.shape[0]),
+               "train_accuracy": float(np.mean(np.asarray(self.X @ self.pocket_w).ravel() * self.y > 0))}
+        if eta is not None:
+            out["eta"] = eta
+        if self.X_test is not None and self.y_test is not None and len(self.y_test):
+            pred = np.where(np.asarray(self.X_test @ self.pocket_w).ravel() > 0, 1.0, -1.0)
+            out["test_accuracy"] = float(np.mean(pred == self.y_test))
+        return out
+
+    def info(self) -> dict:
+        r = self.ref
+        return {"C": self.C, "loss": self.loss, "s": self.s, "U": self.upper if math.isfinite(self.upper) else "inf",
+                "f_star": r.f_star, "f_star_rel_uncertainty": r.rel_uncertainty,
+                "f_star_source": f"svmsim dual coordinate descent, {r.epochs} epochs, certified by its duality gap"}
+
+
+def check_problem(ds, workers: int) -> None:
+    """One clear error for a problem the methods cannot solve."""
+    if ds.n_pos == 0 or ds.n_neg == 0:
+        raise DataError(f"data set '{ds.name}' has only one class ({ds.n} points labelled "
+                        f"{'+1' if ds.n_neg == 0 else '-1'}); allowed: labels of both classes")
+    if workers > ds.n:
+        raise InfeasibleParameterError(f"workers = {workers} exceeds the number of training points ({ds.n}); "
+                                       f"allowed: 1 <= workers <= {ds.n}")
+
+
+def _topology(problem, workers: int):
+    from ...topology import build_topology
+
+    if problem.topology is not None:
+        return problem.topology
+    kind = problem.topology_kind
+    if kind == "ring" and workers < 3:
+        kind = "line" if workers == 2 else "complete"
+    if workers == 1:                       # one machine: nothing to send
+        import networkx as nx
+
+        G = nx.empty_graph(1)
+        G.graph["kind"] = problem.topology_kind
+        return G
+    return build_topology(kind, workers, seed=problem.seed, **problem.topology_params)
+
+
+def _pattern(params: DistributedParams, problem, G) -> str:
+    if params.allreduce != "auto":
+        return params.allreduce
+    kind = G.graph.get("kind", problem.topology_kind)
+    if kind not in PATTERN_FOR_TOPOLOGY:
+        raise TopologyError(f"allreduce = 'auto' has no pattern for topology kind '{kind}'; allowed: set "
+                            "algorithm.allreduce to star, ring or tree (on a topology with its edges, e.g. "
+                            "[topology] kind = \"complete\")")
+    return PATTERN_FOR_TOPOLOGY[kind]
+
+
+def check_pattern_edges(p, G, pattern: str) -> None:
+    """Refuse a pattern that needs links the topology lacks, naming the first one."""
+    need = {(min(s, d), max(s, d)) for _, s, d, _, _ in p.schedule()}
+    missing = sorted(e for e in need if not G.has_edge(*e))
+    if missing:
+        a, b = missing[0]
+        kind = G.graph.get("kind", "given")
+        raise TopologyError(f"the {pattern} all-reduce over {p.k} workers needs the link {a}-{b} (and "
+                            f"{len(missing) - 1} more), which the {kind} topology lacks; allowed: a topology with "
+                            f"those links (e.g. [topology] kind = \"complete\", a switched cluster), or "
+                            f"algorithm.allreduce = the topology's own pattern")
+
+
+def build_distributed(name: str, params: DistributedParams, problem):
+    from ...data import partition
+    from ...deployment import Deployment
+
+    rule, _, sigma_of, uses_tau = METHODS[name]
+    ds = problem.dataset
+    k = params.workers
+    check_problem(ds, k)
+    X = as_csr(ds.X)
+    y = np.asarray(ds.y, np.float64)
+    s, upper = loss_constants(params.loss, params.C)
+    tau = params.tau if (uses_tau and params.loss == "hinge") else 0.0
+    method = Method(rule, loss_s=s, upper=upper, tau=tau, sigma=sigma_of(k), passes=params.passes,
+                    armijo_beta=getattr(params, "armijo_beta", 0.5), armijo_sigma=getattr(params, "armijo_sigma", 0.1))
+    G = _topology(problem, k)
+    if G.number_of_nodes() != k:
+        raise TopologyError(f"{name} runs {k} workers; the topology has {G.number_of_nodes()} nodes; allowed: a "
+                            f"topology of {k} nodes (algorithm.workers = its number of nodes)")
+    pattern = _pattern(params, problem, G)
+    if pattern == "ring" and k > 1 and ds.d + method.extra < k:
+        pattern_error = (f"a ring all-reduce of {ds.d + method.extra} scalars over {k} workers has chunks of "
+                         f"nothing; allowed: workers <= {ds.d + method.extra}, or allreduce = tree or star")
+        raise InfeasibleParameterError(pattern_error)
+    p = allreduce_plan(pattern, k, ds.d, method, params.branching)
+    check_pattern_edges(p, G, pattern)
+    parts = partition(ds.y, k, problem.partition_scheme, seed=problem.seed, **problem.partition_params)
+    roles = [RoleSpec("worker", WorkerProgram(p, ds.d, method), np.arange(k, dtype=np.int64),
+                      [{"X": X[idx], "y": y[idx]} for idx in parts])]
+    evaluator = Evaluator(X, y, params.C, params.loss, ds.X_test, ds.y_test)
+    order = np.concatenate(parts)
+
+    def gather(obs):
+        by_node = {}
+        w = it = last = None
+        for o in obs["worker"]:
+            lo = np.concatenate([[0], np.cumsum(o["rows"])])
+            for j, node in enumerate(o["ids"]):
+                by_node[int(node)] = o["alpha"][lo[j]:lo[j + 1]]
+            w, it, last = o["group"]["w"], int(o["iteration"][0]), o["group"]["last"]
+        return np.concatenate([by_node[i] for i in range(k)]), w, it, last
+
+    def evaluate(obs):
+        alpha, w, it, last = gather(obs)
+        return evaluator.metrics(w, alpha, it, eta=float(last[0]))
+
+    step_of = np.array([m[0] for m in p.schedule()], np.int64)
+    width_of = np.array([m[4] for m in p.schedule()], np.int64)
+    per_step = np.bincount(step_of, weights=width_of, minlength=1).astype(np.int64)
+
+    def declared(obs):
+        """Every completed iteration's all-reduce, and the steps of the one under way (it starts in the round the
+        previous one ends)."""
+        steps = max(o["group"]["stepped"] for o in obs["worker"]) - int(obs["worker"][0]["started"][0]) + 1
+        return gather(obs)[2] * p.scalars() + int(per_step[:max(0, steps)].sum())
+
+    def model(obs):
+        alpha, w, _, _ = gather(obs)
+        dense = np.empty(ds.n)
+        dense[order] = alpha
+        return {"coef": evaluator.pocket_w.copy(), "intercept": 0.0, "w_last": w, "alpha": dense}
+
+    return Deployment(
+        roles=roles, topology=G, node_names=[f"worker-{i}" for i in range(k)], evaluate=evaluate,
+        declared_scalars=declared, comm_unit=("d", float(ds.d)), model=model,
+        info={"workers": k, "allreduce": pattern, "scalars_per_iteration": p.scalars(),
+              "messages_per_iteration": p.messages(), "rounds_per_iteration": p.rounds(), "step": method.describe(),
+              "tau": tau, **evaluator.info()})
+
+
+class DualCDParams(BaseModel):
+    """``[algorithm]`` keys of dual-cd (one machine)."""
+
+    model_config = ConfigDict(extra="forbid")
+    C: float = Field(1.0, gt=0, description="loss weight C of the primal (1)")
+    loss: Literal["hinge", "squared_hinge"] = Field("hinge", description="hinge (L1-SVM) or squared_hinge (L2-SVM)")
+
+
+def build_dual_cd(params: DualCDParams, problem):
+    from ...deployment import SingleMachineRun
+    from .estimator import DualCDSVC
+
+    ds = problem.dataset
+    check_problem(ds, 1)
+    X, y = as_csr(ds.X), np.asarray(ds.y, np.float64)
+    evaluator = Evaluator(X, y, params.C, params.loss, ds.X_test, ds.y_test)
+
+    def fit(on_check, eval_every):
+        est = DualCDSVC(C=params.C, loss=params.loss, tol=1e-300, max_iter=10**9, random_state=problem.seed)
+
+        def callback(info):
+            m = evaluator.metrics(info["w"], info["alpha"], info["iteration"])
+            m["time"] = info["time"]
+            return on_check(m)
+
+        est.fit(X, y, callback=callback, check_every=eval_every)
+        return {"coef": evaluator.pocket_w.copy(), "intercept": 0.0, "w_last": est.coef_[0], "estimator": est}
+
+    return SingleMachineRun(fit=fit, info={"n": ds.n, "d": ds.d, **evaluator.info()})
