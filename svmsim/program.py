@@ -71,6 +71,9 @@ class SyncKernel:
     completed (or -1) and `KERNEL_*` flags. The same step must also serve the Python path (`kernel_step`), so
     both paths give the same results by construction. Programs that talk to each other share one `tags` tuple.
 
+    `work` (optional) is an array the step fills with each member's operations in its last step, in member order:
+    the modelled cluster time (`schedule.cluster_time`) turns it into compute seconds.
+
     `dtypes` gives each tag's payload dtype on the wire (float64 when None; float32, int64 and int32 also
     allowed): messages carry their values cast to it, and the ledger's bytes are its item size per scalar.
     """
@@ -82,6 +85,7 @@ class SyncKernel:
     max_out: int
     error: Callable[[], str] | None = None   # describes the protocol error after a KERNEL_ERROR flag
     dtypes: tuple | None = None               # per tag: the payload dtype on the wire (None: all float64)
+    work: np.ndarray | None = None            # per member: the operations its last step did (for modelled time)
 
 
 _WIRE_DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32))
@@ -158,6 +162,8 @@ def kernel_step(kernel: SyncKernel, inbox: Inbox, round_: int) -> Outbox:
         signals["wake"] = True
     if flags & KERNEL_DONE:
         signals["done"] = True
+    if kernel.work is not None:
+        signals["work"] = kernel.work.copy()
     out.signals = signals or None
     return out
 

@@ -167,8 +167,15 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
     groups = engine.plan(deployment.roles)
     engine.deploy(groups, scenario.seed)
     faults = _sync_faults(scenario, deployment.n_nodes)
+    clock = None
+    if scenario.network is not None:
+        from .comm.edges import edge_index
+        from .schedule.cluster_time import ClusterClock
+
+        clock = ClusterClock(scenario.network.model(), deployment.n_nodes,
+                             *edge_index(deployment.adjacency(), deployment.n_nodes))
     scheduler = SyncScheduler(engine, groups, meter, deployment.n_nodes, faults=faults,
-                              compiled=None if scenario.schedule.compiled else False)
+                              compiled=None if scenario.schedule.compiled else False, clock=clock)
     unit = deployment.comm_unit[1] if deployment.comm_unit else 1.0
     rec = _Recorder(scenario, progress, stop.max_iterations)
 
@@ -179,6 +186,8 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
         m = deployment.evaluate(observations())
         m.update(iteration=iteration, round=round_, messages=meter.messages, scalars=meter.scalars,
                  bytes=meter.bytes, comm_units=meter.scalars / unit, wall_time=rec.wall())
+        if clock is not None:
+            m["modelled_time"] = clock.now
         if live is not None:
             live.update(meter, m, deployment)
         return rec.add(iteration, m)
@@ -211,6 +220,9 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
     reason = rec.reason(reason)
     extra = {"rounds": scheduler.round, "iterations": scheduler.iteration, "declared_scalars": declared,
              "ledger_matches_declared": None if declared is None else bool(declared == meter.scalars)}
+    if clock is not None:
+        extra["modelled_time"] = {"seconds": clock.now, "compute_seconds_max_node": float(clock.compute.max()),
+                                  "model": scenario.network.model_dump()}
     if faults is not None:
         extra["faults"] = faults.summary()
         if reason == StopReason.QUIESCENT and extra["faults"]["dropped_total"]["messages"]:

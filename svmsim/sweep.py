@@ -316,7 +316,8 @@ def _costs(metrics: list[dict], threshold: float, metric: str) -> dict:
         return out
     return {"cost_scalars": _num(m.get("scalars")), "cost_messages": _num(m.get("messages")),
             "cost_rounds": _num(m.get("round")), "cost_virtual_time": _num(m.get("virtual_time")),
-            "cost_wall_time": _num(m.get("wall_time")), "cost_iteration": _num(m.get("iteration")), "reached": True}
+            "cost_wall_time": _num(m.get("wall_time")), "cost_iteration": _num(m.get("iteration")),
+            "cost_modelled_time": _num(m.get("modelled_time")), "reached": True}
 
 
 _FINAL_COLUMNS = ("objective", "hull_distance", "margin", "rel_gap", "train_accuracy", "test_accuracy",
@@ -328,7 +329,7 @@ INFO_COLUMNS = ("nodes", "spectral_gap", "inv_spectral_gap", "mixing_time", "dia
                 "spectral_gap_metropolis")
 #: the columns of the first evaluation point that reaches eps or target
 COST_COLUMNS = ("cost_scalars", "cost_messages", "cost_rounds", "cost_virtual_time", "cost_wall_time",
-                "cost_iteration", "cost_messages_per_node")
+                "cost_iteration", "cost_messages_per_node", "cost_modelled_time")
 #: row columns that `against` may name besides the grid keys (and the final metrics of the algorithm)
 _AGAINST_COLUMNS = INFO_COLUMNS + ("iterations", "rounds", "messages", "scalars", "comm_units", "wall_time",
                                    "virtual_time", "target")

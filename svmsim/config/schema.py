@@ -14,8 +14,8 @@ from svmsim.errors import ScenarioError
 
 from .lower import CLOCKS, FAULT_KEYS, Distribution, FaultModel
 from .messages import choice, fail
-from .sections import (AlgorithmSection, DataSection, EngineSection, OutputSection, PartitionSection, SectionModel,
-                       StopSection, TopologySection, allowed_text)
+from .sections import (AlgorithmSection, DataSection, EngineSection, NetworkSection, OutputSection, PartitionSection,
+                       SectionModel, StopSection, TopologySection, allowed_text)
 from .values import SECTIONS, dump_toml, plain, show
 
 
@@ -184,6 +184,7 @@ class Scenario(SectionModel):
     output: OutputSection = _optional_section()
     schedule: ScheduleSection = _optional_section()
     faults: FaultsSection = _optional_section()
+    network: NetworkSection | None = None
 
     _source: str | None = PrivateAttr(default=None)
 
@@ -276,7 +277,8 @@ class Scenario(SectionModel):
                 body = {"kind": model.kind, **model.params}
             elif section == "algorithm":
                 body = {"name": model.name, **plain(model.params)}
-            elif (section == "schedule" and model.kind != "gossip") or (section == "faults" and model.is_empty):
+            elif (section == "schedule" and model.kind != "gossip") or (section == "faults" and model.is_empty) \
+                    or (section == "network" and model is None):
                 continue                                       # synchronous rounds, no faults: the defaults
             else:
                 body = model.model_dump()

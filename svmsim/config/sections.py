@@ -417,6 +417,35 @@ class StopSection(SectionModel):
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
+class LinkOverride(SectionModel):
+    """One ``[[network.links]]`` entry: the link between nodes a and b (both directions)."""
+
+    a: int = Field(ge=0)
+    b: int = Field(ge=0)
+    latency: float | None = Field(None, ge=0)
+    bandwidth: float | None = Field(None, gt=0)
+
+
+class NetworkSection(SectionModel):
+    """``[network]``: the modelled cluster of synchronous runs (alpha-beta links and compute rate). When the table
+    is given, every metrics row gets ``modelled_time`` (see `svmsim.schedule.cluster_time`); the rounds then run in
+    Python (the compiled loop does not model time)."""
+
+    latency: float = Field(50e-6, ge=0, description="alpha: seconds per message on a link")
+    bandwidth: float = Field(1.25e9, gt=0, description="beta: bytes per second of a link (1.25e9: 10 Gbit/s)")
+    compute_rate: float = Field(1e9, gt=0, description="operations per second of a node (the work its program "
+                                                       "declares per step)")
+    links: list[LinkOverride] = Field(default_factory=list)
+
+    def model(self):
+        from svmsim.schedule.cluster_time import NetworkModel
+
+        return NetworkModel(latency=self.latency, bandwidth=self.bandwidth, compute_rate=self.compute_rate,
+                            links={(ln.a, ln.b): (self.latency if ln.latency is None else ln.latency,
+                                                  self.bandwidth if ln.bandwidth is None else ln.bandwidth)
+                                   for ln in self.links})
+
+
 class OutputSection(SectionModel):
     """``[output]``: where results go and what is produced."""
 

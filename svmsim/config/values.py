@@ -13,7 +13,8 @@ from pydantic import BaseModel
 
 
 #: The tables of a scenario file, in the order they are written.
-SECTIONS = ("data", "partition", "topology", "engine", "algorithm", "stop", "output", "schedule", "faults")
+SECTIONS = ("data", "partition", "topology", "engine", "algorithm", "stop", "output", "schedule", "faults",
+            "network")
 
 #: The keys of a scenario file outside its tables.
 TOP_KEYS = ("name", "description", "seed")

@@ -61,7 +61,7 @@ class SyncScheduler:
     """
 
     def __init__(self, engine, groups: list[Group], meter: Meter, n_nodes: int, faults=None,
-                 compiled: bool | None = None):
+                 compiled: bool | None = None, clock=None):
         self.engine = engine
         self.groups = groups
         self.meter = meter
@@ -76,8 +76,10 @@ class SyncScheduler:
         self._pending: dict[tuple[int, str], list[MessageBatch]] = {}   # several batches for one (gid, tag)
         self._wake: set[int] = {g.gid for g in groups if g.program.initiator}
         self._route_cache: dict[int, tuple] = {}
+        self.clock = clock                    # a `cluster_time.ClusterClock`: modelled time, round by round
         # the compiled loop: allowed unless compiled=False; used when every group offers a kernel
-        self._compiled_allowed = compiled is not False and faults is None and meter.compiled_view() is not None
+        self._compiled_allowed = (compiled is not False and faults is None and clock is None
+                                  and meter.compiled_view() is not None)
         self._compile_now = compiled is True
         self._python_since: float | None = None    # when this scheduler first ran a Python round
         self._compiled_mail = None
@@ -125,6 +127,7 @@ class SyncScheduler:
         done = False
         record = self.meter.record
         faults = self.faults
+        timed = [] if self.clock is not None else None
         for gid in (sorted(outboxes) if len(outboxes) > 1 else outboxes):
             out = outboxes[gid]
             for batch in out.batches:
@@ -136,6 +139,8 @@ class SyncScheduler:
                         continue
                 record(round_, batch)
                 self._route(batch)
+                if timed is not None:
+                    timed.append(batch)
             sig = out.signals
             if sig:
                 if "iteration" in sig:
@@ -144,7 +149,18 @@ class SyncScheduler:
                     self._wake.add(gid)
                 if sig.get("done"):
                     done = True
+        if timed is not None:
+            self._advance_clock(outboxes, timed)
         return completed, done
+
+    def _advance_clock(self, outboxes: dict, batches: list[MessageBatch]) -> None:
+        stepped = [self.groups[g].node_ids for g in outboxes]
+        work = [np.asarray((outboxes[g].signals or {}).get("work", np.zeros(len(self.groups[g].node_ids))),
+                           np.float64) for g in outboxes]
+        cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+        self.clock.advance(cat(stepped, np.int64), cat(work, np.float64), cat([b.src for b in batches], np.int64),
+                           cat([b.dst for b in batches], np.int64),
+                           cat([np.full(b.n_messages, b.bytes_per_message) for b in batches], np.float64))
 
     def _take_mail(self) -> dict[int, Inbox]:
         """This round's inboxes (rows of merged batches ordered by (src, dst)); clears the mailbox."""

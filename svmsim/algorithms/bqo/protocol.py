@@ -66,6 +66,7 @@ WorkerState = state_with_collective("WorkerState", [
     # progress: completed iterations, the round the current all-reduce started, the last step (eta, g, q, lambda)
     ("iteration", np.ndarray), ("start_round", np.ndarray), ("last", np.ndarray),
     ("last_round", np.ndarray),      # the last round this group was stepped in
+    ("work", np.ndarray),            # per member: operations (multiply-adds) of its last step, for modelled time
 ])
 
 
@@ -94,7 +95,8 @@ def worker_state(plan: Plan, hosted: np.ndarray, shards: list, dim: int, tag_ids
                        np.zeros(dim), np.asarray(keys, np.uint64), np.zeros(len(hosted), np.int64), int(rule),
                        float(s), float(upper), float(tau), float(sigma), float(plan.k), int(passes),
                        float(armijo_beta), float(armijo_sigma), int(dim), int(plan.rounds()),
-                       np.zeros(1, np.int64), np.zeros(1, np.int64), np.full(4, np.nan), np.zeros(1, np.int64))
+                       np.zeros(1, np.int64), np.zeros(1, np.int64), np.full(4, np.nan), np.zeros(1, np.int64),
+                       np.zeros(len(hosted)))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -159,6 +161,8 @@ def _begin(st):
         st.counters[m] = cd_pass(st.indptr, st.indices, st.data, st.y, st.qd, st.alpha, st.step, st.perm, lo, hi,
                                  st.w, st.local_view, st.u, st.sigma, st.s, st.upper, st.tau, st.passes, st.keys[m],
                                  st.counters[m])
+        # a pass reads and updates each nonzero and touches each row a few times; the view and u cost O(d)
+        st.work[m] += st.passes * (2.0 * (st.indptr[hi] - st.indptr[lo]) + 4.0 * (hi - lo)) + 3.0 * dim
         row = st.value[m]
         for c in range(dim):
             row[c] = st.u[c]
@@ -191,6 +195,8 @@ def _finish(st):
         st.alpha[i] = min(max(a, 0.0), st.upper)        # round-off may leave the box (notes 7.8)
     for c in range(st.dim):
         st.w[c] += eta * total[c]
+    for m in range(st.work.shape[0]):
+        st.work[m] += (st.row_lo[m + 1] - st.row_lo[m]) + 4.0 * st.dim
     st.iteration[0] += 1
 
 
@@ -199,6 +205,7 @@ def worker_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, o
     """One round of a group of workers (the `SyncKernel` step)."""
     n_out = 0
     st.last_round[0] = round_
+    st.work[:] = 0.0
     if st.started[0] == 0:                             # the first round: iteration 0 starts
         _begin(st)
         n_out = collective_start(st, out_tag, out_src, out_dst, out_payload, n_out)

@@ -62,7 +62,7 @@ class WorkerProgram(NodeProgram):
 
     def kernel(self, state):
         st, max_out, _ = state
-        return SyncKernel(st, worker_step, self.tags, self.widths, max_out)
+        return SyncKernel(st, worker_step, self.tags, self.widths, max_out, work=st.work)
 
     def step(self, state, inbox, round_):
         return state, kernel_step(self.kernel(state), inbox, round_)

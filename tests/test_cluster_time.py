@@ -1,0 +1,89 @@
+"""Modelled cluster time of synchronous rounds: all-reduces over star, ring and tree take their alpha-beta closed
+forms, the known crossover (tree for small vectors, ring for large ones) appears, link overrides and compute work
+count, and a scenario's [network] table adds modelled_time to every metrics row."""
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import svmsim
+from svmsim.algorithms.collective import CollectiveProgram
+from svmsim.comm import Meter
+from svmsim.comm.collectives import plan
+from svmsim.comm.edges import edge_index
+from svmsim.engine import InProcessEngine
+from svmsim.errors import ScenarioError
+from svmsim.program import RoleSpec
+from svmsim.schedule import SyncScheduler
+from svmsim.schedule.cluster_time import ClusterClock, NetworkModel
+from svmsim.topology import build_topology
+
+ALPHA, BETA = 50e-6, 1.25e9
+
+
+def _allreduce_time(pattern, k, d, model=None):
+    p = plan("allreduce", pattern, np.arange(k), d)
+    G = build_topology("complete", k)
+    roles = [RoleSpec("peer", CollectiveProgram(p), p.nodes, [{"value": np.ones(d)} for _ in range(k)])]
+    eng = InProcessEngine()
+    groups = eng.plan(roles)
+    eng.deploy(groups, 0)
+    adjacency = nx.to_numpy_array(G, nodelist=range(k)) > 0
+    clock = ClusterClock(model or NetworkModel(latency=ALPHA, bandwidth=BETA), k, *edge_index(adjacency, k))
+    SyncScheduler(eng, groups, Meter(k, adjacency), k, clock=clock).run()
+    return clock.now
+
+
+@pytest.mark.parametrize("k", [3, 7, 15])
+@pytest.mark.parametrize("per_node", [1, 100, 10_000])
+def test_allreduce_times_equal_their_closed_forms(k, per_node):
+    d = k * per_node
+    b = 8 * d / BETA                      # seconds to send the whole vector over one link
+    star = 2 * ALPHA + 2 * (k - 1) * b   # the hub's receive, then its send port, serialise K - 1 messages
+    assert math.isclose(_allreduce_time("star", k, d), star, rel_tol=1e-12)
+    ring = 2 * (k - 1) * (ALPHA + b / k)  # d is a multiple of k here: chunks of d / k
+    assert math.isclose(_allreduce_time("ring", k, d), ring, rel_tol=1e-12)
+    h = int(math.log2(k + 1))             # a full binary tree: two children per inner node, h levels below the root
+    h = h - 1
+    tree = 2 * h * (ALPHA + 2 * b)
+    assert math.isclose(_allreduce_time("tree", k, d), tree, rel_tol=1e-12)
+
+
+def test_tree_wins_small_vectors_and_ring_wins_large_ones():
+    k = 15
+    small = {p: _allreduce_time(p, k, 15) for p in ("star", "ring", "tree")}
+    large = {p: _allreduce_time(p, k, 1_500_000) for p in ("star", "ring", "tree")}
+    assert small["tree"] < small["ring"] and small["star"] < small["ring"]
+    assert large["ring"] < large["tree"] < large["star"]
+
+
+def test_a_slow_link_and_compute_work_count():
+    k, d = 5, 50
+    slow = NetworkModel(latency=ALPHA, bandwidth=BETA, links={(0, 1): (1e-3, BETA / 10)})
+    assert _allreduce_time("ring", k, d, slow) > _allreduce_time("ring", k, d) + 1.5e-3   # crossed twice
+    clock = ClusterClock(NetworkModel(latency=0.0, bandwidth=1e9, compute_rate=1e6), 2,
+                         np.array([0, 1, 2]), np.array([1, 0]))
+    clock.advance(np.array([0, 1]), np.array([1000.0, 3000.0]), np.array([0]), np.array([1]), np.array([8000.0]))
+    assert math.isclose(clock.now, 3e-3) and math.isclose(clock.ready[1], 3e-3)   # node 1's own compute
+    clock.advance(np.array([1]), np.array([0.0]), np.array([1]), np.array([0]), np.array([1e9]))
+    assert math.isclose(clock.ready[0], 3e-3 + 1.0)                               # 1 GB at 1 GB/s
+
+
+def test_network_table_in_a_scenario(data_env):
+    scenario = {"name": "net", "data": {"name": "heart_scale"}, "topology": {"kind": "complete"},
+                "algorithm": {"name": "bqo-e", "workers": 4, "allreduce": "ring"}, "stop": {"max_iterations": 10},
+                "output": {"eval_every": 2, "progress": False, "plots": False},
+                "network": {"latency": 1e-3, "bandwidth": 1e9, "compute_rate": 1e9}}
+    res = svmsim.run(scenario, write=False)
+    times = res.column("modelled_time")
+    assert np.all(np.diff(times) > 0)
+    # 10 iterations of a ring all-reduce of 17 scalars over 4 workers: 6 latencies each, at least
+    assert times[-1] >= 10 * 6 * 1e-3
+    assert res.summary["modelled_time"]["seconds"] == times[-1]
+    with pytest.raises(ScenarioError, match=r"\[network\] bandwidth"):
+        svmsim.run({**scenario, "network": {"bandwidth": 0}}, write=False)
+    with pytest.raises(ScenarioError, match=r"link 0-9 is not an edge"):
+        svmsim.run({**scenario, "network": {"links": [{"a": 0, "b": 9, "latency": 1.0}]}}, write=False)
