@@ -71,6 +71,7 @@ SMALL_PARAMS: dict[str, dict[str, Any]] = {
     "bqo-a": {"workers": 4},
     "disdca": {"workers": 4},
     "dsvm-ave": {"workers": 3, "allreduce": "tree"},
+    "tron": {"workers": 4},
     # distributed, gossip (peers)
     "pushsum": {"nodes": 9, "values": "random", "dim": 3, "max_wakes": 25},
     "gadget": {"nodes": 7, "lam": 1e-2, "eps": 0.0, "iterations": 25},
@@ -106,7 +107,7 @@ DEFAULT_RUN: dict[str, Any] = {"data": {"name": "iris"}, "topology": ("random_k_
 RUN_SETTINGS: dict[str, dict[str, Any]] = {
     "hogwild": {"data": {"name": "heart_scale"}},
     **{name: {"data": {"name": "heart_scale"}, "topology": ("complete", {})}
-       for name in ("bqo-e", "bqo-a", "disdca", "dsvm-ave", "dual-cd")},
+       for name in ("bqo-e", "bqo-a", "disdca", "dsvm-ave", "tron", "dual-cd")},
     "pegasos": {"iterations": 200, "observe_every": 50},
     "svm-sgd": {"iterations": 150, "observe_every": 50},
     "saddle-svc": {"iterations": 60, "observe_every": 20},

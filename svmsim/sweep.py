@@ -32,6 +32,10 @@ is <= the threshold (``reached`` says whether one was). Runs of peer algorithms 
 topology's facts in every row: ``spectral_gap`` of the gossip chain, ``inv_spectral_gap``, ``mixing_time``,
 ``diameter``, ``mean_degree`` (see `svmsim.algorithms.pushsum.gossip_topology_info`).
 
+``targets = [1e-2, 1e-3, 1e-4]`` adds the cost columns ``cost_iteration``, ``cost_rounds``, ``cost_scalars``,
+``cost_modelled_time`` (runs with a ``[network]`` table) and ``cost_wall_time`` at each of several thresholds of
+``target_metric``, as ``cost_rounds@0.001`` and so on (paper 001's Tables 2-3: the cost to each accuracy).
+
 Scaling against a column::
 
     [sweep]
@@ -231,7 +235,7 @@ def _check_spec(spec: SweepSpec, labels: list[str], where: str) -> None:
         raise ScenarioError(f"{where}: sweep.target = {spec.target!r} and an eps grid both set the cost threshold; "
                             "allowed: one of them (eps sets the algorithm's eps and stop.gap too)")
     has_cost = spec.target is not None or "eps" in keys
-    if spec.target_metric != "rel_gap" and not has_cost:
+    if spec.target_metric != "rel_gap" and not (has_cost or spec.targets):
         raise ScenarioError(f"{where}: sweep.target_metric = {spec.target_metric!r} needs a threshold; allowed: set "
                             "sweep.target, or an eps grid")
     if spec.against is not None:
@@ -320,7 +324,8 @@ def _costs(metrics: list[dict], threshold: float, metric: str) -> dict:
             "cost_modelled_time": _num(m.get("modelled_time")), "reached": True}
 
 
-_FINAL_COLUMNS = ("objective", "hull_distance", "margin", "rel_gap", "train_accuracy", "test_accuracy",
+_FINAL_COLUMNS = ("objective", "hull_distance", "margin", "rel_gap", "rel_dual", "rel_primal", "modelled_time",
+                  "train_accuracy", "test_accuracy",
                   "test_accuracy_std", "objective_std", "train_accuracy_std", "test_accuracy_shard",
                   "test_accuracy_shard_std", "average_model_test_accuracy", "consensus_error", "nodes_up",
                   "test_accuracy_all_nodes")
@@ -328,6 +333,8 @@ _FINAL_COLUMNS = ("objective", "hull_distance", "margin", "rel_gap", "train_accu
 INFO_COLUMNS = ("nodes", "spectral_gap", "inv_spectral_gap", "mixing_time", "diameter", "mean_degree",
                 "spectral_gap_metropolis")
 #: the columns of the first evaluation point that reaches eps or target
+#: the cost columns repeated for each of ``[sweep] targets`` (as ``cost_rounds@1e-3``, ...)
+TARGET_COLUMNS = ("cost_iteration", "cost_rounds", "cost_scalars", "cost_modelled_time", "cost_wall_time")
 COST_COLUMNS = ("cost_scalars", "cost_messages", "cost_rounds", "cost_virtual_time", "cost_wall_time",
                 "cost_iteration", "cost_messages_per_node", "cost_modelled_time")
 #: row columns that `against` may name besides the grid keys (and the final metrics of the algorithm)
@@ -374,6 +381,10 @@ def _row(point: SweepPoint, result, spec: SweepSpec | None = None) -> dict:
         rounds = [m.get("round") for m in result.metrics if m.get("round") is not None]
         if rounds:
             row["cost_round_resolution"] = float(np.max(np.diff([0] + rounds)))
+    for t in (spec.targets if spec is not None else []):     # Table 2/3 style: the cost to each of several targets
+        costs = _costs(result.metrics, float(t), metric)
+        for c in TARGET_COLUMNS:
+            row[f"{c}@{t:g}"] = costs[c]
     if "eps" in point.values:
         bound = summary.get("bound")
         if bound:
@@ -560,10 +571,12 @@ def _columns(rows: list[dict], keys: list[str]) -> list[str]:
     preferred = ["nodes", "spectral_gap", "inv_spectral_gap", "mixing_time", "iterations", "scalars", "comm_units",
                  "scalars_vs_first", "target", "reached", "cost_scalars", "cost_units", "cost_resolution",
                  "cost_messages", "cost_messages_per_node", "cost_rounds", "cost_virtual_time", "cost_wall_time",
-                 "bound_upper", "bound_lower",
+                 "cost_iteration", "cost_modelled_time", "bound_upper", "bound_lower",
                  "wall_time", "virtual_time", "dropped_messages", "crashed_nodes", *_FINAL_COLUMNS, "stop_reason"]
     present = {k for r in rows for k in r}
-    return first + [c for c in preferred if c in present]
+    by_target = sorted({c for c in present if "@" in c}, key=lambda c: (-float(c.split("@")[1]),
+                                                                          TARGET_COLUMNS.index(c.split("@")[0])))
+    return first + [c for c in preferred if c in present] + by_target
 
 
 def _sweep_dir(name: str, out: str | Path | None, base_dir: str, overwrite: bool) -> tuple[Path, Path]:

@@ -230,3 +230,21 @@ def test_dual_objective_from_w_is_the_quadratic():
         f = 0.5 * alpha @ (Q @ alpha + s * alpha) - alpha.sum()
         w = np.asarray(X.T @ (y * alpha)).ravel()
         assert math.isclose(dual_objective(w, alpha, s), f, rel_tol=1e-12)
+
+
+def test_tron_reaches_the_l2_optimum_with_its_ledger():
+    """Distributed TRON: the primal optimum of the L2-SVM (the dual point of its optimality conditions certifies
+    it); every all-reduce carries d + 1 scalars, ledger = all-reduces x the ring's closed form."""
+    scenario = _scenario("tron", workers=5, allreduce="ring")
+    scenario["stop"] = {"below": {"rel_dual": 1e-9}, "max_iterations": 50}
+    res = svmsim.run(scenario, write=False)
+    assert res.stop_reason == "rel_dual <= 1e-09"
+    assert res.final["rel_primal"] <= 1e-9 and res.final["iteration"] <= 15
+    assert res.summary["ledger_matches_declared"] is True
+    scalars, _ = _closed_form("ring", 5, 13 + 1)
+    rows = res.ledger.iteration_rounds
+    end = int(rows[-1, 1])
+    upto = res.ledger.rounds[res.ledger.rounds[:, 0] < end]
+    assert int(upto[:, 2].sum()) == res.final["allreduces"] * scalars
+    with pytest.raises(ScenarioError, match=r"loss"):
+        svmsim.run(_scenario("tron", loss="hinge"), write=False)

@@ -43,6 +43,7 @@ class SweepSpec(BaseModel):
     title: str = ""
     target: float | None = Field(None, gt=0)
     target_metric: str = Field("rel_gap", min_length=1)
+    targets: list[float] = Field(default_factory=list)
     against: str | None = Field(None, min_length=1)
     against_y: list[str] = Field(default_factory=list)
     against_by: str | None = Field(None, min_length=1)
@@ -55,6 +56,13 @@ class SweepSpec(BaseModel):
     @classmethod
     def _one_or_more(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    @field_validator("targets")
+    @classmethod
+    def _positive(cls, value: list[float]) -> list[float]:
+        if any(not (isinstance(v, (int, float)) and v > 0) for v in value):
+            raise ValueError("targets must be numbers > 0, e.g. [1e-2, 1e-3, 1e-4]")
+        return value
 
     @field_validator("grid")
     @classmethod

@@ -10,14 +10,16 @@ Table 3 caption's sign and the q = 0 case; notation: the paper's l points and n 
   coordinate-descent pass, one all-reduce sums Delta w and the step's scalars (eqs. 17-19), and the step is the
   exact line search (BQO-E, eqs. 20-21) or Armijo's (BQO-A, eqs. 9-12); the model is the pocket w;
 * baselines on the same all-reduce: DisDCA's practical variant (H = K Q~ + sI, eta = 1) and DSVM-AVE / CoCoA
-  (H = Q~, eta = 1/K).
+  (H = Q~, eta = 1/K), and distributed TRON on the primal of the L2 loss (one all-reduce per gradient and per
+  conjugate-gradient step).
 
 Modules, by concern:
 
 =========== =====================================================================================================
 local_cd    the local solver: shuffled dual coordinate descent over a CSR shard (numba)
 protocol    the worker's compiled round step: pass, all-reduce, step size (eqs. 17-21), update
-workers     the worker node program, the methods' constants, the all-reduce plan
+workers     the worker node programs (BQO and its baselines; TRON), the methods' constants, the all-reduce plan
+tron        distributed TRON's compiled round step: trust-region Newton with CG (tron.cpp's constants)
 objective   primal (1), dual (2), and a certified reference optimum f*
 estimator   `DualCDSVC`, the single machine's dual coordinate descent as a scikit-learn estimator
 build       scenario parameters, the deployment, the evaluator (pocket, relative primal / dual, eq. 27)
@@ -32,6 +34,7 @@ from .build import (
     BQOParams,
     DistributedParams,
     DualCDParams,
+    TronParams,
     build_distributed,
     build_dual_cd,
 )
@@ -66,6 +69,11 @@ register(AlgorithmInfo(
     name="dsvm-ave", family="bqo", paper=f"{_PAPER}, baseline DSVM-AVE (Pechyony et al. 2011) / CoCoA",
     distributed=True, Params=DistributedParams, build=_builder("dsvm-ave"),
     description="DSVM-AVE / CoCoA: K workers, averaging (step 1/K), one all-reduce of d",
+    topologies=_TOPOLOGIES))
+register(AlgorithmInfo(
+    name="tron", family="bqo", paper=f"{_PAPER}, baseline distributed TRON (Zhuang et al. 2015), L2-SVM",
+    distributed=True, Params=TronParams, build=_builder("tron"),
+    description="distributed TRON (L2 loss): trust-region Newton, one all-reduce of d + 1 per gradient and CG step",
     topologies=_TOPOLOGIES))
 register(AlgorithmInfo(
     name="dual-cd", family="bqo", paper=f"{_PAPER}, the local solver on one machine (Hsieh et al. 2008)",

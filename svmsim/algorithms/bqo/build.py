@@ -66,6 +66,14 @@ class BQOAParams(BQOParams):
     armijo_sigma: float = Field(0.1, gt=0, lt=1, description="Armijo's sufficient-decrease sigma")
 
 
+class TronParams(DistributedParams):
+    """``[algorithm]`` keys of tron (the L2-SVM only: its primal must be differentiable)."""
+
+    loss: Literal["squared_hinge"] = Field("squared_hinge", description="squared_hinge only (a Newton method "
+                                                                        "needs the differentiable L2 loss)")
+    passes: int = Field(1, ge=1, le=1, description="not used by TRON (kept for a shared grid)")
+
+
 #: name -> (step rule, Params, the local curvature's scale sigma(K), uses tau)
 METHODS = {
     "bqo-e": (EXACT, BQOParams, lambda k: 1.0, True),
@@ -88,10 +96,17 @@ class Evaluator:
         self.ref = reference_optimum(X, y, C, loss)
         self.pocket_primal, self.pocket_w, self.pocket_iteration = math.inf, np.zeros(X.shape[1]), 0
 
-    def metrics(self, w: np.ndarray, alpha: np.ndarray, iteration: int, eta: float | None = None) -> dict:
+    def metrics(self, w: np.ndarray, alpha: np.ndarray | None, iteration: int, eta: float | None = None) -> dict:
+        """Metrics of the pair (w = X^T Y alpha, alpha); alpha None: a primal method's w, with the dual point of the
+        L2 loss's optimality conditions alpha_i = 2C max(0, 1 - y_i w^T x_i) (feasible: U = inf)."""
         f_star = self.ref.f_star
-        primal = primal_objective(self.X, self.y, w, self.C, self.loss)
-        dual = dual_objective(w, alpha, self.s)
+        margins = np.asarray(self.X @ w).ravel() * self.y
+        primal = primal_objective(self.X, self.y, w, self.C, self.loss, margins)
+        if alpha is None:
+            alpha = 2.0 * self.C * np.maximum(0.0, 1.0 - margins)
+            dual = dual_objective(np.asarray(self.X.T @ (self.y * alpha)).ravel(), alpha, self.s)
+        else:
+            dual = dual_objective(w, alpha, self.s)
         if primal < self.pocket_primal:
             self.pocket_primal, self.pocket_w, self.pocket_iteration = primal, w.copy(), int(iteration)
         best = self.pocket_primal
@@ -169,28 +184,18 @@ def build_distributed(name: str, params: DistributedParams, problem):
     from ...data import partition
     from ...deployment import Deployment
 
-    rule, _, sigma_of, uses_tau = METHODS[name]
     ds = problem.dataset
+    if name == "tron":
+        return _build_tron(params, problem)
+    rule, _, sigma_of, uses_tau = METHODS[name]
     k = params.workers
-    check_problem(ds, k)
-    X = as_csr(ds.X)
-    y = np.asarray(ds.y, np.float64)
     s, upper = loss_constants(params.loss, params.C)
     tau = params.tau if (uses_tau and params.loss == "hinge") else 0.0
     method = Method(rule, loss_s=s, upper=upper, tau=tau, sigma=sigma_of(k), passes=params.passes,
                     armijo_beta=getattr(params, "armijo_beta", 0.5), armijo_sigma=getattr(params, "armijo_sigma", 0.1))
-    G = _topology(problem, k)
-    if G.number_of_nodes() != k:
-        raise TopologyError(f"{name} runs {k} workers; the topology has {G.number_of_nodes()} nodes; allowed: a "
-                            f"topology of {k} nodes (algorithm.workers = its number of nodes)")
-    pattern = _pattern(params, problem, G)
-    if pattern == "ring" and k > 1 and ds.d + method.extra < k:
-        pattern_error = (f"a ring all-reduce of {ds.d + method.extra} scalars over {k} workers has chunks of "
-                         f"nothing; allowed: workers <= {ds.d + method.extra}, or allreduce = tree or star")
-        raise InfeasibleParameterError(pattern_error)
+    X, y, G, pattern, parts = _layout(params, problem, method.extra)
     p = allreduce_plan(pattern, k, ds.d, method, params.branching)
     check_pattern_edges(p, G, pattern)
-    parts = partition(ds.y, k, problem.partition_scheme, seed=problem.seed, **problem.partition_params)
     roles = [RoleSpec("worker", WorkerProgram(p, ds.d, method), np.arange(k, dtype=np.int64),
                       [{"X": X[idx], "y": y[idx]} for idx in parts])]
     evaluator = Evaluator(X, y, params.C, params.loss, ds.X_test, ds.y_test)
@@ -210,9 +215,7 @@ def build_distributed(name: str, params: DistributedParams, problem):
         alpha, w, it, last = gather(obs)
         return evaluator.metrics(w, alpha, it, eta=float(last[0]))
 
-    step_of = np.array([m[0] for m in p.schedule()], np.int64)
-    width_of = np.array([m[4] for m in p.schedule()], np.int64)
-    per_step = np.bincount(step_of, weights=width_of, minlength=1).astype(np.int64)
+    per_step = _partial_steps(p)
 
     def declared(obs):
         """Every completed iteration's all-reduce, and the steps of the one under way (it starts in the round the
@@ -232,6 +235,71 @@ def build_distributed(name: str, params: DistributedParams, problem):
         info={"workers": k, "allreduce": pattern, "scalars_per_iteration": p.scalars(),
               "messages_per_iteration": p.messages(), "rounds_per_iteration": p.rounds(), "step": method.describe(),
               "tau": tau, **evaluator.info()})
+
+
+def _layout(params: DistributedParams, problem, extra: int):
+    """Data, topology, pattern (checked) and partition shared by the distributed methods."""
+    from ...data import partition
+
+    ds = problem.dataset
+    k = params.workers
+    check_problem(ds, k)
+    G = _topology(problem, k)
+    if G.number_of_nodes() != k:
+        raise TopologyError(f"the run has {k} workers; the topology has {G.number_of_nodes()} nodes; allowed: a "
+                            f"topology of {k} nodes (algorithm.workers = its number of nodes)")
+    pattern = _pattern(params, problem, G)
+    if pattern == "ring" and k > 1 and ds.d + extra < k:
+        raise InfeasibleParameterError(f"a ring all-reduce of {ds.d + extra} scalars over {k} workers has chunks of "
+                                       f"nothing; allowed: workers <= {ds.d + extra}, or allreduce = tree or star")
+    parts = partition(ds.y, k, problem.partition_scheme, seed=problem.seed, **problem.partition_params)
+    return as_csr(ds.X), np.asarray(ds.y, np.float64), G, pattern, parts
+
+
+def _partial_steps(p):
+    """Scalars sent in each step of the plan (for the count of an all-reduce under way)."""
+    sched = p.schedule()
+    return np.bincount(np.array([m[0] for m in sched], np.int64), weights=np.array([m[4] for m in sched]),
+                       minlength=1).astype(np.int64)
+
+
+def _build_tron(params, problem):
+    from ...comm.collectives import plan as make_plan
+    from ...deployment import Deployment
+    from .workers import TronProgram
+
+    ds = problem.dataset
+    k = params.workers
+    X, y, G, pattern, parts = _layout(params, problem, 1)
+    p = make_plan("allreduce", pattern, np.arange(k, dtype=np.int64), ds.d + 1, branching=params.branching)
+    check_pattern_edges(p, G, pattern)
+    roles = [RoleSpec("worker", TronProgram(p, ds.d, params.C), np.arange(k, dtype=np.int64),
+                      [{"X": X[idx], "y": y[idx]} for idx in parts])]
+    evaluator = Evaluator(X, y, params.C, "squared_hinge", ds.X_test, ds.y_test)
+    per_step = _partial_steps(p)
+
+    def evaluate(obs):
+        o = obs["worker"][0]
+        m = evaluator.metrics(o["group"]["w"], None, int(o["iteration"][0]))
+        m.update(trust_region=o["group"]["delta"], cg_steps=o["group"]["cg_steps"],
+                 allreduces=int(o["allreduces"][0]))
+        return m
+
+    def declared(obs):
+        o = obs["worker"]
+        steps = max(x["group"]["stepped"] for x in o) - int(o[0]["started"][0]) + 1
+        return int(o[0]["allreduces"][0]) * p.scalars() + int(per_step[:max(0, steps)].sum())
+
+    def model(obs):
+        return {"coef": evaluator.pocket_w.copy(), "intercept": 0.0, "w_last": obs["worker"][0]["group"]["w"]}
+
+    return Deployment(
+        roles=roles, topology=G, node_names=[f"worker-{i}" for i in range(k)], evaluate=evaluate,
+        declared_scalars=declared, comm_unit=("d", float(ds.d)), model=model,
+        info={"workers": k, "allreduce": pattern, "scalars_per_allreduce": p.scalars(),
+              "messages_per_allreduce": p.messages(), "rounds_per_allreduce": p.rounds(),
+              "step": "trust-region Newton, one all-reduce per gradient and per CG step (d + 1 scalars)",
+              **evaluator.info()})
 
 
 class DualCDParams(BaseModel):

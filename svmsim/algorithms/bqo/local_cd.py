@@ -93,6 +93,19 @@ def cd_pass(indptr, indices, data, y, qd, alpha, step, perm, lo, hi, w, view, u,
     return counter
 
 
+def concat_shards(shards: list) -> tuple:
+    """(indptr, indices, data, y, row_lo) of several CSR shards ``(X_k, y_k)`` laid end to end: member m's rows
+    are row_lo[m]..row_lo[m+1] (one group's workers in one set of arrays)."""
+    rows = [int(X.shape[0]) for X, _ in shards]
+    row_lo = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+    nnz = np.concatenate([[0], np.cumsum([X.nnz for X, _ in shards])]).astype(np.int64)
+    indptr = np.concatenate([[0]] + [X.indptr[1:].astype(np.int64) + off for (X, _), off in zip(shards, nnz[:-1])])
+    indices = np.concatenate([X.indices.astype(np.int32) for X, _ in shards]) if shards else np.zeros(0, np.int32)
+    data = np.concatenate([X.data.astype(np.float64) for X, _ in shards]) if shards else np.zeros(0)
+    y = np.concatenate([np.asarray(yk, np.float64) for _, yk in shards]) if shards else np.zeros(0)
+    return indptr.astype(np.int64), indices, data, y, row_lo
+
+
 class DualCD:
     """Shuffled dual coordinate descent over a whole data set on one machine (K = 1, the step taken in full; no
     shrinking): the reference optimum and the `DualCDSVC` estimator run it. `X` is CSR with int32 indices."""

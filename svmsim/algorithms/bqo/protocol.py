@@ -31,7 +31,7 @@ from ...comm.collectives import (
     state_with_collective,
 )
 from ...program import KERNEL_WAKE
-from .local_cd import cd_pass
+from .local_cd import cd_pass, concat_shards, row_sqnorms
 
 __all__ = [
     "ADD",
@@ -79,15 +79,7 @@ def worker_state(plan: Plan, hosted: np.ndarray, shards: list, dim: int, tag_ids
                  upper: float, tau: float, sigma: float, passes: int, armijo_beta: float, armijo_sigma: float,
                  keys: np.ndarray) -> WorkerState:
     """The state of a group hosting workers `hosted` (node ids) with CSR shards ``(X_k, y_k)``."""
-    from .local_cd import row_sqnorms
-
-    rows = [int(X.shape[0]) for X, _ in shards]
-    row_lo = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
-    nnz = np.concatenate([[0], np.cumsum([X.nnz for X, _ in shards])]).astype(np.int64)
-    indptr = np.concatenate([[0]] + [X.indptr[1:].astype(np.int64) + off for (X, _), off in zip(shards, nnz[:-1])])
-    indices = np.concatenate([X.indices.astype(np.int32) for X, _ in shards]) if shards else np.zeros(0, np.int32)
-    data = np.concatenate([X.data.astype(np.float64) for X, _ in shards]) if shards else np.zeros(0)
-    y = np.concatenate([np.asarray(yk, np.float64) for _, yk in shards])
+    indptr, indices, data, y, row_lo = concat_shards(shards)
     n = int(row_lo[-1])
     coll = plan.arrays(hosted, np.zeros((len(hosted), plan.d)), tag_ids, "partial", "total")
     return WorkerState(*coll, indptr, indices, data, y, sigma * row_sqnorms(indptr, data) + s + tau, row_lo,

@@ -76,3 +76,43 @@ class WorkerProgram(NodeProgram):
         return {"ids": ids, "rows": np.diff(st.row_lo), "alpha": st.alpha.copy(),
                 "iteration": np.full(n, st.iteration[0]), "started": np.full(n, st.start_round[0]),
                 "group": {"w": st.w.copy(), "last": st.last.copy(), "stepped": int(st.last_round[0])}}
+
+
+class TronProgram(NodeProgram):
+    """Distributed TRON's worker (role "worker"); node data as `WorkerProgram`'s. The all-reduce carries d + 1."""
+
+    role = "worker"
+    initiator = True
+
+    def __init__(self, plan_: Plan, dim: int, C: float):
+        self.plan, self.dim, self.C = plan_, dim, C
+        table = plan_.tag_table("partial", "total") or [("partial", plan_.d)]
+        self.tags = tuple(t for t, _ in table)
+        self.widths = np.array([w for _, w in table], np.int64)
+
+    def init(self, node_ids, node_data, seed):
+        from .tron import tron_state
+
+        shards = [(nd["X"], nd["y"]) for nd in node_data]
+        st = tron_state(self.plan, np.asarray(node_ids, np.int64), shards, self.dim,
+                        {t: i for i, t in enumerate(self.tags)}, self.C)
+        return st, self.plan.max_out(node_ids), np.asarray(node_ids, np.int64)
+
+    def kernel(self, state):
+        from .tron import tron_step
+
+        st, max_out, _ = state
+        return SyncKernel(st, tron_step, self.tags, self.widths, max_out, work=st.work)
+
+    def step(self, state, inbox, round_):
+        return state, kernel_step(self.kernel(state), inbox, round_)
+
+    def observe(self, state):
+        """Per node: ids, iteration (Newton steps), all-reduces done, the round the current one started; once per
+        group: w, f, the trust region, CG steps, the last round stepped."""
+        st, _, ids = state
+        n = len(ids)
+        return {"ids": ids, "iteration": np.full(n, st.iteration[0]), "allreduces": np.full(n, st.allreduces[0]),
+                "started": np.full(n, st.start_round[0]),
+                "group": {"w": st.w.copy(), "f": float(st.f[0]), "delta": float(st.delta[0]),
+                          "cg_steps": int(st.cg_steps[0]), "stepped": int(st.last_round[0])}}
