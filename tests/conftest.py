@@ -56,3 +56,17 @@ def data_env(shared_data_dir, monkeypatch):
     """SVMSIM_DATA_DIR pointing at the shared data folder (for scenario runs and the CLI)."""
     monkeypatch.setenv("SVMSIM_DATA_DIR", str(shared_data_dir))
     return shared_data_dir
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache(tmp_path_factory):
+    """Reference optima cached by the tests go to a temporary folder, not the user's ~/.cache/svmsim."""
+    import os
+
+    old = os.environ.get("SVMSIM_CACHE_DIR")
+    os.environ["SVMSIM_CACHE_DIR"] = str(tmp_path_factory.mktemp("svmsim-cache"))
+    yield
+    if old is None:
+        os.environ.pop("SVMSIM_CACHE_DIR", None)
+    else:
+        os.environ["SVMSIM_CACHE_DIR"] = old

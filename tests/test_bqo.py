@@ -248,3 +248,21 @@ def test_tron_reaches_the_l2_optimum_with_its_ledger():
     assert int(upto[:, 2].sum()) == res.final["allreduces"] * scalars
     with pytest.raises(ScenarioError, match=r"loss"):
         svmsim.run(_scenario("tron", loss="hinge"), write=False)
+
+
+def test_reference_is_kept_on_disk_and_read_back(tmp_path, monkeypatch):
+    from svmsim.algorithms.bqo import objective
+
+    monkeypatch.setenv("SVMSIM_CACHE_DIR", str(tmp_path))
+    ds = make_dataset({"name": "heart_scale"})
+    objective._CACHE.clear()
+    first = reference_optimum(ds.X, ds.y, 0.5, "squared_hinge")
+    files = list((tmp_path / "references").glob("*.npz"))
+    assert len(files) == 1
+    objective._CACHE.clear()
+    again = reference_optimum(ds.X, ds.y, 0.5, "squared_hinge")
+    assert again.dual == first.dual and np.array_equal(again.w, first.w) and again.epochs == first.epochs
+    monkeypatch.setenv("SVMSIM_CACHE_DIR", "")           # switched off: nothing written
+    objective._CACHE.clear()
+    reference_optimum(ds.X, ds.y, 0.25, "squared_hinge")
+    assert len(list((tmp_path / "references").glob("*.npz"))) == 1

@@ -80,17 +80,45 @@ def _fingerprint(X: sp.csr_matrix, y: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def _cache_file(key: tuple):
+    """Where a reference is kept between runs: $SVMSIM_CACHE_DIR (default ~/.cache/svmsim)/references/; None when
+    SVMSIM_CACHE_DIR is set to an empty string."""
+    import os
+    from pathlib import Path
+
+    base = os.environ.get("SVMSIM_CACHE_DIR")
+    if base == "":
+        return None
+    root = Path(base) if base else Path.home() / ".cache" / "svmsim"
+    return root / "references" / (f"{key[0]}-C{key[1]!r}-{key[2]}-tol{key[3]!r}.npz")
+
+
+def _load(path) -> Reference | None:
+    try:
+        with np.load(path) as z:
+            return Reference(dual=float(z["dual"]), primal=float(z["primal"]), epochs=int(z["epochs"]), w=z["w"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def reference_optimum(X, y: np.ndarray, C: float, loss: str, rel_tol: float = 1e-8, max_epochs: int = 50_000,
                       seed: int = 0) -> Reference:
     """The dual optimum f* of (2), by shuffled dual coordinate descent on one machine (LIBLINEAR's method without
-    shrinking) until the duality gap is at most `rel_tol` |f(alpha)|; cached per data set, C and loss in this
-    process. Tests hold it against LIBLINEAR (scikit-learn's LinearSVC)."""
+    shrinking) until the duality gap is at most `rel_tol` |f(alpha)|. Kept per data set (a hash of its arrays), C
+    and loss in this process and on disk (see `_cache_file`), so a sweep or a second run computes it once. Tests
+    hold it against LIBLINEAR (scikit-learn's LinearSVC)."""
     X = as_csr(X)
     y = np.asarray(y, np.float64)
     key = (_fingerprint(X, y), float(C), loss, float(rel_tol))
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
+    path = _cache_file(key)
+    if path is not None and path.is_file():
+        hit = _load(path)
+        if hit is not None and hit.w.shape == (X.shape[1],):
+            _CACHE[key] = hit
+            return hit
     s, upper = loss_constants(loss, C)
     cd = DualCD(X, y, s, upper, seed)
     best_dual, best_primal, best_w = math.inf, math.inf, cd.w.copy()
@@ -108,4 +136,12 @@ def reference_optimum(X, y: np.ndarray, C: float, loss: str, rel_tol: float = 1e
         check = min(2 * check, 500)
     ref = Reference(dual=best_dual, primal=best_primal, epochs=cd.epochs, w=best_w)
     _CACHE[key] = ref
+    if path is not None:
+        try:                                  # written whole under a temporary name, then renamed
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp.npz")
+            np.savez(tmp, dual=ref.dual, primal=ref.primal, epochs=ref.epochs, w=ref.w)
+            tmp.replace(path)
+        except OSError:
+            pass                              # a read-only home: the reference is recomputed next time
     return ref
