@@ -112,7 +112,8 @@ def test_reference_and_bqo_e_agree_with_liblinear(loss):
     assert ref.rel_uncertainty <= 1e-8
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lin = LinearSVC(C=1.0, loss=loss, dual=True, fit_intercept=False, tol=1e-12, max_iter=200_000).fit(X, y)
+        lin = LinearSVC(C=1.0, loss=loss, dual=True, fit_intercept=False, tol=1e-12, max_iter=200_000,
+                        random_state=0).fit(X, y)
     p_lib = primal_objective(X, y, lin.coef_[0], 1.0, loss)
     assert p_lib >= -ref.dual - 1e-12 * abs(ref.dual)                  # no primal beats the certificate
     assert abs(p_lib + ref.f_star) <= 1e-4 * abs(ref.f_star)          # LIBLINEAR's primal = -f*
@@ -205,7 +206,8 @@ def test_dual_cd_estimator_matches_linearsvc_and_warns():
     est = DualCDSVC(C=1.0, loss="squared_hinge", tol=1e-9, max_iter=100_000).fit(ds.X, ds.y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lin = LinearSVC(C=1.0, loss="squared_hinge", fit_intercept=False, tol=1e-12, max_iter=100_000).fit(ds.X, ds.y)
+        lin = LinearSVC(C=1.0, loss="squared_hinge", fit_intercept=False, tol=1e-12, max_iter=100_000,
+                        random_state=0).fit(ds.X, ds.y)
     p_lib = primal_objective(ds.X, ds.y, lin.coef_[0], 1.0, "squared_hinge")
     assert abs(est.primal_objective_ - p_lib) <= 1e-6 * p_lib
     assert (est.predict(ds.X) == lin.predict(ds.X)).mean() > 0.99
