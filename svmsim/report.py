@@ -54,6 +54,10 @@ def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | Non
     if "gap" in panel:
         ax = panel["gap"]
         ax.semilogy(x, np.where(gap > 0, gap, np.nan), marker=".", color="C3", label="certified relative gap")
+        rel_dual = col("rel_dual")
+        if (rel_dual > 0).any():
+            ax.semilogy(x, np.where(rel_dual > 0, rel_dual, np.nan), marker=".", color="C1",
+                        label="relative dual objective (to f*)")
         if eps:
             ax.axhline(eps, color="gray", linestyle=":", label=f"eps = {eps:g}")
         ax.set_ylabel("relative gap")
@@ -189,6 +193,11 @@ def plot_scaling(rows: list[dict], fits: list[dict], path: Path, x: str, ys: lis
     return Path(path)
 
 
+def _is_gap(name: str) -> bool:
+    """Metrics drawn on a log axis: relative errors, gaps, consensus errors."""
+    return name.startswith("rel_") or name.endswith("_gap") or name.endswith("_error")
+
+
 def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "comm_units", title: str = "",
                       max_panels: int = 12) -> Path:
     """One panel per grid point, one curve per variant: metric `y` against `x` (communication in the paper's
@@ -209,8 +218,13 @@ def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "co
                 xs = np.array([m.get("wall_time", np.nan) for m in metrics], dtype=float)
                 variant = f"{variant} (wall time, s)"
             ys = np.array([m.get(y, np.nan) if m.get(y) is not None else np.nan for m in metrics], dtype=float)
+            if _is_gap(y):
+                ys = np.where(ys > 0, ys, np.nan)
             ax.plot(xs, ys, marker="." if len(xs) < 60 else None, label=variant)
             ax.set_xlabel(xlabel)
+        if _is_gap(y):
+            ax.set_yscale("log")                 # gaps and relative errors span decades
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
         ax.set_ylabel(y)
         ax.set_title(", ".join(f"{k}={v}" for k, v in key) or title, fontsize=9)
         ax.legend(fontsize=7, loc="best")

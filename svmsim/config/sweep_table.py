@@ -39,7 +39,7 @@ class SweepSpec(BaseModel):
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     variants: list[Variant] = Field(default_factory=list)
     plot: str = "objective"
-    x: Literal["comm_units", "scalars", "wall_time", "iteration"] = "comm_units"
+    x: Literal["comm_units", "scalars", "wall_time", "iteration", "round", "modelled_time"] = "comm_units"
     title: str = ""
     target: float | None = Field(None, gt=0)
     target_metric: str = Field("rel_gap", min_length=1)

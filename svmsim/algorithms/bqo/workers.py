@@ -7,6 +7,7 @@ from ...comm.collectives import Plan, plan
 from ...core.streams import STREAM_PROGRAM, stream_keys
 from ...program import NodeProgram, SyncKernel, kernel_step
 from .protocol import ARMIJO, EXACT, extra_columns, worker_state, worker_step
+from .tron import tron_state, tron_step
 
 __all__ = ["Method", "WorkerProgram", "allreduce_plan"]
 
@@ -38,17 +39,37 @@ def allreduce_plan(pattern: str, workers: int, dim: int, method: Method, branchi
                 combine=method.columns(dim))
 
 
-class WorkerProgram(NodeProgram):
-    """Node data: ``{"X": CSR shard, "y": labels in {-1, +1}}`` per worker. Every worker is an initiator."""
+class _AllreduceWorker(NodeProgram):
+    """A worker whose compiled step runs one all-reduce after another (tags "partial" up, "total" down); its state
+    is ``(numba state, max_out, node ids)`` and the numba state's ``work`` feeds the modelled time. Node data:
+    ``{"X": CSR shard, "y": labels in {-1, +1}}`` per worker. Every worker is an initiator."""
 
     role = "worker"
     initiator = True
+    step_function = None          # the numba round step
 
-    def __init__(self, plan_: Plan, dim: int, method: Method):
-        self.plan, self.dim, self.method = plan_, dim, method
+    def __init__(self, plan_: Plan, dim: int):
+        self.plan, self.dim = plan_, dim
         table = plan_.tag_table("partial", "total") or [("partial", plan_.d)]
         self.tags = tuple(t for t, _ in table)
         self.widths = np.array([w for _, w in table], np.int64)
+
+    def kernel(self, state):
+        st, max_out, _ = state
+        return SyncKernel(st, self.step_function, self.tags, self.widths, max_out, work=st.work)
+
+    def step(self, state, inbox, round_):
+        return state, kernel_step(self.kernel(state), inbox, round_)
+
+
+class WorkerProgram(_AllreduceWorker):
+    """Paper 001's BQO and its dual baselines (the `Method` says which)."""
+
+    step_function = staticmethod(worker_step)
+
+    def __init__(self, plan_: Plan, dim: int, method: Method):
+        super().__init__(plan_, dim)
+        self.method = method
 
     def init(self, node_ids, node_data, seed):
         m = self.method
@@ -59,13 +80,6 @@ class WorkerProgram(NodeProgram):
                           sigma=m.sigma, passes=m.passes, armijo_beta=m.armijo_beta, armijo_sigma=m.armijo_sigma,
                           keys=keys)
         return st, self.plan.max_out(node_ids), np.asarray(node_ids, np.int64)
-
-    def kernel(self, state):
-        st, max_out, _ = state
-        return SyncKernel(st, worker_step, self.tags, self.widths, max_out, work=st.work)
-
-    def step(self, state, inbox, round_):
-        return state, kernel_step(self.kernel(state), inbox, round_)
 
     def observe(self, state):
         """Per node: ids, rows (points held), iteration, the round its current all-reduce started; alpha of every
@@ -78,34 +92,20 @@ class WorkerProgram(NodeProgram):
                 "group": {"w": st.w.copy(), "last": st.last.copy(), "stepped": int(st.last_round[0])}}
 
 
-class TronProgram(NodeProgram):
-    """Distributed TRON's worker (role "worker"); node data as `WorkerProgram`'s. The all-reduce carries d + 1."""
+class TronProgram(_AllreduceWorker):
+    """Distributed TRON's worker; the all-reduce carries d + 1."""
 
-    role = "worker"
-    initiator = True
+    step_function = staticmethod(tron_step)
 
     def __init__(self, plan_: Plan, dim: int, C: float):
-        self.plan, self.dim, self.C = plan_, dim, C
-        table = plan_.tag_table("partial", "total") or [("partial", plan_.d)]
-        self.tags = tuple(t for t, _ in table)
-        self.widths = np.array([w for _, w in table], np.int64)
+        super().__init__(plan_, dim)
+        self.C = C
 
     def init(self, node_ids, node_data, seed):
-        from .tron import tron_state
-
         shards = [(nd["X"], nd["y"]) for nd in node_data]
         st = tron_state(self.plan, np.asarray(node_ids, np.int64), shards, self.dim,
                         {t: i for i, t in enumerate(self.tags)}, self.C)
         return st, self.plan.max_out(node_ids), np.asarray(node_ids, np.int64)
-
-    def kernel(self, state):
-        from .tron import tron_step
-
-        st, max_out, _ = state
-        return SyncKernel(st, tron_step, self.tags, self.widths, max_out, work=st.work)
-
-    def step(self, state, inbox, round_):
-        return state, kernel_step(self.kernel(state), inbox, round_)
 
     def observe(self, state):
         """Per node: ids, iteration (Newton steps), all-reduces done, the round the current one started; once per
