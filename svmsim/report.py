@@ -178,8 +178,11 @@ def plot_scaling(rows: list[dict], fits: list[dict], path: Path, x: str, ys: lis
             for f in fits:
                 if f["y"] != y or not np.isfinite(f.get("slope", np.nan)):
                     continue
-                ax.loglog(grid, np.exp(f["intercept"]) * grid ** f["slope"], linestyle="--", color="k",
-                          alpha=0.7, label=f"{f['variant']}: slope {f['slope']:.2f} (r² {f['r2']:.3f})")
+                own = by is not None and by in f and f[by] in colours       # a line per colour
+                name = f"{f['variant']}, {by}={f[by]}" if own else f["variant"]
+                ax.loglog(grid, np.exp(f["intercept"]) * grid ** f["slope"], linestyle="--",
+                          color=f"C{colours.index(f[by]) % 10}" if own else "k", alpha=0.7,
+                          label=f"{name}: slope {f['slope']:.2f} (r² {f['r2']:.3f})")
             gx, gy = np.exp(np.mean(np.log(allx))), np.exp(np.mean(np.log(ally)))
             ax.loglog(grid, gy * grid / gx, linestyle=":", color="gray", alpha=0.8, label="slope 1")
         ax.set_xlabel(x)

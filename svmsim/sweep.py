@@ -43,6 +43,7 @@ Scaling against a column::
     against = "inv_spectral_gap"    # x of a log-log plot (a row column or a grid key)
     against_y = ["cost_rounds", "cost_messages"]    # default: cost_rounds (else cost_scalars)
     against_by = "topology.kind"    # a grid key whose values get their own colour
+    against_fit = "variant"         # one line per variant (default), or "by": one per colour as well
     exclude = [{"topology.kind" = "ring", "algorithm.nodes" = 1000}]   # grid points left out
 
 draws ``scaling.png`` (one panel per y column: the points, a least-squares line per variant, a slope-1 guide) and
@@ -450,19 +451,22 @@ def _against_y(spec: SweepSpec, rows: list[dict]) -> list[str]:
 
 
 def _scaling(spec: SweepSpec, rows: list[dict]) -> list[dict]:
-    """Per variant and y column: the log-log fit of y against the `against` column."""
+    """Per variant (and value of `against_by` with ``against_fit = "by"``: each colour its own line) and y
+    column: the log-log fit of y against the `against` column."""
     if spec.against is None:
         return []
+    by = spec.against_by if spec.against_fit == "by" and spec.against_by != "variant" else None
     out = []
     for y in _against_y(spec, rows):
-        for label in dict.fromkeys(r["variant"] for r in rows):
-            rs = [r for r in rows if r["variant"] == label]
+        for label, value in dict.fromkeys((r["variant"], r.get(by) if by else None) for r in rows):
+            rs = [r for r in rows if r["variant"] == label and (by is None or r.get(by) == value)]
             xs = np.array([_num(r.get(spec.against)) for r in rs])
             ys = np.array([_num(r.get(y)) if not isinstance(r.get(y), str) else math.nan for r in rs])
             fit = fit_loglog(xs, ys)
             ok = np.isfinite(xs) & np.isfinite(ys) & (xs > 0) & (ys > 0)
             ratio = float(np.median(ys[ok] / xs[ok])) if ok.any() else math.nan
-            out.append({"variant": label, "x": spec.against, "y": y, **fit, "median_y_over_x": ratio,
+            out.append({"variant": label, **({by: value} if by else {}), "x": spec.against, "y": y, **fit,
+                        "median_y_over_x": ratio,
                         "not_reached": int(sum(1 for r in rs if r.get("reached") is False))})
     return out
 
@@ -666,8 +670,10 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
                     + (f"{spec.target:g}" if spec.target is not None else "eps"))
         text += ["", f"## scaling against {spec.against} (log-log least squares: y ~ exp(intercept) x^slope"
                  f"{what})", "",
-                 markdown_table(result.scaling, ["variant", "y", "x", "slope", "intercept", "r2", "points",
-                                                 "not_reached", "median_y_over_x"])]
+                 markdown_table(result.scaling, ["variant"] + ([spec.against_by] if spec.against_fit == "by" and
+                                                                spec.against_by not in (None, "variant") else [])
+                                + ["y", "x", "slope", "intercept", "r2", "points", "not_reached",
+                                   "median_y_over_x"])]
     if result.trials:
         n = max(t["trials"] for t in result.trials)
         text += ["", f"## mean ± std over {spec.trials} ({n} trials; std over nodes and trials where the run "

@@ -18,7 +18,8 @@ def test_scenario_validates_and_runs(path, data_env):
     if scenario.data.is_synthetic and scenario.data.n * scenario.data.d > 4_000_000:
         overrides["data.n"] = 2000                 # paper-scale synthetic sets: a smaller draw of the same kind
     res = svmsim.run(scenario, overrides=overrides, write=False)
-    assert res.final["iteration"] == 300 or res.stop_reason.startswith("certified")
+    # the budget, or a target reached first: the certified gap, or a metric of [stop] below (e.g. rel_dual)
+    assert res.final["iteration"] == 300 or res.stop_reason.startswith("certified") or " <= " in res.stop_reason
     if res.scenario.algorithm.name == "pushsum":          # averaging, not learning: its metric is consensus
         assert 0.0 <= res.final["consensus_error"] < float("inf")
     else:

@@ -36,6 +36,7 @@ gathered blocks up in preorder, each message one tag per width).
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -436,7 +437,11 @@ def state_with_collective(name: str, fields: list[tuple[str, type]]) -> type:
     clash = sorted(set(CollectiveArrays._fields) & {f for f, _ in fields})
     if clash:
         raise ValueError(f"fields {clash} are the collective's; allowed: other names")
-    return NamedTuple(name, [(f, CollectiveArrays.__annotations__[f]) for f in CollectiveArrays._fields] + fields)
+    cls = NamedTuple(name, [(f, CollectiveArrays.__annotations__[f]) for f in CollectiveArrays._fields] + fields)
+    # the caller's module, where the type is bound to `name`: pickling the type (numba's cache index keys on it)
+    # must find it again in another process, or every process compiles the steps anew
+    cls.__module__ = sys._getframe(1).f_globals["__name__"]
+    return cls
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -47,6 +47,7 @@ class SweepSpec(BaseModel):
     against: str | None = Field(None, min_length=1)
     against_y: list[str] = Field(default_factory=list)
     against_by: str | None = Field(None, min_length=1)
+    against_fit: Literal["variant", "by"] = "variant"
     exclude: list[dict[str, Any]] = Field(default_factory=list)
     trials: str | None = Field(None, min_length=1)
     trials_columns: list[str] | None = None

@@ -54,11 +54,11 @@ def row_sqnorms(indptr, data):
 def cd_pass(indptr, indices, data, y, qd, alpha, step, perm, lo, hi, w, view, u, sigma, s, upper, tau, passes,
             key, counter):
     """`passes` shuffled passes over rows lo..hi-1 (one node's block): writes the block's step d into
-    step[lo:hi] and its X^T Y d into u (d scalars); `view` is scratch (d scalars); perm[lo:hi] holds a permutation
-    of lo..hi-1 (shuffled again each pass: a Fisher-Yates shuffle of any permutation is uniform). Returns the
-    stream counter."""
+    step[lo:hi] and its X^T Y d into u (d scalars); `view` and perm[lo:hi] are scratch. Returns the stream
+    counter."""
     for i in range(lo, hi):
         step[i] = 0.0
+        perm[i] = i
     for c in range(w.shape[0]):
         view[c] = w[c]
     for _ in range(passes):
