@@ -165,6 +165,8 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
     stop = scenario.stop
     meter = Meter(deployment.n_nodes, deployment.adjacency(), deployment.node_names)
     groups = engine.plan(deployment.roles)
+    if scenario.network is not None and scenario.network.compute == "measured":
+        groups = _one_group_per_node(scenario, deployment, engine)
     engine.deploy(groups, scenario.seed)
     faults = _sync_faults(scenario, deployment.n_nodes)
     clock = None
@@ -236,6 +238,20 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
 # ----------------------------------------------------------------------------------------------------------------
 # Faults and asynchronous gossip
 # ----------------------------------------------------------------------------------------------------------------
+
+def _one_group_per_node(scenario: Scenario, deployment: Deployment, engine: Engine):
+    """Measured compute times need each node's step timed on its own: one group per node, in this process (any
+    grouping gives the same run: a conformance check)."""
+    from .engine.base import split_roles
+    from .engine.inproc import InProcessEngine
+    from .errors import ScenarioError
+
+    if not isinstance(engine, InProcessEngine):
+        raise ScenarioError(f"[network] compute = 'measured' times each node's step in this process; engine "
+                            f"{engine.name!r} runs them elsewhere; allowed: engine inproc, or compute = 'count'")
+    engine.timed = True
+    return split_roles(deployment.roles, {r.role: len(r.node_ids) for r in deployment.roles})
+
 
 def _sync_faults(scenario: Scenario, n_nodes: int) -> FaultPlan | None:
     """The [faults] section bound for synchronous rounds (None when nothing can go wrong)."""

@@ -66,7 +66,7 @@ def test_a_slow_link_and_compute_work_count():
     assert _allreduce_time("ring", k, d, slow) > _allreduce_time("ring", k, d) + 1.5e-3   # crossed twice
     clock = ClusterClock(NetworkModel(latency=0.0, bandwidth=1e9, compute_rate=1e6), 2,
                          np.array([0, 1, 2]), np.array([1, 0]))
-    clock.advance(np.array([0, 1]), np.array([1000.0, 3000.0]), np.array([0]), np.array([1]), np.array([8000.0]))
+    clock.advance(np.array([0, 1]), np.array([1e-3, 3e-3]), np.array([0]), np.array([1]), np.array([8000.0]))
     assert math.isclose(clock.now, 3e-3) and math.isclose(clock.ready[1], 3e-3)   # node 1's own compute
     clock.advance(np.array([1]), np.array([0.0]), np.array([1]), np.array([0]), np.array([1e9]))
     assert math.isclose(clock.ready[0], 3e-3 + 1.0)                               # 1 GB at 1 GB/s
@@ -83,6 +83,15 @@ def test_network_table_in_a_scenario(data_env):
     # 10 iterations of a ring all-reduce of 17 scalars over 4 workers: 6 latencies each, at least
     assert times[-1] >= 10 * 6 * 1e-3
     assert res.summary["modelled_time"]["seconds"] == times[-1]
+    # compute time measured per node step (one group per node, timed in process): the same run, its own clock
+    measured = svmsim.run({**scenario, "network": {**scenario["network"], "compute": "measured"}}, write=False)
+    assert measured.ledger.equals(res.ledger)
+    assert np.array_equal(measured.model["w_last"], res.model["w_last"])
+    assert measured.summary["modelled_time"]["compute_seconds_max_node"] > 0
+    with pytest.raises(ScenarioError, match=r"compute = 'measured' times each node's step in this process"):
+        svmsim.run({**scenario, "network": {"compute": "measured"}}, engine="ray", write=False)
+    with pytest.raises(ScenarioError, match=r"compute"):
+        svmsim.run({**scenario, "network": {"compute": "guess"}}, write=False)
     with pytest.raises(ScenarioError, match=r"\[network\] bandwidth"):
         svmsim.run({**scenario, "network": {"bandwidth": 0}}, write=False)
     with pytest.raises(ScenarioError, match=r"link 0-9 is not an edge"):

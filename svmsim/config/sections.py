@@ -436,11 +436,22 @@ class NetworkSection(SectionModel):
     compute_rate: float = Field(1e9, gt=0, description="operations per second of a node (the work its program "
                                                        "declares per step)")
     links: list[LinkOverride] = Field(default_factory=list)
+    compute: str = Field("count", json_schema_extra=allowed_text(
+        "'count' (the work each step declares / compute_rate) or 'measured' (each node's step timed in this "
+        "process; in-process engine only)"))
+
+    @field_validator("compute")
+    @classmethod
+    def _compute_mode(cls, value: str) -> str:
+        if value not in ("count", "measured"):
+            raise ValueError(f"compute = {value!r} is unknown; allowed: 'count' or 'measured'")
+        return value
 
     def model(self):
         from svmsim.schedule.cluster_time import NetworkModel
 
         return NetworkModel(latency=self.latency, bandwidth=self.bandwidth, compute_rate=self.compute_rate,
+                            compute=self.compute,
                             links={(ln.a, ln.b): (self.latency if ln.latency is None else ln.latency,
                                                   self.bandwidth if ln.bandwidth is None else ln.bandwidth)
                                    for ln in self.links})

@@ -1,6 +1,7 @@
 """The in-process engine: every group lives in this process; deterministic and cheap."""
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ..comm.message import Inbox, Outbox
@@ -13,9 +14,11 @@ __all__ = ["InProcessEngine"]
 class InProcessEngine(Engine):
     name = "inproc"
 
-    def __init__(self):
+    def __init__(self, timed: bool = False):
         self.groups: list[Group] = []
         self.states: list[Any] = []
+        self.timed = timed                 # record each group's step time (modelled time, compute = "measured")
+        self.step_seconds: dict[int, float] = {}
 
     def deploy(self, groups: list[Group], seed: int) -> None:
         self.groups = groups
@@ -25,6 +28,13 @@ class InProcessEngine(Engine):
         out = {}
         states = self.states
         groups = self.groups
+        if self.timed:
+            self.step_seconds = {}
+            for gid, inbox in inboxes.items():
+                t0 = time.perf_counter()
+                states[gid], out[gid] = groups[gid].program.step(states[gid], inbox, round_)
+                self.step_seconds[gid] = time.perf_counter() - t0
+            return out
         for gid, inbox in inboxes.items():
             states[gid], out[gid] = groups[gid].program.step(states[gid], inbox, round_)
         return out

@@ -4,7 +4,8 @@ The model (a dataflow critical path under the alpha-beta cost of each link):
 
 * a node's step starts when the node is ready: when its previous step has finished and every message of its inbox
   has arrived; it computes for ``work / compute_rate`` seconds (the work its program declares for that step, in
-  operations: `SyncKernel.work`), then hands its messages to its network port in the order it sent them;
+  operations: `SyncKernel.work`; ``compute = "measured"``: the wall time of the node's own step in this process,
+  the simulator's per-step cost included), then hands its messages to its network port in the order it sent them;
 * each node has one send port and one receive port (full duplex, one message at a time in each direction): a
   message of b bytes on link (s, d) occupies s's send port for b / beta_sd, arrives alpha_sd later, and occupies
   d's receive port for b / beta_sd (messages queue at a busy receive port in order of arrival);
@@ -25,7 +26,10 @@ import numpy as np
 
 from ..errors import ScenarioError
 
-__all__ = ["NetworkModel", "ClusterClock"]
+__all__ = ["NetworkModel", "ClusterClock", "COMPUTE_MODES"]
+
+#: how a step's compute time is modelled: from the work the program declares, or measured in this process
+COMPUTE_MODES = ("count", "measured")
 
 
 @dataclass(frozen=True)
@@ -38,8 +42,12 @@ class NetworkModel:
     bandwidth: float = 1.25e9
     compute_rate: float = 1e9
     links: dict = field(default_factory=dict)
+    compute: str = "count"      # "count": declared work / compute_rate; "measured": the step's own wall time
 
     def __post_init__(self):
+        if self.compute not in COMPUTE_MODES:
+            raise ScenarioError(f"[network] compute = {self.compute!r} is unknown; allowed: "
+                                f"{', '.join(COMPUTE_MODES)}")
         for name, v, low in (("latency", self.latency, 0.0), ("bandwidth", self.bandwidth, None),
                              ("compute_rate", self.compute_rate, None)):
             ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (
@@ -80,13 +88,13 @@ class ClusterClock:
         """The modelled time: the latest ready time over all nodes."""
         return float(self.ready.max()) if self.ready.size else 0.0
 
-    def advance(self, stepped: np.ndarray, work: np.ndarray, src: np.ndarray, dst: np.ndarray,
+    def advance(self, stepped: np.ndarray, seconds: np.ndarray, src: np.ndarray, dst: np.ndarray,
                 nbytes: np.ndarray) -> None:
-        """One round: nodes `stepped` did `work` operations each, then sent messages (src, dst, bytes) in the
+        """One round: nodes `stepped` computed for `seconds` each, then sent messages (src, dst, bytes) in the
         order given."""
         finish = self.ready.copy()
         if stepped.size:
-            seconds = np.asarray(work, np.float64) / self.model.compute_rate
+            seconds = np.asarray(seconds, np.float64)
             finish[stepped] = self.ready[stepped] + seconds
             self.compute[stepped] += seconds
         if src.size:

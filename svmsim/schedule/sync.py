@@ -155,10 +155,15 @@ class SyncScheduler:
 
     def _advance_clock(self, outboxes: dict, batches: list[MessageBatch]) -> None:
         stepped = [self.groups[g].node_ids for g in outboxes]
-        work = [np.asarray((outboxes[g].signals or {}).get("work", np.zeros(len(self.groups[g].node_ids))),
-                           np.float64) for g in outboxes]
+        if self.clock.model.compute == "measured":       # each group's step, timed by the engine, shared evenly
+            timed = getattr(self.engine, "step_seconds", {})
+            seconds = [np.full(len(self.groups[g].node_ids), timed.get(g, 0.0) / len(self.groups[g].node_ids))
+                       for g in outboxes]
+        else:
+            seconds = [np.asarray((outboxes[g].signals or {}).get("work", np.zeros(len(self.groups[g].node_ids))),
+                                  np.float64) / self.clock.model.compute_rate for g in outboxes]
         cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
-        self.clock.advance(cat(stepped, np.int64), cat(work, np.float64), cat([b.src for b in batches], np.int64),
+        self.clock.advance(cat(stepped, np.int64), cat(seconds, np.float64), cat([b.src for b in batches], np.int64),
                            cat([b.dst for b in batches], np.int64),
                            cat([np.full(b.n_messages, b.bytes_per_message) for b in batches], np.float64))
 
