@@ -129,6 +129,13 @@ def _cmd_run(args) -> int:
     if args.quiet:
         print(result.run_dir)
         return 0
+    print("\n".join(summary_lines(scenario, result)))
+    return 0
+
+
+def summary_lines(scenario, result) -> list[str]:
+    """What `svmsim run` prints about a finished run: why it stopped, the ledger (flagged when it differs from
+    the algorithm's declared count), what the faults did, the final metrics and the run directory."""
     f = result.final
     lines = [f"scenario   {scenario.name} ({scenario.algorithm.name}, engine {scenario.engine.name}, seed "
              f"{scenario.seed})",
@@ -140,12 +147,13 @@ def _cmd_run(args) -> int:
                         else "  (differs from the algorithm's declared count!)"))
     lines += _fault_lines(result.summary.get("faults"), f)
     for key, label in (("objective", "objective"), ("hull_distance", "hull dist"), ("rel_gap", "rel. gap"),
-                       ("train_accuracy", "train acc"), ("test_accuracy", "test acc")):
+                       ("rel_dual", "rel. dual"), ("train_accuracy", "train acc"), ("test_accuracy", "test acc")):
         if f.get(key) is not None:
             lines.append(f"{label:<10} {f[key]:.6g}")
+    if f.get("modelled_time") is not None:
+        lines.append(f"modelled   {f['modelled_time']:.6g} s of cluster time ([network])")
     lines.append(f"run dir    {result.run_dir}")
-    print("\n".join(lines))
-    return 0
+    return lines
 
 
 _CAUSE_WORDS = {"lost": "lost in the network", "dead_receiver": "sent to a node that was down",

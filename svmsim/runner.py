@@ -6,6 +6,7 @@ removed if the run fails, so a directory that looks finished is finished.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -315,8 +316,12 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
         out = run.outcome()
         p = out.progress
         last = rec.rows[-1] if rec.rows else None
-        if last is None or (last["virtual_time"], last["wakes"], last["messages"]) != (p.time, p.wakes, p.messages):
-            on_observe(p, out.observations)                  # the final state
+        if last is not None and last["virtual_time"] > p.time:
+            # the run stopped at an evaluation point later than its last event: the clock stands there
+            p = dataclasses.replace(p, time=last["virtual_time"], round=last["round"])
+        if last is None or (last["wakes"], last["sent_messages"], last["messages"], last["in_flight"]) != (
+                p.wakes, p.sent, p.messages, p.in_flight):
+            on_observe(p, out.observations)                  # the final state, if anything happened since
         obs = _by_role(out.observations, groups)
         model = deployment.model(obs) if deployment.model else {}
         declared = deployment.declared_scalars(obs) if deployment.declared_scalars else None
