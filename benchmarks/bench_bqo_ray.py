@@ -48,7 +48,7 @@ def main():
     out = {"floor": [], "ray": [], "inproc": []}
     try:
         for _ in range(args.reps):
-            out["floor"].append(floor_round(args.rounds))
+            out["floor"].append(floor_round(args.rounds)["all"])
             eng = RayEngine(actors=2, round_timeout=120)
             try:
                 out["ray"].append(rounds_time(eng, dep, args.rounds))
