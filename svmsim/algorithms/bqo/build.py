@@ -181,7 +181,6 @@ def check_pattern_edges(p, G, pattern: str) -> None:
 
 
 def build_distributed(name: str, params: DistributedParams, problem):
-    from ...data import partition
     from ...deployment import Deployment
 
     ds = problem.dataset

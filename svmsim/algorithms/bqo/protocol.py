@@ -192,28 +192,53 @@ def _finish(st):
     st.iteration[0] += 1
 
 
+#: where a program that runs one all-reduce after another stands at the start of a round
+FIRST, WAITING, COMPLETE = range(3)
+
+
+@numba.njit(cache=True, nogil=True)
+def allreduce_receive(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
+    """The start of every round of a program that runs one all-reduce after another (the BQO workers, TRON): note
+    the round, clear the step's work, apply this round's collective messages. Returns (n_out, FIRST) before any
+    all-reduce started (the caller writes its members' inputs and calls `allreduce_start`), (n_out, WAITING) while
+    one is under way and (n_out, COMPLETE) in the round every participant holds the result (the plan's
+    `rounds()` after its start: an all-reduce followed by a barrier)."""
+    st.last_round[0] = round_
+    st.work[:] = 0.0
+    if st.started[0] == 0:
+        return 0, FIRST
+    n_out = collective_receive(st, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload,
+                               0)
+    if round_ - st.start_round[0] < st.rounds_needed:
+        return n_out, WAITING
+    return n_out, COMPLETE
+
+
+@numba.njit(cache=True, nogil=True)
+def allreduce_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out):
+    """Start the next all-reduce this round, from the inputs in the members' rows of `st.value`."""
+    collective_reset(st)
+    n_out = collective_start(st, out_tag, out_src, out_dst, out_payload, n_out)
+    st.start_round[0] = round_
+    return n_out
+
+
 @numba.njit(cache=True, nogil=True)
 def worker_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
     """One round of a group of workers (the `SyncKernel` step)."""
-    n_out = 0
-    st.last_round[0] = round_
-    st.work[:] = 0.0
-    if st.started[0] == 0:                             # the first round: iteration 0 starts
+    n_out, where = allreduce_receive(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src,
+                                     out_dst, out_payload)
+    if where == FIRST:                                 # the first round: iteration 0 starts
         _begin(st)
-        n_out = collective_start(st, out_tag, out_src, out_dst, out_payload, n_out)
-        st.start_round[0] = round_
-    else:
-        n_out = collective_receive(st, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
-                                   out_payload, n_out)
-    if round_ - st.start_round[0] < st.rounds_needed:
+        n_out = allreduce_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out)
+        if st.rounds_needed > 0:
+            return n_out, -1, KERNEL_WAKE
+    elif where == WAITING:
         return n_out, -1, KERNEL_WAKE
     _finish(st)                                        # every worker holds the sums: the iteration ends
-    done = st.iteration[0]
-    collective_reset(st)
     _begin(st)
-    n_out = collective_start(st, out_tag, out_src, out_dst, out_payload, n_out)
-    st.start_round[0] = round_
-    return n_out, done, KERNEL_WAKE
+    n_out = allreduce_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out)
+    return n_out, st.iteration[0], KERNEL_WAKE
 
 
 def collective_view(st: WorkerState) -> CollectiveArrays:

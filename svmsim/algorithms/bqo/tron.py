@@ -20,9 +20,10 @@ import math
 import numba
 import numpy as np
 
-from ...comm.collectives import collective_receive, collective_reset, collective_start, state_with_collective
+from ...comm.collectives import state_with_collective
 from ...program import KERNEL_WAKE
 from .local_cd import concat_shards
+from .protocol import FIRST, WAITING, allreduce_receive, allreduce_start
 
 __all__ = ["TronState", "tron_state", "tron_step"]
 
@@ -49,9 +50,9 @@ def tron_state(plan, hosted, shards, dim, tag_ids, C):
     indptr, indices, data, y, row_lo = concat_shards(shards)
     n = int(row_lo[-1])
     coll = plan.arrays(hosted, np.zeros((len(hosted), plan.d)), tag_ids, "partial", "total")
-    vec = lambda: np.zeros(dim)          # noqa: E731
-    one = lambda: np.zeros(1)            # noqa: E731
-    count = lambda: np.zeros(1, np.int64)  # noqa: E731
+    vec = lambda: np.zeros(dim)
+    one = lambda: np.zeros(1)
+    count = lambda: np.zeros(1, np.int64)
     return TronState(*coll, indptr, indices, data, y, row_lo, np.zeros(n, np.bool_), np.zeros(n, np.bool_), vec(),
                      vec(), vec(), vec(), vec(), vec(), vec(), vec(), float(C), int(dim), int(plan.rounds()), one(),
                      one(), one(), one(), one(), count(), count(), count(), count(), count(), count(),
@@ -217,18 +218,15 @@ def _take_trial(st):
 @numba.njit(cache=True, nogil=True)
 def tron_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
     """One round of a group of TRON workers (the `SyncKernel` step)."""
-    n_out = 0
-    st.last_round[0] = round_
-    st.work[:] = 0.0
-    if st.started[0] == 0:                              # round 0: the function and gradient at w = 0
+    n_out, where = allreduce_receive(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src,
+                                     out_dst, out_payload)
+    if where == FIRST:                                  # round 0: the function and gradient at w = 0
         st.phase[0] = FIRST_POINT
         _local_function_gradient(st)
-        n_out = collective_start(st, out_tag, out_src, out_dst, out_payload, n_out)
-        st.start_round[0] = round_
-    else:
-        n_out = collective_receive(st, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
-                                   out_payload, n_out)
-    if round_ - st.start_round[0] < st.rounds_needed:
+        n_out = allreduce_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out)
+        if st.rounds_needed > 0:
+            return n_out, -1, KERNEL_WAKE
+    elif where == WAITING:
         return n_out, -1, KERNEL_WAKE
     total = st.value[0]
     st.allreduces[0] += 1
@@ -247,7 +245,6 @@ def tron_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out
             _accept_or_reject(st)
             done = st.iteration[0]
         _start_cg(st)
-    collective_reset(st)                                # the members' rows already hold the next local sums
-    n_out = collective_start(st, out_tag, out_src, out_dst, out_payload, n_out)
-    st.start_round[0] = round_
+    # the members' rows already hold the next local sums
+    n_out = allreduce_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out)
     return n_out, done, KERNEL_WAKE
