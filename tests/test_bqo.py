@@ -268,3 +268,41 @@ def test_reference_is_kept_on_disk_and_read_back(tmp_path, monkeypatch):
     objective._CACHE.clear()
     reference_optimum(ds.X, ds.y, 0.25, "squared_hinge")
     assert len(list((tmp_path / "references").glob("*.npz"))) == 1
+
+
+def test_an_uncertified_reference_says_so():
+    """A reference optimum that did not reach its certificate within its budget warns how far it is certified."""
+    from svmsim.algorithms.bqo import objective
+
+    ds = make_dataset({"name": "heart_scale"})
+    objective._CACHE.clear()
+    with pytest.warns(RuntimeWarning, match=r"certified only to .* after max_epochs = 10 epochs"):
+        ref = reference_optimum(ds.X, ds.y, 7.0, "hinge", max_epochs=10)
+    assert ref.rel_uncertainty > 1e-8
+
+
+def test_line_topology_takes_the_ring_only_for_two_workers():
+    res = svmsim.run({**_scenario(workers=2), "topology": {"kind": "line"}, "stop": {"max_iterations": 3}},
+                     write=False)
+    assert res.summary["algorithm_info"]["allreduce"] == "ring"
+    with pytest.raises(TopologyError, match=r"allreduce = 'auto' has no pattern for topology kind 'line'"):
+        svmsim.run({**_scenario(workers=4), "topology": {"kind": "line"}}, write=False)
+
+
+def test_stop_below_an_unknown_metric_is_refused_and_leaves_no_run_dir(tmp_path):
+    import subprocess
+    import sys
+
+    import tomli_w
+
+    scenario = _scenario()
+    scenario["stop"] = {"below": {"rel_dul": 1e-3}, "max_iterations": 5}
+    scenario["output"] = {"dir": str(tmp_path / "runs"), "progress": False, "plots": False}
+    f = tmp_path / "typo.toml"
+    f.write_bytes(tomli_w.dumps(scenario).encode())
+    out = subprocess.run([sys.executable, "-m", "svmsim.cli", "run", str(f)], capture_output=True, text=True)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    said = " ".join(out.stderr.split())
+    assert "[stop] below names metric 'rel_dul', which algorithm 'bqo-e' does not report; allowed:" in said
+    assert "rel_dual" in said
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

@@ -37,7 +37,7 @@ __all__ = [
     "build_dual_cd",
 ]
 
-PATTERN_FOR_TOPOLOGY = {"star": "star", "ring": "ring", "tree": "tree", "complete": "ring", "line": "ring"}
+PATTERN_FOR_TOPOLOGY = {"star": "star", "ring": "ring", "tree": "tree", "complete": "ring"}
 
 
 class DistributedParams(BaseModel):
@@ -160,6 +160,8 @@ def _pattern(params: DistributedParams, problem, G) -> str:
     if params.allreduce != "auto":
         return params.allreduce
     kind = G.graph.get("kind", problem.topology_kind)
+    if kind == "line" and G.number_of_nodes() <= 2:          # one link: the ring of two workers
+        return "ring"
     if kind not in PATTERN_FOR_TOPOLOGY:
         raise TopologyError(f"allreduce = 'auto' has no pattern for topology kind '{kind}'; allowed: set "
                             "algorithm.allreduce to star, ring or tree (on a topology with its edges, e.g. "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,6 +136,10 @@ def reference_optimum(X, y: np.ndarray, C: float, loss: str, rel_tol: float = 1e
             break
         check = min(2 * check, 500)
     ref = Reference(dual=best_dual, primal=best_primal, epochs=cd.epochs, w=best_w)
+    if not ref.rel_uncertainty <= rel_tol:
+        warnings.warn(f"the reference optimum f* is certified only to {ref.rel_uncertainty:.2e} relative after "
+                      f"max_epochs = {max_epochs} epochs (asked: {rel_tol:g}); relative primal and dual errors "
+                      "below that are not meaningful", RuntimeWarning, stacklevel=2)
     _CACHE[key] = ref
     if path is not None:
         try:                                  # written whole under a temporary name, then renamed

@@ -23,7 +23,6 @@ import numba
 import numpy as np
 
 from ...comm.collectives import (
-    CollectiveArrays,
     Plan,
     collective_receive,
     collective_reset,
@@ -239,8 +238,3 @@ def worker_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, o
     _begin(st)
     n_out = allreduce_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out)
     return n_out, st.iteration[0], KERNEL_WAKE
-
-
-def collective_view(st: WorkerState) -> CollectiveArrays:
-    """The collective's part of a worker state (for tests and observers)."""
-    return CollectiveArrays(*st[:len(CollectiveArrays._fields)])
