@@ -14,8 +14,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...errors import DataError, InfeasibleParameterError, TopologyError
 from ...program import RoleSpec
+from ..allreduce import check_problem, declared_scalars, worker_layout
 from .objective import (
     as_csr,
     dual_objective,
@@ -36,9 +36,6 @@ __all__ = [
     "build_distributed",
     "build_dual_cd",
 ]
-
-PATTERN_FOR_TOPOLOGY = {"star": "star", "ring": "ring", "tree": "tree", "complete": "ring"}
-
 
 class DistributedParams(BaseModel):
     """``[algorithm]`` keys shared by paper 001's distributed methods."""
@@ -129,59 +126,6 @@ class Evaluator:
                 "f_star_source": f"svmsim dual coordinate descent, {r.epochs} epochs, certified by its duality gap"}
 
 
-def check_problem(ds, workers: int) -> None:
-    """One clear error for a problem the methods cannot solve."""
-    if ds.n_pos == 0 or ds.n_neg == 0:
-        raise DataError(f"data set '{ds.name}' has only one class ({ds.n} points labelled "
-                        f"{'+1' if ds.n_neg == 0 else '-1'}); allowed: labels of both classes")
-    if workers > ds.n:
-        raise InfeasibleParameterError(f"workers = {workers} exceeds the number of training points ({ds.n}); "
-                                       f"allowed: 1 <= workers <= {ds.n}")
-
-
-def _topology(problem, workers: int):
-    from ...topology import build_topology
-
-    if problem.topology is not None:
-        return problem.topology
-    kind = problem.topology_kind
-    if kind == "ring" and workers < 3:
-        kind = "line" if workers == 2 else "complete"
-    if workers == 1:                       # one machine: nothing to send
-        import networkx as nx
-
-        G = nx.empty_graph(1)
-        G.graph["kind"] = problem.topology_kind
-        return G
-    return build_topology(kind, workers, seed=problem.seed, **problem.topology_params)
-
-
-def _pattern(params: DistributedParams, problem, G) -> str:
-    if params.allreduce != "auto":
-        return params.allreduce
-    kind = G.graph.get("kind", problem.topology_kind)
-    if kind == "line" and G.number_of_nodes() <= 2:          # one link: the ring of two workers
-        return "ring"
-    if kind not in PATTERN_FOR_TOPOLOGY:
-        raise TopologyError(f"allreduce = 'auto' has no pattern for topology kind '{kind}'; allowed: set "
-                            "algorithm.allreduce to star, ring or tree (on a topology with its edges, e.g. "
-                            "[topology] kind = \"complete\")")
-    return PATTERN_FOR_TOPOLOGY[kind]
-
-
-def check_pattern_edges(p, G, pattern: str) -> None:
-    """Refuse a pattern that needs links the topology lacks, naming the first one."""
-    need = {(min(s, d), max(s, d)) for _, s, d, _, _ in p.schedule()}
-    missing = sorted(e for e in need if not G.has_edge(*e))
-    if missing:
-        a, b = missing[0]
-        kind = G.graph.get("kind", "given")
-        raise TopologyError(f"the {pattern} all-reduce over {p.k} workers needs the link {a}-{b} (and "
-                            f"{len(missing) - 1} more), which the {kind} topology lacks; allowed: a topology with "
-                            f"those links (e.g. [topology] kind = \"complete\", a switched cluster), or "
-                            f"algorithm.allreduce = the topology's own pattern")
-
-
 def build_distributed(name: str, params: DistributedParams, problem):
     from ...deployment import Deployment
 
@@ -194,13 +138,13 @@ def build_distributed(name: str, params: DistributedParams, problem):
     tau = params.tau if (uses_tau and params.loss == "hinge") else 0.0
     method = Method(rule, loss_s=s, upper=upper, tau=tau, sigma=sigma_of(k), passes=params.passes,
                     armijo_beta=getattr(params, "armijo_beta", 0.5), armijo_sigma=getattr(params, "armijo_sigma", 0.1))
-    X, y, G, pattern, parts = _layout(params, problem, method.extra)
-    p = allreduce_plan(pattern, k, ds.d, method, params.branching)
-    check_pattern_edges(p, G, pattern)
+    X, y, layout = _layout(params, problem, method.extra)
+    p = allreduce_plan(layout.pattern, k, ds.d, method, params.branching)
+    layout.check(p)
     roles = [RoleSpec("worker", WorkerProgram(p, ds.d, method), np.arange(k, dtype=np.int64),
-                      [{"X": X[idx], "y": y[idx]} for idx in parts])]
+                      layout.node_data(X, y))]
     evaluator = Evaluator(X, y, params.C, params.loss, ds.X_test, ds.y_test)
-    order = np.concatenate(parts)
+    order = np.concatenate(layout.parts)
 
     def gather(obs):
         by_node = {}
@@ -216,13 +160,9 @@ def build_distributed(name: str, params: DistributedParams, problem):
         alpha, w, it, last = gather(obs)
         return evaluator.metrics(w, alpha, it, eta=float(last[0]))
 
-    per_step = _partial_steps(p)
-
     def declared(obs):
-        """Every completed iteration's all-reduce, and the steps of the one under way (it starts in the round the
-        previous one ends)."""
-        steps = max(o["group"]["stepped"] for o in obs["worker"]) - int(obs["worker"][0]["started"][0]) + 1
-        return gather(obs)[2] * p.scalars() + int(per_step[:max(0, steps)].sum())
+        """Every completed iteration's all-reduce, and the steps of the one under way."""
+        return declared_scalars(p, gather(obs)[2], obs["worker"])
 
     def model(obs):
         alpha, w, _, _ = gather(obs)
@@ -231,37 +171,19 @@ def build_distributed(name: str, params: DistributedParams, problem):
         return {"coef": evaluator.pocket_w.copy(), "intercept": 0.0, "w_last": w, "alpha": dense}
 
     return Deployment(
-        roles=roles, topology=G, node_names=[f"worker-{i}" for i in range(k)], evaluate=evaluate,
+        roles=roles, topology=layout.topology, node_names=layout.node_names, evaluate=evaluate,
         declared_scalars=declared, comm_unit=("d", float(ds.d)), model=model,
-        info={"workers": k, "allreduce": pattern, "scalars_per_iteration": p.scalars(),
+        info={"workers": k, "allreduce": layout.pattern, "scalars_per_iteration": p.scalars(),
               "messages_per_iteration": p.messages(), "rounds_per_iteration": p.rounds(), "step": method.describe(),
               "tau": tau, **evaluator.info()})
 
 
 def _layout(params: DistributedParams, problem, extra: int):
-    """Data, topology, pattern (checked) and partition shared by the distributed methods."""
-    from ...data import partition
-
+    """Data and the workers' layout (checked) shared by the distributed methods."""
     ds = problem.dataset
-    k = params.workers
-    check_problem(ds, k)
-    G = _topology(problem, k)
-    if G.number_of_nodes() != k:
-        raise TopologyError(f"the run has {k} workers; the topology has {G.number_of_nodes()} nodes; allowed: a "
-                            f"topology of {k} nodes (algorithm.workers = its number of nodes)")
-    pattern = _pattern(params, problem, G)
-    if pattern == "ring" and k > 1 and ds.d + extra < k:
-        raise InfeasibleParameterError(f"a ring all-reduce of {ds.d + extra} scalars over {k} workers has chunks of "
-                                       f"nothing; allowed: workers <= {ds.d + extra}, or allreduce = tree or star")
-    parts = partition(ds.y, k, problem.partition_scheme, seed=problem.seed, **problem.partition_params)
-    return as_csr(ds.X), np.asarray(ds.y, np.float64), G, pattern, parts
-
-
-def _partial_steps(p):
-    """Scalars sent in each step of the plan (for the count of an all-reduce under way)."""
-    sched = p.schedule()
-    return np.bincount(np.array([m[0] for m in sched], np.int64), weights=np.array([m[4] for m in sched]),
-                       minlength=1).astype(np.int64)
+    check_problem(ds, params.workers)
+    layout = worker_layout(problem, params.workers, params.allreduce, ds.d + extra)
+    return as_csr(ds.X), np.asarray(ds.y, np.float64), layout
 
 
 def _build_tron(params, problem):
@@ -271,13 +193,12 @@ def _build_tron(params, problem):
 
     ds = problem.dataset
     k = params.workers
-    X, y, G, pattern, parts = _layout(params, problem, 1)
-    p = make_plan("allreduce", pattern, np.arange(k, dtype=np.int64), ds.d + 1, branching=params.branching)
-    check_pattern_edges(p, G, pattern)
+    X, y, layout = _layout(params, problem, 1)
+    p = make_plan("allreduce", layout.pattern, np.arange(k, dtype=np.int64), ds.d + 1, branching=params.branching)
+    layout.check(p)
     roles = [RoleSpec("worker", TronProgram(p, ds.d, params.C), np.arange(k, dtype=np.int64),
-                      [{"X": X[idx], "y": y[idx]} for idx in parts])]
+                      layout.node_data(X, y))]
     evaluator = Evaluator(X, y, params.C, "squared_hinge", ds.X_test, ds.y_test)
-    per_step = _partial_steps(p)
 
     def evaluate(obs):
         o = obs["worker"][0]
@@ -287,17 +208,15 @@ def _build_tron(params, problem):
         return m
 
     def declared(obs):
-        o = obs["worker"]
-        steps = max(x["group"]["stepped"] for x in o) - int(o[0]["started"][0]) + 1
-        return int(o[0]["allreduces"][0]) * p.scalars() + int(per_step[:max(0, steps)].sum())
+        return declared_scalars(p, int(obs["worker"][0]["allreduces"][0]), obs["worker"])
 
     def model(obs):
         return {"coef": evaluator.pocket_w.copy(), "intercept": 0.0, "w_last": obs["worker"][0]["group"]["w"]}
 
     return Deployment(
-        roles=roles, topology=G, node_names=[f"worker-{i}" for i in range(k)], evaluate=evaluate,
+        roles=roles, topology=layout.topology, node_names=layout.node_names, evaluate=evaluate,
         declared_scalars=declared, comm_unit=("d", float(ds.d)), model=model,
-        info={"workers": k, "allreduce": pattern, "scalars_per_allreduce": p.scalars(),
+        info={"workers": k, "allreduce": layout.pattern, "scalars_per_allreduce": p.scalars(),
               "messages_per_allreduce": p.messages(), "rounds_per_allreduce": p.rounds(),
               "step": "trust-region Newton, one all-reduce per gradient and per CG step (d + 1 scalars)",
               **evaluator.info()})

@@ -22,14 +22,9 @@ import math
 import numba
 import numpy as np
 
-from ...comm.collectives import (
-    Plan,
-    collective_receive,
-    collective_reset,
-    collective_start,
-    state_with_collective,
-)
+from ...comm.collectives import Plan, state_with_collective
 from ...program import KERNEL_WAKE
+from ..allreduce import FIRST, WAITING, allreduce_receive, allreduce_start
 from .local_cd import cd_pass, concat_shards, row_sqnorms
 
 __all__ = [
@@ -189,37 +184,6 @@ def _finish(st):
     for m in range(st.work.shape[0]):
         st.work[m] += (st.row_lo[m + 1] - st.row_lo[m]) + 4.0 * st.dim
     st.iteration[0] += 1
-
-
-#: where a program that runs one all-reduce after another stands at the start of a round
-FIRST, WAITING, COMPLETE = range(3)
-
-
-@numba.njit(cache=True, nogil=True)
-def allreduce_receive(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
-    """The start of every round of a program that runs one all-reduce after another (the BQO workers, TRON): note
-    the round, clear the step's work, apply this round's collective messages. Returns (n_out, FIRST) before any
-    all-reduce started (the caller writes its members' inputs and calls `allreduce_start`), (n_out, WAITING) while
-    one is under way and (n_out, COMPLETE) in the round every participant holds the result (the plan's
-    `rounds()` after its start: an all-reduce followed by a barrier)."""
-    st.last_round[0] = round_
-    st.work[:] = 0.0
-    if st.started[0] == 0:
-        return 0, FIRST
-    n_out = collective_receive(st, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload,
-                               0)
-    if round_ - st.start_round[0] < st.rounds_needed:
-        return n_out, WAITING
-    return n_out, COMPLETE
-
-
-@numba.njit(cache=True, nogil=True)
-def allreduce_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out):
-    """Start the next all-reduce this round, from the inputs in the members' rows of `st.value`."""
-    collective_reset(st)
-    n_out = collective_start(st, out_tag, out_src, out_dst, out_payload, n_out)
-    st.start_round[0] = round_
-    return n_out
 
 
 @numba.njit(cache=True, nogil=True)

@@ -23,7 +23,7 @@ import numpy as np
 from ...comm.collectives import state_with_collective
 from ...program import KERNEL_WAKE
 from .local_cd import concat_shards
-from .protocol import FIRST, WAITING, allreduce_receive, allreduce_start
+from ..allreduce import FIRST, WAITING, allreduce_receive, allreduce_start
 
 __all__ = ["TronState", "tron_state", "tron_step"]
 

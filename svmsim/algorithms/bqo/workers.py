@@ -5,7 +5,7 @@ import numpy as np
 
 from ...comm.collectives import Plan, plan
 from ...core.streams import STREAM_PROGRAM, stream_keys
-from ...program import NodeProgram, SyncKernel, kernel_step
+from ..allreduce import AllreduceWorker
 from .protocol import ARMIJO, EXACT, extra_columns, worker_state, worker_step
 from .tron import tron_state, tron_step
 
@@ -39,30 +39,7 @@ def allreduce_plan(pattern: str, workers: int, dim: int, method: Method, branchi
                 combine=method.columns(dim))
 
 
-class _AllreduceWorker(NodeProgram):
-    """A worker whose compiled step runs one all-reduce after another (tags "partial" up, "total" down); its state
-    is ``(numba state, max_out, node ids)`` and the numba state's ``work`` feeds the modelled time. Node data:
-    ``{"X": CSR shard, "y": labels in {-1, +1}}`` per worker. Every worker is an initiator."""
-
-    role = "worker"
-    initiator = True
-    step_function = None          # the numba round step
-
-    def __init__(self, plan_: Plan, dim: int):
-        self.plan, self.dim = plan_, dim
-        table = plan_.tag_table("partial", "total") or [("partial", plan_.d)]
-        self.tags = tuple(t for t, _ in table)
-        self.widths = np.array([w for _, w in table], np.int64)
-
-    def kernel(self, state):
-        st, max_out, _ = state
-        return SyncKernel(st, self.step_function, self.tags, self.widths, max_out, work=st.work)
-
-    def step(self, state, inbox, round_):
-        return state, kernel_step(self.kernel(state), inbox, round_)
-
-
-class WorkerProgram(_AllreduceWorker):
+class WorkerProgram(AllreduceWorker):
     """Paper 001's BQO and its dual baselines (the `Method` says which)."""
 
     step_function = staticmethod(worker_step)
@@ -76,7 +53,7 @@ class WorkerProgram(_AllreduceWorker):
         keys = stream_keys(seed, STREAM_PROGRAM, int(self.plan.nodes.max()) + 1)[np.asarray(node_ids)]
         shards = [(nd["X"], nd["y"]) for nd in node_data]
         st = worker_state(self.plan, np.asarray(node_ids, np.int64), shards, self.dim,
-                          {t: i for i, t in enumerate(self.tags)}, rule=m.rule, s=m.s, upper=m.upper, tau=m.tau,
+                          self.tag_ids(), rule=m.rule, s=m.s, upper=m.upper, tau=m.tau,
                           sigma=m.sigma, passes=m.passes, armijo_beta=m.armijo_beta, armijo_sigma=m.armijo_sigma,
                           keys=keys)
         return st, self.plan.max_out(node_ids), np.asarray(node_ids, np.int64)
@@ -92,7 +69,7 @@ class WorkerProgram(_AllreduceWorker):
                 "group": {"w": st.w.copy(), "last": st.last.copy(), "stepped": int(st.last_round[0])}}
 
 
-class TronProgram(_AllreduceWorker):
+class TronProgram(AllreduceWorker):
     """Distributed TRON's worker; the all-reduce carries d + 1."""
 
     step_function = staticmethod(tron_step)
@@ -104,7 +81,7 @@ class TronProgram(_AllreduceWorker):
     def init(self, node_ids, node_data, seed):
         shards = [(nd["X"], nd["y"]) for nd in node_data]
         st = tron_state(self.plan, np.asarray(node_ids, np.int64), shards, self.dim,
-                        {t: i for i, t in enumerate(self.tags)}, self.C)
+                        self.tag_ids(), self.C)
         return st, self.plan.max_out(node_ids), np.asarray(node_ids, np.int64)
 
     def observe(self, state):
