@@ -72,6 +72,10 @@ SMALL_PARAMS: dict[str, dict[str, Any]] = {
     "disdca": {"workers": 4},
     "dsvm-ave": {"workers": 3, "allreduce": "tree"},
     "tron": {"workers": 4},
+    "pragam": {"workers": 4, "lam": 1e-2},
+    "ls-bmrm": {"workers": 3, "lam": 1e-2, "allreduce": "tree"},
+    "qp-bmrm": {"workers": 4, "lam": 1e-2},
+    "pegasos-n": {"workers": 2, "lam": 1e-2},
     # distributed, gossip (peers)
     "pushsum": {"nodes": 9, "values": "random", "dim": 3, "max_wakes": 25},
     "gadget": {"nodes": 7, "lam": 1e-2, "eps": 0.0, "iterations": 25},
@@ -81,6 +85,8 @@ SMALL_PARAMS: dict[str, dict[str, Any]] = {
     "pegasos": {"lam": 1e-2, "iterations": 300},
     "svm-sgd": {"lam": 1e-2, "epochs": 2},
     "dual-cd": {},
+    "pragam-b": {"lam": 1e-2},
+    "liblinear": {"lam": 1e-2, "max_epochs": 64},
     "sklearn-svc": {},
     "sklearn-nusvc": {"alpha": 0.85},
     "sklearn-linearsvc": {"max_iter": 200},
@@ -93,6 +99,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "pushsum": [{"variant": "pairwise"}, {"variant": "running-sum"}],
     "gadget": [{"gossip": "pairwise"}],                     # requests and replies
     "bqo-e": [{"loss": "squared_hinge", "allreduce": "star"}, {"allreduce": "tree", "workers": 5}],
+    "qp-bmrm": [{"max_bundle": 3, "allreduce": "star"}],    # compactions of a full bundle
 }
 
 #: defaults of the small runs (`RUN_SETTINGS` overrides them per algorithm):
@@ -107,7 +114,8 @@ DEFAULT_RUN: dict[str, Any] = {"data": {"name": "iris"}, "topology": ("random_k_
 RUN_SETTINGS: dict[str, dict[str, Any]] = {
     "hogwild": {"data": {"name": "heart_scale"}},
     **{name: {"data": {"name": "heart_scale"}, "topology": ("complete", {})}
-       for name in ("bqo-e", "bqo-a", "disdca", "dsvm-ave", "tron", "dual-cd")},
+       for name in ("bqo-e", "bqo-a", "disdca", "dsvm-ave", "tron", "dual-cd", "pragam", "pragam-b", "ls-bmrm",
+                    "qp-bmrm", "pegasos-n", "liblinear")},
     "pegasos": {"iterations": 200, "observe_every": 50},
     "svm-sgd": {"iterations": 150, "observe_every": 50},
     "saddle-svc": {"iterations": 60, "observe_every": 20},
@@ -122,6 +130,10 @@ SKIPS: dict[str, dict[str, str]] = {
     "dgilbert": {"compiled": _NO_KERNEL},
     "hogwild": {"compiled": _NO_KERNEL},
     "gilbert": {"seed": _DETERMINISTIC + " (Gilbert's algorithm has no random choice)"},
+    "pragam-b": {"grouping": "one worker only: Pragam-b's projection (a box with one equality over all examples) is "
+                             "not distributed yet",
+                 "ledger": "one worker only: it sends nothing",
+                 "seed": _DETERMINISTIC + " (alpha_{-1} = 0 and one worker: no random choice, no partition)"},
     "sklearn-svc": {"seed": _DETERMINISTIC + " (LIBSVM's SVC without probability estimates draws no random numbers)"},
     "sklearn-nusvc": {"seed": _DETERMINISTIC + " (LIBSVM's NuSVC without probability estimates draws no random "
                                                "numbers)"},

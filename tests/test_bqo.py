@@ -214,7 +214,7 @@ def test_dual_cd_estimator_matches_linearsvc_and_warns():
     assert est.rel_gap_ <= 1e-9 and est.intercept_.tolist() == [0.0]
     with pytest.warns(ConvergenceWarning, match="did not reach tol"):
         DualCDSVC(tol=1e-12, max_iter=2).fit(ds.X, ds.y)
-    with pytest.raises(ValueError, match="binary classifier"):
+    with pytest.raises(ValueError, match="Only binary classification"):
         DualCDSVC().fit(np.eye(3), [0, 1, 2])
     dense = DualCDSVC(tol=1e-4).fit(ds.X.toarray() if sp.issparse(ds.X) else ds.X, ds.y)
     sparse = DualCDSVC(tol=1e-4).fit(sp.csr_matrix(ds.X), ds.y)

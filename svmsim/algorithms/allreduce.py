@@ -15,7 +15,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..comm.collectives import Plan, collective_receive, collective_reset, collective_start
+from ..comm.collectives import (
+    Plan,
+    collective_receive,
+    collective_reset,
+    collective_start,
+)
 from ..errors import DataError, InfeasibleParameterError, TopologyError
 from ..program import NodeProgram, SyncKernel, kernel_step
 

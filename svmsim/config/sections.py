@@ -53,6 +53,7 @@ class DataSection(SectionModel):
     beta: float | None = Field(None, ge=0, le=1)
     flip_band: float | None = Field(None, ge=0, le=1)
     density: float | None = Field(None, gt=0, le=1)
+    zero_plane: bool | None = None
 
     @field_validator("name", "data_dir", "test", mode="before")
     @classmethod

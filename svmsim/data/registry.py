@@ -354,10 +354,10 @@ def _load_synthetic(params: dict) -> Dataset:
     kind = params.pop("kind", "separable")
     if kind not in SYNTHETIC_KINDS:
         raise ScenarioError(f"unknown synthetic kind {kind!r}: the allowed kinds are {', '.join(SYNTHETIC_KINDS)}")
-    for required in ("n", "d") + (("density",) if kind == "sparse_nonseparable" else ()):
-        if required not in params:
-            raise ScenarioError(f"synthetic data of kind '{kind}' needs the parameter '{required}'")
     gen = SYNTHETIC_KINDS[kind]
+    for required, par in inspect.signature(gen).parameters.items():
+        if par.default is inspect.Parameter.empty and required not in params:
+            raise ScenarioError(f"synthetic data of kind '{kind}' needs the parameter '{required}'")
     allowed = set(inspect.signature(gen).parameters) - {"return_info"}
     unknown = sorted(set(params) - allowed)
     if unknown:

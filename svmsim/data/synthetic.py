@@ -156,9 +156,43 @@ def make_sparse_nonseparable(
     return (X, y, info) if return_info else (X, y)
 
 
+def make_bmrm_lower_bound(d: int = 64, zero_plane: bool = True, seed: int = 0, return_info: bool = False):
+    """Paper 004's lower-bound instance for BMRM (section 3), corrected (notes-004 section 2.2, fix 2): the d
+    planes a_i = the columns of H_d / sqrt(d) (Sylvester's Hadamard matrix, so orthonormal) with a zero plane,
+
+        J(w) = max(0, max_i <a_i, w>) + lam/2 ||w||^2,      J* = J(0) = 0.
+
+    As printed (A built from +-H_{d/2}) the columns come in antipodal pairs and BMRM solves it in two steps; with
+    orthonormal columns and an oracle that picks an unused plane among the tied ones, BMRM's gap after t < d
+    iterations is exactly 1/(2 lam t) (Theorems 6-7 with t < d for t < d/2).
+
+    zero_plane = false gives fix 1 instead: J(w) = max_i <a_i, w> + lam/2 ||w||^2 (J* = -1/(2 lam d) at
+    w = -(1/(lam d)) sum_i a_i), where BMRM's gap is the same 1/(2 lam t) and Pragam, started at w = 0, has a
+    non-trivial optimum to approach (with the zero plane, w_0 = 0 is already optimal).
+
+    Returned as a data set of d rows x_i = a_i with labels y_i = -1 and ``info["risk"] = "max_of_planes"``: the
+    rows of M = -A with offsets b = 0 in paper 004's form R(w) = max_{alpha in Q2} <alpha, b - M w>. Only the
+    bundle family (pragam, ls-bmrm, qp-bmrm) reads it as this instance; every other algorithm refuses it (one
+    class)."""
+    from scipy.linalg import hadamard
+
+    if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 2 or d & (d - 1):
+        raise ScenarioError(f"bmrm_lower_bound: d = {d!r} is not allowed; allowed: a power of two >= 2 "
+                            "(Sylvester's Hadamard matrix)")
+    X = sp.csr_matrix(hadamard(int(d)).astype(np.float64) / np.sqrt(d))
+    y = -np.ones(int(d))
+    if not isinstance(zero_plane, bool):
+        raise ScenarioError(f"bmrm_lower_bound: zero_plane = {zero_plane!r} is not allowed; allowed: true or false")
+    info = {"risk": "max_of_planes", "zero_plane": zero_plane,
+            "construction": "orthonormal H_d/sqrt(d)" + (" with a zero plane (notes-004 section 2.2, fix 2)"
+                                                         if zero_plane else " (notes-004 section 2.2, fix 1)")}
+    return (X, y, info) if return_info else (X, y)
+
+
 #: Generator kinds addressable by name (``load_dataset("synthetic", kind=...)``).
 SYNTHETIC_KINDS = {
     "separable": make_separable,
     "nonseparable": make_nonseparable,
     "sparse_nonseparable": make_sparse_nonseparable,
+    "bmrm_lower_bound": make_bmrm_lower_bound,
 }

@@ -62,8 +62,8 @@ class DualCDSVC(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         classes = np.unique(y)
         if classes.size != 2:
-            raise ValueError(f"DualCDSVC is a binary classifier; y has {classes.size} class"
-                             f"{'es' if classes.size != 1 else ''}; allowed: exactly 2 classes")
+            raise ValueError(f"Only binary classification is supported: DualCDSVC got {classes.size} class"
+                             f"{'es' if classes.size != 1 else ''} in y; allowed: exactly 2 classes")
         yy = np.where(y == classes[1], 1.0, -1.0)
         Xc = as_csr(X)
         n = Xc.shape[0]

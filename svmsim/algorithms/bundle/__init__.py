@@ -1,0 +1,84 @@
+"""Paper 004 (Saha, Zhang & Vishwanathan 2009/2011): lower bounds for BMRM and Pragam, an O(1/sqrt(eps)) method for
+the linear SVM, with their baselines (qp-BMRM, ls-BMRM, Pegasos-n, LIBLINEAR).
+
+Read beside `004_042fe5751a405c12.txt` and its digest `notes-004.md`, which corrects the printed lower-bound
+instance (its columns come in antipodal pairs: BMRM solves it in two steps; the instance here is the orthonormal
+H_d/sqrt(d) with a zero plane, notes 2.2 fix 2) and reconstructs ls-BMRM from its one-sentence description.
+
+* the objective: J(w) = lam/2 ||w||^2 + 1/n sum hinge (eq. 2; no bias), J_b with the bias minimised (Pragam-b);
+* BMRM (section 2): cutting planes of the risk, the inner QP (10) over the simplex solved fully (qp-BMRM) or by a
+  line search towards the newest plane (ls-BMRM); its certified gap eps_t (eq. 4) falls as O(1/t) and, on the
+  lower-bound instance, no faster (Theorems 6-7: eps_t = 1/(2 lam t));
+* Pragam (Algorithm 1): Nesterov's excessive gap technique on J and its adjoint D (eqs. 17-25), O(1/k^2);
+  Pragam-b projects onto the box with one equality by Algorithm 2 (Appendix B);
+* the distributed form (notes-004 section 6, an extrapolation): examples split over K workers, one all-reduce of d
+  (+ 2 scalars) per iteration; the iterates are those of one machine up to summation order.
+
+Modules, by concern:
+
+=========== =====================================================================================================
+projection  projections onto Q2: box, box + one equality (Algorithm 2, numba, expected O(n)), capped simplex
+simplex_qp  qp-BMRM's inner QP over the simplex by SMO, and the bounded bundle
+protocol    the worker's compiled step: local part, one all-reduce, update, for every method
+workers     the worker node program and its all-reduce plan
+objective   J, J with bias, the Lipschitz constant of grad D, the certified J*
+estimator   `PragamSVC` and `BMRMSVC`, the single-machine forms as scikit-learn estimators
+build       scenario parameters, the deployment, the evaluator (best iterate, err_t, certificates)
+liblinear   LIBLINEAR (scikit-learn's LinearSVC) on a growing epoch budget, in J's units
+=========== =====================================================================================================
+"""
+from __future__ import annotations
+
+from ..registry import AlgorithmInfo, register
+from .build import BMRMParams, PegasosNParams, PragamParams, QPBMRMParams, build_bundle
+from .liblinear import LiblinearParams, build_liblinear
+
+__all__ = ["BMRMSVC", "PragamSVC", "build_bundle"]
+
+_PAPER = "004_042fe5751a405c12.txt"
+_TOPOLOGIES = ("complete", "star", "ring", "tree", "line", "edge_list", "grid", "random_k_out", "erdos_renyi",
+               "small_world", "expander")
+
+
+def _builder(name):
+    return lambda params, problem: build_bundle(name, params, problem)
+
+
+register(AlgorithmInfo(
+    name="pragam", family="bundle", paper=f"{_PAPER}, Algorithm 1 (no bias)", distributed=True,
+    Params=PragamParams, build=_builder("pragam"),
+    description="Pragam: Nesterov's excessive gap on the SVM dual, O(1/sqrt(eps)); one all-reduce of d + 2",
+    topologies=_TOPOLOGIES))
+register(AlgorithmInfo(
+    name="pragam-b", family="bundle", paper=f"{_PAPER}, Algorithm 1 with the bias (Q2 with y^T alpha = 0, "
+    "Algorithm 2)", distributed=True, Params=PragamParams, build=_builder("pragam-b"),
+    description="Pragam-b: Pragam with the SVM bias, projections by Algorithm 2's O(n) root finder (one machine)",
+    topologies=_TOPOLOGIES))
+register(AlgorithmInfo(
+    name="ls-bmrm", family="bundle", paper=f"{_PAPER}, section 2 (BMRM with a line search; notes-004 1.5)",
+    distributed=True, Params=BMRMParams, build=_builder("ls-bmrm"),
+    description="ls-BMRM: cutting planes with a line search in the adjoint, O(1/eps); one all-reduce of d + 2",
+    topologies=_TOPOLOGIES))
+register(AlgorithmInfo(
+    name="qp-bmrm", family="bundle", paper=f"{_PAPER}, section 2 (BMRM solving the inner QP (10); Teo et al.)",
+    distributed=True, Params=QPBMRMParams, build=_builder("qp-bmrm"),
+    description="qp-BMRM: cutting planes with the full inner simplex QP (SMO), O(1/eps); one all-reduce of d + 2",
+    topologies=_TOPOLOGIES))
+register(AlgorithmInfo(
+    name="pegasos-n", family="bundle", paper=f"{_PAPER}, baseline pegasos-n (Shalev-Shwartz et al., all n "
+    "examples per step)", distributed=True, Params=PegasosNParams, build=_builder("pegasos-n"),
+    description="Pegasos with the whole data set per step (deterministic subgradient, step 1/(lam t)); one "
+                "all-reduce of d", topologies=_TOPOLOGIES))
+register(AlgorithmInfo(
+    name="liblinear", family="bundle", paper=f"{_PAPER}, baseline liblinear (Hsieh et al. 2008)", distributed=False,
+    Params=LiblinearParams, build=build_liblinear,
+    description="LIBLINEAR's dual coordinate descent (scikit-learn's LinearSVC, C = 1/(lam n), no bias) on a "
+                "doubling epoch budget, in J's units", topologies=_TOPOLOGIES))
+
+
+def __getattr__(name: str):
+    if name in ("PragamSVC", "BMRMSVC"):           # the scikit-learn estimators, imported on first use
+        from . import estimator
+
+        return getattr(estimator, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,47 @@
+"""The worker node program (role "worker") of paper 004's methods: a group of machines, each with its block of the
+examples, the replicated w and (qp-BMRM) the replicated bundle."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...comm.collectives import Plan, plan
+from ..allreduce import AllreduceWorker
+from .protocol import QP_BMRM, bundle_state, bundle_step, extra_scalars
+
+__all__ = ["BundleProgram", "bundle_plan"]
+
+
+def bundle_plan(pattern: str, workers: int, dim: int, method: int, branching: int = 2) -> Plan:
+    """The one all-reduce per iteration among workers 0..K-1: the d-vector and the method's scalars, all summed."""
+    return plan("allreduce", pattern, np.arange(workers, dtype=np.int64), dim + extra_scalars(method),
+                branching=branching)
+
+
+class BundleProgram(AllreduceWorker):
+    """Pragam, ls-BMRM, qp-BMRM or Pegasos-n (`protocol`'s method constant)."""
+
+    step_function = staticmethod(bundle_step)
+
+    def __init__(self, plan_: Plan, dim: int, **constants):
+        super().__init__(plan_, dim)
+        self.constants = constants
+
+    def init(self, node_ids, node_data, seed):
+        shards = [(nd["X"], nd["y"]) for nd in node_data]
+        st = bundle_state(self.plan, np.asarray(node_ids, np.int64), shards, self.dim, self.tag_ids(),
+                          seed=int(seed), **self.constants)
+        return st, self.plan.max_out(node_ids), np.asarray(node_ids, np.int64)
+
+    def observe(self, state):
+        """Per node: ids, iteration, the round its current all-reduce started; once per group: w, the best J seen
+        and the certified lower bound, the last (J, D) pair, the bundle's facts, the last round stepped."""
+        st, _, ids = state
+        n = len(ids)
+        group = {"w": st.w.copy(), "j_best": float(st.j_best[0]), "lower": float(st.lower[0]),
+                 "j_last": float(st.j_last[0]), "d_last": float(st.d_last[0]), "stepped": int(st.last_round[0])}
+        if st.method == QP_BMRM:
+            group.update(bundle_size=int(st.bundle_size[0]), qp_steps=int(st.qp_steps[0]),
+                         qp_gap=float(st.qp_gap[0]), qp_failures=int(st.qp_failures[0]),
+                         compactions=int(st.compactions[0]))
+        return {"ids": ids, "iteration": np.full(n, st.iteration[0]), "started": np.full(n, st.start_round[0]),
+                "group": group}
