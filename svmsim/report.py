@@ -58,6 +58,10 @@ def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | Non
         if (rel_dual > 0).any():
             ax.semilogy(x, np.where(rel_dual > 0, rel_dual, np.nan), marker=".", color="C1",
                         label="relative dual objective (to f*)")
+        rel_primal = col("rel_primal")
+        if (rel_primal > 0).any():
+            ax.semilogy(x, np.where(rel_primal > 0, rel_primal, np.nan), marker=".", color="C2",
+                        label="relative primal error (best iterate, to the certified optimum)")
         if eps:
             ax.axhline(eps, color="gray", linestyle=":", label=f"eps = {eps:g}")
         ax.set_ylabel("relative gap")
@@ -233,7 +237,8 @@ def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "co
         ax.legend(fontsize=7, loc="best")
     for ax in axes.ravel()[len(keys):]:
         ax.set_visible(False)
-    fig.suptitle(title)
+    if len(keys) > 1:                            # one panel already carries the title
+        fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

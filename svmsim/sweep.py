@@ -7,6 +7,7 @@ A sweep is a scenario file with an optional ``[sweep]`` table, plus ``--param`` 
     [sweep]
     plot = "margin"                 # the metric drawn against communication, one curve per run
     x = "comm_units"                # or scalars, wall_time, iteration
+    figures = [{y = "test_accuracy", x = "wall_time"}]   # more curve figures: curves_<y>_vs_<x>.png
     [sweep.grid]
     "data.d" = [128, 256, 512]      # any dotted scenario key, or a short name (eps, d, n, k, seed)
     [[sweep.variants]]              # algorithms compared on every grid point (default: the scenario's own)
@@ -326,7 +327,7 @@ def _costs(metrics: list[dict], threshold: float, metric: str) -> dict:
 
 
 _FINAL_COLUMNS = ("objective", "hull_distance", "margin", "rel_gap", "rel_dual", "rel_primal", "modelled_time",
-                  "train_accuracy", "test_accuracy",
+                  "primal_error", "gap", "iterate_gap", "rel_band_gap", "train_accuracy", "test_accuracy",
                   "test_accuracy_std", "objective_std", "train_accuracy_std", "test_accuracy_shard",
                   "test_accuracy_shard_std", "average_model_test_accuracy", "consensus_error", "nodes_up",
                   "test_accuracy_all_nodes")
@@ -699,8 +700,11 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
         plot_scaling(result.rows, result.scaling, directory / "scaling.png", x=spec.against,
                      ys=_against_y(spec, result.rows), by=spec.against_by,
                      title=spec.title or points[0].scenario.name)
-    plot_sweep_curves([(p, r.metrics, r.summary.get("comm_unit")) for p, r in zip(points, result.runs)],
-                      directory / "curves.png", y=spec.plot, x=spec.x, title=spec.title or points[0].scenario.name)
+    runs = [(p, r.metrics, r.summary.get("comm_unit")) for p, r in zip(points, result.runs)]
+    plot_sweep_curves(runs, directory / "curves.png", y=spec.plot, x=spec.x, title=spec.title or points[0].scenario.name)
+    for fig in spec.figures:
+        plot_sweep_curves(runs, directory / f"curves_{fig.y}_vs_{fig.x}.png", y=fig.y, x=fig.x,
+                          title=spec.title or points[0].scenario.name)
 
 
 def _csv(v: Any) -> str:

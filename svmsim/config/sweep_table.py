@@ -32,6 +32,17 @@ class Variant(BaseModel):
     unset: list[str] = Field(default_factory=list)
 
 
+XAxis = Literal["comm_units", "scalars", "wall_time", "iteration", "round", "modelled_time"]
+
+
+class Figure(BaseModel):
+    """One more curve figure of a sweep (``[[sweep.figures]]``): metric `y` against `x`, one panel per grid point."""
+
+    model_config = ConfigDict(extra="forbid")
+    y: str = Field(min_length=1)
+    x: XAxis = "iteration"
+
+
 class SweepSpec(BaseModel):
     """The ``[sweep]`` table of a scenario file (see `svmsim.sweep` for each key)."""
 
@@ -39,7 +50,8 @@ class SweepSpec(BaseModel):
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     variants: list[Variant] = Field(default_factory=list)
     plot: str = "objective"
-    x: Literal["comm_units", "scalars", "wall_time", "iteration", "round", "modelled_time"] = "comm_units"
+    x: XAxis = "comm_units"
+    figures: list[Figure] = Field(default_factory=list)
     title: str = ""
     target: float | None = Field(None, gt=0)
     target_metric: str = Field("rel_gap", min_length=1)

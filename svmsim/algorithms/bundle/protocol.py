@@ -62,6 +62,7 @@ BundleState = state_with_collective("BundleState", [
     ("chosen", np.ndarray),
     # the projection's scratch (per row: bounds, signs, live list; two kinks per row)
     ("uppers", np.ndarray), ("ones", np.ndarray), ("live", np.ndarray), ("kinks", np.ndarray),
+    ("roots", np.ndarray),       # the last root of each of Pragam-b's two projections (alpha_mu, v): the next guess
     # replicated vectors: w, w(beta) (Pragam) or the subgradient a (BMRM), u = A alpha (ls-BMRM)
     ("w", np.ndarray), ("wbeta", np.ndarray), ("u", np.ndarray),
     # qp-BMRM's bundle: planes (rows), offsets, Gram matrix, the QP's alpha and gradient
@@ -105,7 +106,7 @@ def bundle_state(plan: Plan, hosted: np.ndarray, shards: list, dim: int, tag_ids
     count = lambda: np.zeros(1, np.int64)
     st = BundleState(*coll, indptr, indices, data, y, row_lo,
                      np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n, np.bool_),
-                     np.full(n, upper), np.ones(n), np.zeros(n, np.int64), np.zeros(2 * n),
+                     np.full(n, upper), np.ones(n), np.zeros(n, np.int64), np.zeros(2 * n), np.full(2, np.nan),
                      np.zeros(dim), np.zeros(dim), np.zeros(dim),
                      np.zeros((bundle, dim if method == QP_BMRM else 0)), np.zeros(bundle), np.zeros((bundle, bundle)),
                      np.zeros(bundle), np.zeros(bundle),
@@ -137,13 +138,15 @@ def bundle_state(plan: Plan, hosted: np.ndarray, shards: list, dim: int, tag_ids
 # ---------------------------------------------------------------------------------------------------------------
 
 @numba.njit(cache=True, nogil=True)
-def _project(st, target, out):
+def _project(st, target, out, which=0):
     """out = Proj_Q2(target) over all the group's rows (the bias and simplex domains need the whole of Q2: one
-    group holds them all, see `build`)."""
+    group holds them all, see `build`); `which` names the projection (0: alpha_mu, 1: v), whose last root starts
+    the next search."""
     if st.domain == DOMAIN_BOX:
         project_box(target, st.box_upper, out)
     elif st.domain == DOMAIN_BIAS:
-        project_bias(target, st.y, st.box_upper, out, st.uppers, st.live, st.kinks)
+        st.roots[which] = project_bias(target, st.y, st.box_upper, out, st.uppers, st.live, st.kinks,
+                                       st.roots[which])
     else:
         project_simplex(target, out, st.ones, st.uppers, st.live, st.kinks, st.domain == DOMAIN_SIMPLEX)
 
@@ -269,7 +272,7 @@ def _finish_pragam(st, total):
     for i in range(st.y.shape[0]):
         st.z[i] = (1.0 - tau) * st.z[i] + tau * st.q[i]
         st.target[i] = st.beta[i] + (st.offset - st.q[i]) / st.lipschitz
-    _project(st, st.target, st.alpha)                         # v(beta_k), eq. (25)
+    _project(st, st.target, st.alpha, 1)                      # v(beta_k), eq. (25)
     st.mu[0] *= 1.0 - tau
 
 
