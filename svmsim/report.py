@@ -205,6 +205,13 @@ def _is_gap(name: str) -> bool:
     return name.startswith("rel_") or name.endswith("_gap") or name.endswith("_error")
 
 
+def _spans_decades(ax, decades: float = 2.0) -> bool:
+    """Whether the positive x data of the axes' lines span at least `decades` powers of ten."""
+    xs = np.concatenate([np.asarray(line.get_xdata(), dtype=float) for line in ax.get_lines()] or [np.zeros(0)])
+    xs = xs[np.isfinite(xs) & (xs > 0)]
+    return xs.size > 1 and xs.max() / xs.min() >= 10.0 ** decades
+
+
 def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "comm_units", title: str = "",
                       max_panels: int = 12) -> Path:
     """One panel per grid point, one curve per variant: metric `y` against `x` (communication in the paper's
@@ -231,7 +238,10 @@ def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "co
             ax.set_xlabel(xlabel)
         if _is_gap(y):
             ax.set_yscale("log")                 # gaps and relative errors span decades
-        ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
+        if x in ("iteration", "wall_time", "modelled_time") and _spans_decades(ax):
+            ax.set_xscale("log")                 # iterations and times of different methods span decades
+        else:
+            ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
         ax.set_ylabel(y)
         ax.set_title(", ".join(f"{k}={v}" for k, v in key) or title, fontsize=9)
         ax.legend(fontsize=7, loc="best")

@@ -316,3 +316,20 @@ def test_unsupported_layouts_are_refused():
         run(_raw("pegasos-n", data=inst), write=False)
     with pytest.raises(ScenarioError, match="power of two"):
         run(_raw("ls-bmrm", data=dict(inst, d=12)), write=False)
+
+
+def test_lower_bound_sweep_fits_slope_minus_one_and_draws_its_figures(tmp_path):
+    """A sweep over the iteration budget prints BMRM's fitted slope of the gap against t (-1 on the instance) and
+    draws every [[sweep.figures]] entry."""
+    from svmsim.sweep import run_sweep
+
+    raw = {"name": "lb", "seed": 0, "data": {"name": "synthetic", "kind": "bmrm_lower_bound", "d": 64},
+           "algorithm": {"name": "ls-bmrm", "lam": 1.0}, "stop": {"max_iterations": 8},
+           "output": {"eval_every": 1, "progress": False},
+           "sweep": {"grid": {"stop.max_iterations": [4, 8, 16, 32]}, "against": "iterations",
+                     "against_y": ["gap"], "plot": "gap", "x": "iteration",
+                     "figures": [{"y": "primal_error", "x": "wall_time"}]}}
+    res = run_sweep(raw, out=tmp_path / "sw", progress=False)
+    (fit,) = res.scaling
+    assert fit["slope"] == pytest.approx(-1.0, abs=1e-9) and fit["intercept"] == pytest.approx(math.log(0.5))
+    assert (tmp_path / "sw" / "curves_primal_error_vs_wall_time.png").stat().st_size > 0
