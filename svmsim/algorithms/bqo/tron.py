@@ -21,9 +21,10 @@ import numba
 import numpy as np
 
 from ...comm.collectives import state_with_collective
+from ...numerics.vectors import dot as _dot
 from ...program import KERNEL_WAKE
-from .local_cd import concat_shards
 from ..allreduce import FIRST, WAITING, allreduce_receive, allreduce_start
+from .local_cd import concat_shards
 
 __all__ = ["TronState", "tron_state", "tron_step"]
 
@@ -57,14 +58,6 @@ def tron_state(plan, hosted, shards, dim, tag_ids, C):
                      vec(), vec(), vec(), vec(), vec(), vec(), vec(), float(C), int(dim), int(plan.rounds()), one(),
                      one(), one(), one(), one(), count(), count(), count(), count(), count(), count(),
                      np.zeros(len(hosted)))
-
-
-@numba.njit(cache=True, nogil=True)
-def _dot(a, b):
-    acc = 0.0
-    for c in range(a.shape[0]):
-        acc += a[c] * b[c]
-    return acc
 
 
 @numba.njit(cache=True, nogil=True)

@@ -38,6 +38,7 @@ import numba
 import numpy as np
 
 from ...comm.collectives import Plan, state_with_collective
+from ...numerics.vectors import dot as _dot
 from ...program import KERNEL_WAKE
 from ..allreduce import FIRST, WAITING, allreduce_receive, allreduce_start
 from .projection import project_bias, project_box, project_simplex
@@ -171,14 +172,6 @@ def _gather_rows(st, m, weights, sign, row):
         if f != 0.0:
             for k in range(st.indptr[i], st.indptr[i + 1]):
                 row[st.indices[k]] += f * st.data[k]
-
-
-@numba.njit(cache=True, nogil=True)
-def _dot(a, b):
-    acc = 0.0
-    for c in range(a.shape[0]):
-        acc += a[c] * b[c]
-    return acc
 
 
 @numba.njit(cache=True, nogil=True)

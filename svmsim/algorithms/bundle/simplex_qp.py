@@ -120,12 +120,25 @@ def _refresh_gradient(st, t):
 
 
 @numba.njit(cache=True, nogil=True)
+def _gap(st, t):
+    """The Frank-Wolfe duality gap <grad, alpha> - min_p grad_p of the inner QP (>= f(alpha) - f*), and the
+    coordinate of least gradient."""
+    dot = 0.0
+    lo = 0
+    for p in range(t):
+        dot += st.bundle_alpha[p] * st.qp_grad[p]
+        if st.qp_grad[p] < st.qp_grad[lo]:
+            lo = p
+    return dot - st.qp_grad[lo], lo
+
+
+@numba.njit(cache=True, nogil=True)
 def _active_set(st, t, tol, max_steps):
     """The primal active-set method on the simplex QP from the current (feasible) alpha: solve the equality-
     constrained QP on the free set W = {alpha > 0} (its KKT system by least squares, so collinear planes are
     harmless), step towards it until a coordinate reaches 0 (it leaves W) or take it and let in the coordinate of
     least gradient while the duality gap exceeds tol. Finite; exact up to rounding. Returns the steps taken."""
-    alpha, grad = st.bundle_alpha, st.qp_grad
+    alpha = st.bundle_alpha
     free = np.zeros(t, np.bool_)
     for p in range(t):
         free[p] = alpha[p] > 0.0
@@ -165,13 +178,8 @@ def _active_set(st, t, tol, max_steps):
             free[leave] = False
             continue
         _refresh_gradient(st, t)
-        dot = 0.0
-        lo = 0
-        for p in range(t):
-            dot += alpha[p] * grad[p]
-            if grad[p] < grad[lo]:
-                lo = p
-        if dot - grad[lo] <= tol or free[lo]:
+        gap, lo = _gap(st, t)
+        if gap <= tol or free[lo]:
             break
         free[lo] = True
     return steps
@@ -203,13 +211,7 @@ def solve_simplex_qp(st, tol):
         if steps >= min(st.qp_max_steps, 20 * t + 100):
             steps += _active_set(st, t, tol, min(st.qp_max_steps, 3 * t + 30))
             _refresh_gradient(st, t)
-            dot = 0.0
-            lo = 0
-            for p in range(t):
-                dot += alpha[p] * grad[p]
-                if grad[p] < grad[lo]:
-                    lo = p
-            gap = dot - grad[lo]
+            gap = _gap(st, t)[0]
             if gap > tol:
                 st.qp_failures[0] += 1
             break
