@@ -210,10 +210,43 @@ def _oracle(st):
 # ---------------------------------------------------------------------------------------------------------------
 
 @numba.njit(cache=True, nogil=True)
+def _local_pragam_box(st):
+    """`_local` for Pragam on the box (the hot path), fused: one pass over each member's rows computes
+    alpha_mu(w_k), beta, the hinge sum, b^T beta and the scatter of beta_i y_i x_i (the same operations in the same
+    order as the general path, so the same bits)."""
+    dim = st.dim
+    tau = 2.0 / (st.iteration[0] + 3.0)
+    mu, upper, offset = st.mu[0], st.box_upper, st.offset
+    for m in range(st.row_lo.shape[0] - 1):
+        row = st.value[m]
+        for c in range(dim):
+            row[c] = 0.0
+        risk = 0.0
+        mass = 0.0
+        for i in range(st.row_lo[m], st.row_lo[m + 1]):
+            t = (offset - st.z[i]) / mu
+            a = 0.0 if t < 0.0 else (upper if t > upper else t)
+            b = (1.0 - tau) * st.alpha[i] + tau * a
+            st.beta[i] = b
+            f = b * st.y[i]
+            if f != 0.0:
+                for k in range(st.indptr[i], st.indptr[i + 1]):
+                    row[st.indices[k]] += f * st.data[k]
+            risk += upper * max(0.0, offset - st.z[i])
+            mass += b * offset
+        row[dim] = risk
+        row[dim + 1] = mass
+    _member_work(st, 1.0, 6.0)
+
+
+@numba.njit(cache=True, nogil=True)
 def _local(st):
     """Every member's input to this iteration's all-reduce."""
     dim = st.dim
     n = st.y.shape[0]
+    if st.method == PRAGAM and st.domain == DOMAIN_BOX:
+        _local_pragam_box(st)
+        return
     if st.method == PRAGAM:
         tau = 2.0 / (st.iteration[0] + 3.0)
         for i in range(n):
@@ -262,10 +295,17 @@ def _finish_pragam(st, total):
     st.mass[0] = (1.0 - tau) * st.mass[0] + tau * total[dim + 1]
     st.lower[0] = max(st.lower[0], st.mass[0] - 0.5 * lam * _dot(st.w, st.w))
     _scores(st, st.wbeta, st.q)
-    for i in range(st.y.shape[0]):
-        st.z[i] = (1.0 - tau) * st.z[i] + tau * st.q[i]
-        st.target[i] = st.beta[i] + (st.offset - st.q[i]) / st.lipschitz
-    _project(st, st.target, st.alpha, 1)                      # v(beta_k), eq. (25)
+    if st.domain == DOMAIN_BOX:                               # z and v(beta_k) in one pass (the box is a clip)
+        upper = st.box_upper
+        for i in range(st.y.shape[0]):
+            st.z[i] = (1.0 - tau) * st.z[i] + tau * st.q[i]
+            t = st.beta[i] + (st.offset - st.q[i]) / st.lipschitz
+            st.alpha[i] = 0.0 if t < 0.0 else (upper if t > upper else t)
+    else:
+        for i in range(st.y.shape[0]):
+            st.z[i] = (1.0 - tau) * st.z[i] + tau * st.q[i]
+            st.target[i] = st.beta[i] + (st.offset - st.q[i]) / st.lipschitz
+        _project(st, st.target, st.alpha, 1)                  # v(beta_k), eq. (25)
     st.mu[0] *= 1.0 - tau
 
 
