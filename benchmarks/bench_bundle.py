@@ -1,8 +1,8 @@
 """Paper 004's methods: the price of an iteration, against the two sparse matvecs it is made of.
 
 1. One Pragam iteration and one ls-BMRM iteration (one worker, no transport: `protocol.run_solo`, the workers'
-   compiled step) on a9a against two scipy CSR matvecs measured in the same run (X^T u for a d-vector... i.e.
-   X @ w (n scores) and X.T @ v (a d-vector)): each iteration is those two products plus O(n + d) work.
+   compiled step) on a9a against two scipy CSR matvecs measured in the same run (X @ w, the n scores, and X.T @ v,
+   a d-vector): each iteration is those two products plus O(n + d) work.
    Fastest of 7 interleaved repeats of 200 iterations. Target: <= 1.5x.
 2. qp-BMRM's inner QP as its bundle grows: the time of an iteration (oracle + Gram column + SMO/active set + w)
    against the two matvecs, at bundle sizes 50, 200, 800 (a9a, lambda = 2^-18). Reported, no target.
