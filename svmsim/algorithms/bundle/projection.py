@@ -109,6 +109,25 @@ def equality_root(m, sigma, upper, z, live, kinks, guess=np.nan, step=0.0):
     for i in range(n):
         live[i] = i
     while True:
+        # resolve the points with no kink left inside (lo, hi) (a warm bracket may hold none of them at all)
+        keep = 0
+        for t in range(n_live):
+            i = live[t]
+            if sigma[i] > 0:
+                a, b = -m[i], upper[i] - m[i]
+            else:
+                a, b = m[i] - upper[i], m[i]
+            if b <= lo:                       # on its right constant over the bracket
+                const += upper[i] if sigma[i] > 0 else 0.0
+            elif a >= hi:                     # on its left constant
+                const += 0.0 if sigma[i] > 0 else -upper[i]
+            elif a <= lo and b >= hi:         # on its linear piece
+                slope += 1.0
+                offset += sigma[i] * m[i]
+            else:
+                live[keep] = i
+                keep += 1
+        n_live = keep
         # the kinks strictly inside (lo, hi); kink values: sigma = +1: -m, U - m; sigma = -1: m - U, m
         nk = 0
         for t in range(n_live):
@@ -134,25 +153,6 @@ def equality_root(m, sigma, upper, z, live, kinks, guess=np.nan, step=0.0):
             hi = pivot
         else:
             lo = pivot
-        # resolve the points with no kink left inside (lo, hi)
-        keep = 0
-        for t in range(n_live):
-            i = live[t]
-            if sigma[i] > 0:
-                a, b = -m[i], upper[i] - m[i]
-            else:
-                a, b = m[i] - upper[i], m[i]
-            if b <= lo:                       # on its right constant over the bracket
-                const += upper[i] if sigma[i] > 0 else 0.0
-            elif a >= hi:                     # on its left constant
-                const += 0.0 if sigma[i] > 0 else -upper[i]
-            elif a <= lo and b >= hi:         # on its linear piece
-                slope += 1.0
-                offset += sigma[i] * m[i]
-            else:
-                live[keep] = i
-                keep += 1
-        n_live = keep
     # every point is resolved: g is linear on [lo, hi], const + slope nu + offset
     if slope > 0.0:
         nu = (z - const - offset) / slope
