@@ -333,3 +333,13 @@ def test_lower_bound_sweep_fits_slope_minus_one_and_draws_its_figures(tmp_path):
     (fit,) = res.scaling
     assert fit["slope"] == pytest.approx(-1.0, abs=1e-9) and fit["intercept"] == pytest.approx(math.log(0.5))
     assert (tmp_path / "sw" / "curves_primal_error_vs_wall_time.png").stat().st_size > 0
+
+
+def test_a_warm_bias_projection_with_no_kink_in_its_bracket_is_still_exact():
+    """The case property testing found: from the guess 0.075 the bracket [0.035, 0.065] holds no kink, so every
+    point must be resolved against it before the linear piece gives the root 0.0625."""
+    m = np.array([-3.0, -3.0, 0.5, 0.0]) / 4
+    y = np.array([-1.0, -1.0, -1.0, 1.0])
+    out = np.empty(4)
+    nu = project_bias(m, y, 0.25, out, np.full(4, 0.25), np.empty(4, np.int64), np.empty(8), 0.075)
+    assert nu == pytest.approx(0.0625) and abs(y @ out) < 1e-15
