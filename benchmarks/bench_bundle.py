@@ -14,11 +14,18 @@ from __future__ import annotations
 import time
 
 import numpy as np
-
 from _common import save, table
+
 from svmsim.algorithms.bqo.objective import as_csr
 from svmsim.algorithms.bundle.objective import lipschitz
-from svmsim.algorithms.bundle.protocol import DOMAIN_BOX, LS_BMRM, PRAGAM, QP_BMRM, bundle_state, run_solo
+from svmsim.algorithms.bundle.protocol import (
+    DOMAIN_BOX,
+    LS_BMRM,
+    PRAGAM,
+    QP_BMRM,
+    bundle_state,
+    run_solo,
+)
 from svmsim.algorithms.bundle.workers import bundle_plan
 from svmsim.data import load_dataset
 

@@ -5,18 +5,16 @@ ties included; a distributed run's metrics rows move forward in iteration and co
 round-trips through its resolved form unchanged."""
 from __future__ import annotations
 
-import tomllib
-
 import numpy as np
 import pytest
+import tomllib
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from test_collectives import _run, _topology
 
 from svmsim import load_scenario, run
 from svmsim.comm.collectives import OPS, PATTERNS, plan
 from svmsim.config import dump_toml
-
-from test_collectives import _run, _topology
 
 FAST = settings(max_examples=25, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
