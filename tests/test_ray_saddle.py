@@ -64,7 +64,7 @@ def test_dsvc_same_ledger_and_iterates_on_every_engine(ray_local, load, kw):
     np.testing.assert_array_equal(wc, w0)
     np.testing.assert_array_equal(pc, p0)
     for compiled in (False, True):
-        eng = RayEngine(compiled=compiled, actors=2, round_timeout=60)
+        eng = RayEngine(compiled=compiled, actors=2, round_timeout=300)   # the first round may compile (numba)
         try:
             m1, w1, p1, hosts = _run(eng, ds, **kw)
         finally:
@@ -150,7 +150,7 @@ def test_paper001_same_ledger_and_iterates_on_ray(ray_local, load, name, pattern
 
     m0, w0, a0 = run(InProcessEngine())
     for compiled in (False, True):
-        eng = RayEngine(compiled=compiled, actors=2, round_timeout=60)
+        eng = RayEngine(compiled=compiled, actors=2, round_timeout=300)   # the first round may compile (numba)
         try:
             m1, w1, a1 = run(eng)
         finally:
