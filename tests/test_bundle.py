@@ -13,6 +13,7 @@ from scipy.linalg import hadamard
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from svmsim import load_scenario, run
+from svmsim.algorithms.bqo import DualCDSVC
 from svmsim.algorithms.bqo.objective import as_csr
 from svmsim.algorithms.bundle import BMRMSVC, PragamSVC
 from svmsim.algorithms.bundle.objective import best_bias, lipschitz, objective, optimum
@@ -284,7 +285,7 @@ def test_estimators_warn_when_the_budget_ends_first():
 
 
 @parametrize_with_checks([PragamSVC(max_iter=2000), PragamSVC(fit_intercept=True, max_iter=2000),
-                          BMRMSVC(max_iter=300), BMRMSVC(solver="ls", max_iter=300)])
+                          BMRMSVC(max_iter=300), BMRMSVC(solver="ls", max_iter=300), DualCDSVC(max_iter=2000)])
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

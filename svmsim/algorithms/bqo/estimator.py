@@ -10,9 +10,9 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..sklearn_api import binary_fit_data
 from .local_cd import DualCD
 from .objective import LOSSES, as_csr, dual_objective, loss_constants, primal_objective
 
@@ -58,13 +58,7 @@ class DualCDSVC(ClassifierMixin, BaseEstimator):
         """Fit on (X, y); `callback(info)` (optional) is called every `check_every` epochs with the primal, dual
         and gap of the current iterate and returns True to stop."""
         self._check_params()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
-        check_classification_targets(y)
-        classes = np.unique(y)
-        if classes.size != 2:
-            raise ValueError(f"Only binary classification is supported: DualCDSVC got {classes.size} class"
-                             f"{'es' if classes.size != 1 else ''} in y; allowed: exactly 2 classes")
-        yy = np.where(y == classes[1], 1.0, -1.0)
+        X, classes, yy = binary_fit_data(self, X, y)
         Xc = as_csr(X)
         n = Xc.shape[0]
         C = float(self.C)

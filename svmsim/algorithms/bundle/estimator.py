@@ -14,10 +14,10 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..bqo.objective import as_csr
+from ..sklearn_api import binary_fit_data
 from .objective import band_lower_bound, lipschitz, objective
 from .protocol import (
     DOMAIN_BIAS,
@@ -64,13 +64,7 @@ class _BundleSVC(ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y):
         self._check_params()
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
-        check_classification_targets(y)
-        classes = np.unique(y)
-        if classes.size != 2:
-            raise ValueError(f"Only binary classification is supported: {type(self).__name__} got {classes.size} "
-                             f"class{'es' if classes.size != 1 else ''} in y; allowed: exactly 2 classes")
-        yy = np.where(y == classes[1], 1.0, -1.0)
+        X, classes, yy = binary_fit_data(self, X, y)
         Xc = as_csr(X)
         st = self._state(Xc, yy)
         bias = getattr(self, "fit_intercept", False)
