@@ -17,26 +17,21 @@ import numpy as np
 from _common import save, table
 
 from svmsim.algorithms.bqo.objective import as_csr
-from svmsim.algorithms.bundle.objective import lipschitz
 from svmsim.algorithms.bundle.protocol import (
     DOMAIN_BOX,
     LS_BMRM,
     PRAGAM,
     QP_BMRM,
-    bundle_state,
     run_solo,
 )
-from svmsim.algorithms.bundle.workers import bundle_plan
+from svmsim.algorithms.bundle.workers import solo_state
 from svmsim.data import load_dataset
 
 LAM = 2.0 ** -18
 
 
 def state(X, y, method, **kw):
-    n, d = X.shape
-    L = lipschitz(X, LAM) if method == PRAGAM else float("nan")
-    return bundle_state(bundle_plan("star", 1, d, method), np.array([0]), [(X, y)], d, {"partial": 0, "total": 1},
-                        method=method, domain=DOMAIN_BOX, offset=1.0, lam=LAM, n_total=n, lipschitz=L, **kw)
+    return solo_state(X, y, method, LAM, domain=DOMAIN_BOX, **kw)
 
 
 def matvecs(X, y, iterations):

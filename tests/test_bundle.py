@@ -16,7 +16,7 @@ from svmsim import load_scenario, run
 from svmsim.algorithms.bqo import DualCDSVC
 from svmsim.algorithms.bqo.objective import as_csr
 from svmsim.algorithms.bundle import BMRMSVC, PragamSVC
-from svmsim.algorithms.bundle.objective import best_bias, lipschitz, objective, optimum
+from svmsim.algorithms.bundle.objective import best_bias, objective, optimum
 from svmsim.algorithms.bundle.projection import project_bias, project_simplex
 from svmsim.algorithms.bundle.protocol import (
     DOMAIN_BOX,
@@ -24,11 +24,10 @@ from svmsim.algorithms.bundle.protocol import (
     LS_BMRM,
     PRAGAM,
     QP_BMRM,
-    bundle_state,
     run_solo,
 )
 from svmsim.algorithms.bundle.simplex_qp import add_plane, solve_simplex_qp
-from svmsim.algorithms.bundle.workers import bundle_plan
+from svmsim.algorithms.bundle.workers import solo_state
 from svmsim.data import load_dataset
 from svmsim.errors import InfeasibleParameterError, ScenarioError
 
@@ -39,11 +38,7 @@ def _heart():
 
 
 def _solo(X, y, method, lam, domain=DOMAIN_BOX, offset=1.0, **kw):
-    n, d = X.shape
-    p = bundle_plan("star", 1, d, method)
-    L = lipschitz(X, lam) if method == PRAGAM else math.nan
-    return bundle_state(p, np.array([0]), [(X, y)], d, {"partial": 0, "total": 1}, method=method, domain=domain,
-                        offset=offset, lam=lam, n_total=n, lipschitz=L, **kw)
+    return solo_state(X, y, method, lam, domain=domain, offset=offset, **kw)
 
 
 # ---------------------------------------------------------------------------------------------------------------

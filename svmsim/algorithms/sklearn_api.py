@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = ["binary_fit_data"]
+__all__ = ["LinearBinaryClassifier", "binary_fit_data"]
 
 
 def binary_fit_data(estimator, X, y):
@@ -18,3 +19,21 @@ def binary_fit_data(estimator, X, y):
         raise ValueError(f"Only binary classification is supported: {type(estimator).__name__} got {classes.size} "
                          f"class{'es' if classes.size != 1 else ''} in y; allowed: exactly 2 classes")
     return X, classes, np.where(y == classes[1], 1.0, -1.0)
+
+
+class LinearBinaryClassifier(ClassifierMixin, BaseEstimator):
+    """A fitted linear binary classifier: coef_ (1, d), intercept_ (1,), classes_; sparse input accepted."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def decision_function(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
+
+    def predict(self, X):
+        return np.where(self.decision_function(X) > 0, self.classes_[1], self.classes_[0])

@@ -8,18 +8,16 @@ import time
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..sklearn_api import binary_fit_data
+from ..sklearn_api import LinearBinaryClassifier, binary_fit_data
 from .local_cd import DualCD
 from .objective import LOSSES, as_csr, dual_objective, loss_constants, primal_objective
 
 __all__ = ["DualCDSVC"]
 
 
-class DualCDSVC(ClassifierMixin, BaseEstimator):
+class DualCDSVC(LinearBinaryClassifier):
     """Linear SVM (no intercept) by shuffled dual coordinate descent: one epoch visits every point once in a fresh
     random order and makes the exact coordinate step of the dual (2).
 
@@ -37,12 +35,6 @@ class DualCDSVC(ClassifierMixin, BaseEstimator):
         self.tol = tol
         self.max_iter = max_iter
         self.random_state = random_state
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.classifier_tags.multi_class = False
-        return tags
 
     def _check_params(self):
         if self.loss not in LOSSES:
@@ -100,11 +92,3 @@ class DualCDSVC(ClassifierMixin, BaseEstimator):
         self.primal_objective_, self.dual_objective_ = primal, dual
         self.rel_gap_ = (primal + dual) / (C * n)
         return self
-
-    def decision_function(self, X):
-        check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
-
-    def predict(self, X):
-        return np.where(self.decision_function(X) > 0, self.classes_[1], self.classes_[0])

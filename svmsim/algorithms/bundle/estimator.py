@@ -12,23 +12,20 @@ import math
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..bqo.objective import as_csr
-from ..sklearn_api import binary_fit_data
-from .objective import band_lower_bound, lipschitz, objective
+from ..sklearn_api import LinearBinaryClassifier, binary_fit_data
+from .objective import band_lower_bound, objective
 from .protocol import (
     DOMAIN_BIAS,
     DOMAIN_BOX,
     LS_BMRM,
     PRAGAM,
     QP_BMRM,
-    bundle_state,
     run_solo,
 )
-from .workers import bundle_plan
+from .workers import solo_state
 
 __all__ = ["BMRMSVC", "PragamSVC"]
 
@@ -39,16 +36,10 @@ def _positive(name, value, integer=False):
         raise ValueError(f"{name}={value!r} must be a{'n integer' if integer else ' finite number'} > 0")
 
 
-class _BundleSVC(ClassifierMixin, BaseEstimator):
+class _BundleSVC(LinearBinaryClassifier):
     """Shared fit/predict; subclasses give the method, the domain and the certificate."""
 
     _method = PRAGAM
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.classifier_tags.multi_class = False
-        return tags
 
     def _check_params(self):
         _positive("lam", self.lam)
@@ -99,14 +90,6 @@ class _BundleSVC(ClassifierMixin, BaseEstimator):
         self.objective_, self.lower_bound_, self.rel_gap_ = best, lower, gap
         return self
 
-    def decision_function(self, X):
-        check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
-
-    def predict(self, X):
-        return np.where(self.decision_function(X) > 0, self.classes_[1], self.classes_[0])
-
 
 class PragamSVC(_BundleSVC):
     """Pragam (paper 004, Algorithm 1): Nesterov's excessive gap technique on the linear SVM, O(1/sqrt(eps))
@@ -136,11 +119,7 @@ class PragamSVC(_BundleSVC):
             raise ValueError(f"certificate={self.certificate!r} is not supported; allowed: 'band', 'own'")
 
     def _state(self, X, y):
-        n, d = X.shape
-        p = bundle_plan("star", 1, d, PRAGAM)
-        return bundle_state(p, np.array([0]), [(X, y)], d, {"partial": 0, "total": 1}, method=PRAGAM,
-                            domain=DOMAIN_BIAS if self.fit_intercept else DOMAIN_BOX, offset=1.0, lam=self.lam,
-                            n_total=n, lipschitz=lipschitz(X, self.lam))
+        return solo_state(X, y, PRAGAM, self.lam, domain=DOMAIN_BIAS if self.fit_intercept else DOMAIN_BOX)
 
     def _lower(self, X, y, st, w):
         own = float(st.lower[0])
@@ -173,9 +152,5 @@ class BMRMSVC(_BundleSVC):
             raise ValueError(f"max_bundle={self.max_bundle!r} must be an integer >= 2")
 
     def _state(self, X, y):
-        n, d = X.shape
-        method = QP_BMRM if self.solver == "qp" else LS_BMRM
-        p = bundle_plan("star", 1, d, method)
-        return bundle_state(p, np.array([0]), [(X, y)], d, {"partial": 0, "total": 1}, method=method,
-                            domain=DOMAIN_BOX, offset=1.0, lam=self.lam, n_total=n, lipschitz=math.nan,
-                            max_bundle=int(self.max_bundle))
+        return solo_state(X, y, QP_BMRM if self.solver == "qp" else LS_BMRM, self.lam, domain=DOMAIN_BOX,
+                          max_bundle=int(self.max_bundle))

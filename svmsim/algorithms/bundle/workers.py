@@ -6,9 +6,9 @@ import numpy as np
 
 from ...comm.collectives import Plan, plan
 from ..allreduce import AllreduceWorker
-from .protocol import QP_BMRM, bundle_state, bundle_step, extra_scalars
+from .protocol import PRAGAM, QP_BMRM, bundle_state, bundle_step, extra_scalars
 
-__all__ = ["BundleProgram", "bundle_plan"]
+__all__ = ["BundleProgram", "bundle_plan", "solo_state"]
 
 
 def bundle_plan(pattern: str, workers: int, dim: int, method: int, branching: int = 2) -> Plan:
@@ -45,3 +45,19 @@ class BundleProgram(AllreduceWorker):
                          compactions=int(st.compactions[0]))
         return {"ids": ids, "iteration": np.full(n, st.iteration[0]), "started": np.full(n, st.start_round[0]),
                 "group": group}
+
+
+def solo_state(X, y, method: int, lam: float, **constants):
+    """The state of one worker holding every row of CSR `X` (labels `y` in {-1, +1}), run without transport by
+    `protocol.run_solo` (the estimators, benchmarks and tests): the K = 1 case of the scenarios' runs. Pragam's L
+    is computed here unless given; `constants` are `bundle_state`'s (domain, offset, max_bundle, ...)."""
+    import math
+
+    from .objective import lipschitz
+
+    n, d = X.shape
+    constants.setdefault("offset", 1.0)
+    if "lipschitz" not in constants:
+        constants["lipschitz"] = lipschitz(X, lam) if method == PRAGAM else math.nan
+    return bundle_state(bundle_plan("star", 1, d, method), np.array([0]), [(X, y)], d, {"partial": 0, "total": 1},
+                        method=method, lam=lam, n_total=n, **constants)
