@@ -90,6 +90,12 @@ SMALL_PARAMS: dict[str, dict[str, Any]] = {
     "sklearn-svc": {},
     "sklearn-nusvc": {"alpha": 0.85},
     "sklearn-linearsvc": {"max_iter": 200},
+    "sbp": {"epochs": 2, "eval_points": 4},
+    "kernel-pegasos": {"epochs": 2, "eval_points": 4},
+    "kernel-perceptron": {"epochs": 2, "eval_points": 4},
+    "kernel-sdca": {"epochs": 2, "eval_points": 4},
+    "libsvm": {"first_budget": 8},
+    "rff": {"max_features": 8},
 }
 
 #: algorithm name -> further parameter sets, each merged over the algorithm's `SMALL_PARAMS` entry, for code paths
@@ -119,6 +125,8 @@ RUN_SETTINGS: dict[str, dict[str, Any]] = {
     "pegasos": {"iterations": 200, "observe_every": 50},
     "svm-sgd": {"iterations": 150, "observe_every": 50},
     "saddle-svc": {"iterations": 60, "observe_every": 20},
+    **{name: {"data": {"name": "heart_scale"}, "iterations": 10 ** 9}
+       for name in ("sbp", "kernel-pegasos", "kernel-perceptron", "kernel-sdca", "libsvm", "rff")},
 }
 
 _NO_KERNEL = ("its node programs offer no compiled step (NodeProgram.kernel returns None), so there is no compiled "
@@ -134,6 +142,7 @@ SKIPS: dict[str, dict[str, str]] = {
                              "not distributed yet",
                  "ledger": "one worker only: it sends nothing",
                  "seed": _DETERMINISTIC + " (alpha_{-1} = 0 and one worker: no random choice, no partition)"},
+    "libsvm": {"seed": _DETERMINISTIC + " (LIBSVM's SVC without probability estimates draws no random numbers)"},
     "sklearn-svc": {"seed": _DETERMINISTIC + " (LIBSVM's SVC without probability estimates draws no random numbers)"},
     "sklearn-nusvc": {"seed": _DETERMINISTIC + " (LIBSVM's NuSVC without probability estimates draws no random "
                                                "numbers)"},
@@ -332,7 +341,7 @@ def _run_single(info, solver) -> SmallRun:
     rows: list[dict] = []
 
     def on_check(metrics: dict) -> bool:
-        rows.append(dict(metrics))
+        rows.append({k: v for k, v in metrics.items() if k not in solver.measured})
         return int(metrics["iteration"]) >= last
 
     model = solver.fit(on_check, min(s["observe_every"], last))

@@ -64,11 +64,13 @@ class Deployment:
 @dataclass
 class SingleMachineRun:
     """A single-machine solver: ``fit(on_check) -> model dict``; ``on_check(metrics) -> stop?`` is called at
-    every evaluation point with the solver's certificate and accuracies."""
+    every evaluation point with the solver's certificate and accuracies. `measured` names metrics derived from
+    wall-clock measurements (like times, no replay repeats them; e.g. an estimate from a timed probe)."""
 
     fit: Callable[[Callable[[dict], bool], int], dict]
     info: dict = field(default_factory=dict)
     bound: Callable[[float], dict] | None = None
+    measured: tuple[str, ...] = ()
 
 
 @dataclass

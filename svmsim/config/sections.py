@@ -54,6 +54,8 @@ class DataSection(SectionModel):
     flip_band: float | None = Field(None, ge=0, le=1)
     density: float | None = Field(None, gt=0, le=1)
     zero_plane: bool | None = None
+    positive_class: int | None = Field(None, ge=0, le=9)
+    noise: float | None = Field(None, ge=0, le=1)
 
     @field_validator("name", "data_dir", "test", mode="before")
     @classmethod

@@ -12,6 +12,8 @@ and a uniformly random position inside the slice of the unit ball parallel to ``
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -189,10 +191,53 @@ def make_bmrm_lower_bound(d: int = 64, zero_plane: bool = True, seed: int = 0, r
     return (X, y, info) if return_info else (X, y)
 
 
+def make_mnist_shaped(n: int, d: int = 784, positive_class: int = 8, noise: float = 0.1, seed: int = 0,
+                      return_info: bool = False):
+    """A stand-in for MNIST "8 vs. rest" (paper 003's MNIST task; the real set is not available here): dense
+    ``(n, d)`` images with ``d`` a square (28 x 28 by default), pixels in [0, 1] and about 80% of them zero.
+
+    Ten classes, drawn uniformly: each has a prototype image (a few Gaussian strokes on the grid) and four
+    deformation images; a sample is its class prototype plus a random combination of the deformations plus pixel
+    noise, clipped to [0, 1], with faint pixels (< 0.1) set to zero. Label +1 for `positive_class` (about 10%:
+    imbalanced, like "8 vs. rest"), -1 for the other nine. The classes overlap through the deformations, so a
+    kernel separates them better than a plane."""
+    n, d = _check_size(n, d)
+    side = round(math.sqrt(d))
+    if side * side != d:
+        raise ScenarioError(f"mnist_shaped: d = {d} is not allowed; allowed: a square number (784 = 28 x 28)")
+    if not (isinstance(positive_class, (int, np.integer)) and 0 <= positive_class <= 9):
+        raise ScenarioError(f"mnist_shaped: positive_class = {positive_class!r}; allowed: an integer 0..9")
+    noise = _check_unit("noise", noise)
+    rng = np.random.default_rng(seed)
+    grid = np.stack(np.meshgrid(np.arange(side), np.arange(side), indexing="ij"), -1).reshape(-1, 2) / side
+
+    def strokes(count):
+        img = np.zeros(d)
+        for _ in range(count):
+            centre = rng.uniform(0.2, 0.8, size=2)
+            width = rng.uniform(0.04, 0.12)
+            img += np.exp(-((grid - centre) ** 2).sum(axis=1) / (2 * width * width))
+        return img / img.max()
+
+    protos = np.stack([strokes(int(rng.integers(3, 6))) for _ in range(10)])
+    deform = np.stack([[strokes(2) - strokes(2) for _ in range(4)] for _ in range(10)])
+    cls = rng.integers(0, 10, size=n)
+    X = protos[cls] + np.einsum("nk,nkd->nd", rng.normal(0.0, 0.5, size=(n, 4)), deform[cls])
+    X += noise * rng.standard_normal((n, d))
+    X = np.clip(X, 0.0, 1.0)
+    X[X < 0.1] = 0.0
+    y = np.where(cls == positive_class, 1.0, -1.0)
+    if np.all(y == y[0]):
+        y[0] = -y[0]
+    info = {"side": side, "positive_class": int(positive_class), "positive_fraction": float(np.mean(y > 0))}
+    return (X, y, info) if return_info else (X, y)
+
+
 #: Generator kinds addressable by name (``load_dataset("synthetic", kind=...)``).
 SYNTHETIC_KINDS = {
     "separable": make_separable,
     "nonseparable": make_nonseparable,
     "sparse_nonseparable": make_sparse_nonseparable,
     "bmrm_lower_bound": make_bmrm_lower_bound,
+    "mnist_shaped": make_mnist_shaped,
 }

@@ -1,0 +1,76 @@
+"""Paper 003 (Cotter, Shalev-Shwartz & Srebro, ICML 2012): the kernelized Stochastic Batch Perceptron, its
+baselines, and a distributed SBP. Cost is counted in kernel evaluations (`numerics.kernels`, the one place that
+evaluates a kernel).
+
+Read beside `003_abc85793f1499775.txt` and its digest `notes-003.md`, which corrects the printed water-level routine
+(Algorithm 2 is off by one) and the bias variant (Algorithm 3 is corrupted); svmsim implements the corrected forms.
+
+Modules, by concern:
+
+================  ================================================================================================
+water             the water level: sort, selection (Algorithm 2 corrected), warm-started Newton; with a bias
+responses         the model and its maintained responses (train and test), one kernel row per step
+methods           SBP (Algorithm 1, and with a bias), kernel Pegasos, the Perceptron, SDCA: compiled loops
+reference         the certified no-bias SVM and nu = L(w*)/||w*|| (section 1.3 of the notes)
+kernel_problem    the kernel, lambda, nu, the budget and evaluation points from scenario keys
+build             the single-machine runs of SBP and the response baselines
+baselines_sklearn LIBSVM's SMO (`SVC`, evaluations estimated) and random Fourier features + LIBLINEAR
+estimator         `SBPClassifier`, scikit-learn's interface
+distributed       distributed SBP (notes-003 section 6, an extrapolation): server and clients, water level in rounds
+================  ================================================================================================
+"""
+from __future__ import annotations
+
+from ..registry import AlgorithmInfo, register
+from .baselines_sklearn import LibsvmParams, RFFParams, build_libsvm, build_rff
+from .build import (
+    PegasosParams,
+    PerceptronParams,
+    SBPParams,
+    SDCAParams,
+    build_baseline,
+    build_sbp,
+)
+
+__all__ = ["SBPClassifier"]
+
+_PAPER = "003_abc85793f1499775.txt"
+_SINGLE = ("star", "complete")
+
+register(AlgorithmInfo(
+    name="sbp", family="sbp", paper=f"{_PAPER}, Algorithm 1 (Algorithm 3 with bias = true; both corrected)",
+    distributed=False, Params=SBPParams, build=build_sbp,
+    description="the kernelized Stochastic Batch Perceptron: supergradient steps on the slack-constrained "
+                "problem (2.3), one kernel row per iteration", topologies=_SINGLE))
+register(AlgorithmInfo(
+    name="kernel-pegasos", family="sbp", paper=f"{_PAPER}, baseline Pegasos (section 4)", distributed=False,
+    Params=PegasosParams, build=lambda p, pr: build_baseline("kernel-pegasos", p, pr),
+    description="kernel Pegasos: SGD on (2.2), step 1/(lam t), a kernel row per margin violation",
+    topologies=_SINGLE))
+register(AlgorithmInfo(
+    name="kernel-perceptron", family="sbp", paper=f"{_PAPER}, baseline Perceptron (section 4)", distributed=False,
+    Params=PerceptronParams, build=lambda p, pr: build_baseline("kernel-perceptron", p, pr),
+    description="the online kernel Perceptron over several epochs, a kernel row per mistake", topologies=_SINGLE))
+register(AlgorithmInfo(
+    name="kernel-sdca", family="sbp", paper=f"{_PAPER}, baseline SDCA (Hsieh et al. 2008)", distributed=False,
+    Params=SDCAParams, build=lambda p, pr: build_baseline("kernel-sdca", p, pr),
+    description="dual coordinate ascent on the no-bias dual (4.1), a kernel row per moved coordinate",
+    topologies=_SINGLE))
+register(AlgorithmInfo(
+    name="libsvm", family="sbp", paper=f"{_PAPER}, baseline SMO (LIBSVM, second-order working sets)",
+    distributed=False, Params=LibsvmParams, build=build_libsvm,
+    description="scikit-learn's SVC (LIBSVM) on doubling SMO budgets; kernel evaluations estimated and bracketed",
+    topologies=_SINGLE))
+register(AlgorithmInfo(
+    name="rff", family="sbp", paper=f"{_PAPER}, Appendix A (random Fourier features)", distributed=False,
+    Params=RFFParams, build=build_rff,
+    description="random Fourier features k = 1, 2, 4, ... with the exact linear SVM (LinearSVC) on 2k features",
+    topologies=_SINGLE))
+
+
+def __getattr__(name: str):
+    if name == "SBPClassifier":                     # the scikit-learn estimator, imported on first use
+        from .estimator import SBPClassifier
+
+        return SBPClassifier
+    raise AttributeError(name)

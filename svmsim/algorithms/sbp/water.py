@@ -1,0 +1,195 @@
+"""The water level of paper 003 (section 2.3, Figure 1; Algorithms 2 and 3, corrected as in notes-003 2.3-2.4).
+
+Pour volume V = n nu into a basin whose floor heights are the responses c_i: the surface settles at the level gamma
+with sum_i max(0, gamma - c_i) = V (gamma = min c when V = 0), which is f(w) of (3.1). The k lowest responses are
+covered; a minimax p* is uniform on them (section 2.3), so SBP samples among them.
+
+Three ways to the same level, each returning ``(gamma, top)`` where `top` is the largest covered response (sample
+among ``{j : c_j <= top}``, exactly the k covered ones: ties at `top` are all covered):
+
+* `water_level_sorted`   O(n log n): sort, prefix sums, the largest k with W(k) = k s_k - S_k <= V.
+* `water_level_select`   expected O(n): Algorithm 2 as a quickselect, with the printed off-by-one corrected (the
+                         tested lower block includes the pivot and its ties; notes-003 2.3).
+* `water_level_newton`   tau <- (V + sum_{c < tau} c) / #{c < tau} from a warm start (the previous level): exact as
+                         soon as the count stops changing (notes-003 2.3); the form the distributed SBP runs in rounds.
+
+With an unregularised bias (section 3.6, Figure 4; Algorithm 3 is corrupted as printed, notes-003 2.4),
+`water_level_bias` fills two basins, positives at c_i + b and negatives at c_i - b, to one level: from the sorted
+class responses, the largest k <= min(n+, n-) with W(k) = k (a_k + d_k) - A_k - D_k <= V gives
+gamma = (V + A_k + D_k) / (2k); b is the midpoint of its optimal interval (b is not unique; gamma is).
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+__all__ = [
+    "NEWTON_MAX_PASSES",
+    "water_level_bias",
+    "water_level_newton",
+    "water_level_select",
+    "water_level_sorted",
+]
+
+#: `water_level_newton` falls back to selection after this many passes (rounding can make it cycle)
+NEWTON_MAX_PASSES = 64
+
+
+@numba.njit(cache=True, nogil=True)
+def water_level_sorted(c, volume):
+    """(gamma, top) by sorting."""
+    s = np.sort(c)
+    if volume <= 0.0:
+        return s[0], s[0]
+    n = s.shape[0]
+    prefix = 0.0
+    k = 0
+    total = 0.0
+    while k < n:                               # W(k + 1) = (k + 1) s_{k+1} - S_{k+1}, non-decreasing in k
+        nxt = prefix + s[k]
+        if (k + 1) * s[k] - nxt > volume:
+            break
+        prefix = nxt
+        total = prefix
+        k += 1
+    return (volume + total) / k, s[k - 1]
+
+
+@numba.njit(cache=True, nogil=True)
+def water_level_select(c, volume, work):
+    """(gamma, top) by quickselect (expected O(n)); `work` is scratch of c's length. Middle-of-three pivots.
+
+    Invariant: `count` values with sum `covered` are known to lie below gamma; the level is decided inside
+    work[lo:hi]. For a pivot v, W(v) = v * (count + #{<= v}) - (covered + sum{<= v}) is the volume below v: if it
+    exceeds V, gamma < v and only the values below v stay in play; otherwise every value <= v is covered (ties
+    exactly at the level too, as in `water_level_sorted`)."""
+    n = c.shape[0]
+    if volume <= 0.0:
+        m = c[0]
+        for j in range(1, n):
+            m = min(m, c[j])
+        return m, m
+    for j in range(n):
+        work[j] = c[j]
+    lo, hi = 0, n
+    count = 0
+    covered = 0.0
+    top = -math.inf
+    while lo < hi:
+        a, b, d = work[lo], work[(lo + hi) >> 1], work[hi - 1]
+        v = max(min(a, b), min(max(a, b), d))          # the median of three
+        # three-way partition of work[lo:hi]: [< v | == v | > v]
+        lt, i, gt = lo, lo, hi
+        while i < gt:
+            x = work[i]
+            if x < v:
+                work[i] = work[lt]
+                work[lt] = x
+                lt += 1
+                i += 1
+            elif x > v:
+                gt -= 1
+                work[i] = work[gt]
+                work[gt] = x
+            else:
+                i += 1
+        below = 0.0
+        for j in range(lo, gt):
+            below += work[j]
+        if v * (count + gt - lo) - (covered + below) > volume:
+            hi = lt                                     # gamma < v: the level is among the values below v
+        else:
+            count += gt - lo                            # every value <= v is covered
+            covered += below
+            top = v
+            lo = gt
+    return (volume + covered) / count, top     # every covered block was <= its pivot: the last is the largest
+
+
+@numba.njit(cache=True, nogil=True)
+def _below(c, tau):
+    """(#{c < tau}, sum{c < tau}, max{c < tau})."""
+    k = 0
+    s = 0.0
+    m = -math.inf
+    for j in range(c.shape[0]):
+        x = c[j]
+        if x < tau:
+            k += 1
+            s += x
+            m = max(m, x)
+    return k, s, m
+
+
+@numba.njit(cache=True, nogil=True)
+def water_level_newton(c, volume, tau, work):
+    """(gamma, top, passes) by Newton steps from the trial level `tau` (e.g. the previous level); one pass over c per
+    step. Falls back to `water_level_select` (with `work`) after `NEWTON_MAX_PASSES` passes."""
+    n = c.shape[0]
+    if volume <= 0.0:
+        g, t = water_level_select(c, volume, work)
+        return g, t, 1
+    k, s, _ = _below(c, tau)
+    passes = 1
+    if k == 0:                                  # below every response: start from (V + sum c) / n >= gamma
+        total = 0.0
+        for j in range(n):
+            total += c[j]
+        tau = (volume + total) / n
+        k, s, _ = _below(c, tau)
+        passes += 1
+    while passes < NEWTON_MAX_PASSES:
+        nxt = (volume + s) / k
+        k2, s2, m2 = _below(c, nxt)
+        passes += 1
+        if k2 == k:                             # the covered set stopped changing: nxt is the level
+            return nxt, m2, passes
+        if k2 == 0:
+            break
+        k, s = k2, s2
+    g, t = water_level_select(c, volume, work)
+    return g, t, passes
+
+
+@numba.njit(cache=True, nogil=True)
+def water_level_bias(c, y, volume):
+    """(gamma, b, k, pos_order, neg_order) for the problem with a bias: the level, the midpoint bias, the number k
+    of covered points in each class, and the class indices sorted by response (the covered ones are the first k
+    of each). The data must hold both classes."""
+    pos = np.flatnonzero(y > 0)
+    neg = np.flatnonzero(y <= 0)
+    pos_order = pos[np.argsort(c[pos], kind="mergesort")]
+    neg_order = neg[np.argsort(c[neg], kind="mergesort")]
+    a = c[pos_order]
+    d = c[neg_order]
+    m = min(a.shape[0], d.shape[0])
+    if volume <= 0.0:
+        k = 1
+        sigma = a[0] + d[0]
+        g_pos = a[0]
+    else:
+        A = 0.0
+        D = 0.0
+        k = 0
+        while k < m:
+            A2 = A + a[k]
+            D2 = D + d[k]
+            if (k + 1) * (a[k] + d[k]) - A2 - D2 > volume:
+                break
+            A, D = A2, D2
+            k += 1
+        sigma = (volume + A + D) / k
+        # gamma+ (the positives' level in c units) may be anything in [lo, hi]; take the midpoint
+        a_next = a[k] if k < a.shape[0] else math.inf
+        d_next = d[k] if k < d.shape[0] else math.inf
+        lo = max(a[k - 1], sigma - d_next)
+        hi = min(a_next, sigma - d[k - 1])
+        if lo == -math.inf or hi == math.inf:
+            g_pos = hi if lo == -math.inf else lo
+        else:
+            g_pos = 0.5 * (lo + hi)
+    g_neg = sigma - g_pos
+    # positives are covered up to c + b = gamma, negatives up to c - b = gamma: gamma+ = gamma - b, gamma- = gamma + b
+    return 0.5 * sigma, 0.5 * (g_neg - g_pos), k, pos_order, neg_order

@@ -1,0 +1,206 @@
+"""Paper 003: kernels counted in one place, SBP against the certified no-bias SVM, the baselines' counts, the
+estimator, and bad input."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
+
+import svmsim
+from svmsim.algorithms.sbp.build import averaged_model
+from svmsim.algorithms.sbp.methods import (
+    PEGASOS,
+    PERCEPTRON,
+    SDCA,
+    baseline_iterations,
+    baseline_scalars,
+    sbp_iterations,
+    sbp_scalars,
+)
+from svmsim.algorithms.sbp.reference import nu_from_lambda
+from svmsim.algorithms.sbp.responses import renormalise, responses
+from svmsim.algorithms.sbp.water import water_level_sorted
+from svmsim.errors import DataError, InfeasibleParameterError, ScenarioError
+from svmsim.numerics.kernels import (
+    kernel_data,
+    kernel_matrix,
+    kernel_params,
+    kernel_row,
+)
+
+
+def _xor(n, seed=0, flip=0.1):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, 2))
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+    y[rng.random(n) < flip] *= -1
+    return X, y
+
+
+@pytest.mark.parametrize("kind,kw,ref", [
+    ("gaussian", {"sigma2": 2.0}, lambda A: rbf_kernel(A, gamma=0.25)),
+    ("polynomial", {"gamma": 0.5, "coef0": 1.0, "degree": 3},
+     lambda A: polynomial_kernel(A, degree=3, gamma=0.5, coef0=1.0)),
+    ("linear", {}, lambda A: A @ A.T)])
+def test_kernel_rows_match_scikit_learn_and_count_every_evaluation(kind, kw, ref):
+    X = sp.random(40, 15, density=0.3, random_state=1, format="csr")
+    params = kernel_params(kind, **kw)
+    for A in (X, X.toarray()):
+        evaluations = np.zeros(1, np.int64)
+        K = kernel_matrix(kernel_data(A), params, evaluations)
+        R = ref(A)
+        R = R.toarray() if sp.issparse(R) else R
+        np.testing.assert_allclose(K, R, rtol=1e-12, atol=1e-12)
+        assert evaluations[0] == 40 * 40
+    data = kernel_data(X)
+    out = np.empty(7)
+    evaluations = np.zeros(1, np.int64)
+    kernel_row(data, params, data, 3, 5, 12, out, np.zeros(15), evaluations)
+    assert evaluations[0] == 7
+
+
+def test_sbp_reaches_the_certified_no_bias_optimum():
+    """Lemma 3.2 in practice (notes-003's toy check): after 20 epochs the averaged iterate's level is near
+    1/||w*|| and its rescaled objective (2.2) within 1% of the certified optimum; n evaluations per iteration."""
+    X, y = _xor(400)
+    data, params = kernel_data(X), kernel_params("gaussian", sigma2=0.5)
+    n = y.shape[0]
+    ref = nu_from_lambda(data, params, y, 1.0 / n)
+    assert ref.gap <= 1e-6 * ref.primal
+    R = responses(data, params, y, averaged=True)
+    S = sbp_scalars(R.kdiag, ref.nu, False, 12345)
+    T = 20 * n
+    sbp_iterations(R, S, T, np.empty(n))
+    assert R.evaluations[0] == T * n                 # one row per iteration; the Gaussian's diagonal is free
+    coef, c, _, level, _ = averaged_model(R, T, n * ref.nu, False)
+    assert level == pytest.approx(1.0 / ref.norm, rel=0.02)
+    w2 = coef @ c / level ** 2
+    objective = 0.5 * w2 / n + np.maximum(0.0, 1.0 - c / level).mean()
+    best = ref.primal / n
+    assert best <= objective <= best * 1.01
+    # ||w||^2 tracked by the recursion equals sum alpha c (the typo of section 3.3 would not)
+    assert S.r2[0] == pytest.approx(float(R.coef @ R.c), rel=1e-9)
+
+
+def test_sbp_with_bias_balances_the_classes():
+    X, y = _xor(300, seed=2)
+    y[:40] = 1.0                                         # imbalanced
+    data, params = kernel_data(X), kernel_params("gaussian", sigma2=0.5)
+    n = y.shape[0]
+    R = responses(data, params, y, averaged=True)
+    S = sbp_scalars(R.kdiag, 0.05, True, 7)
+    sbp_iterations(R, S, 10 * n, np.empty(n))
+    _, c, _, level, b = averaged_model(R, 10 * n, n * 0.05, True)
+    # b attains the level: no other bias gives a higher water level of the shifted responses
+    best = max(water_level_sorted(c + y * bb, n * 0.05)[0] for bb in np.linspace(b - 1, b + 1, 201))
+    assert level >= best - 1e-12
+    assert level > 0
+
+
+@pytest.mark.parametrize("method", [PEGASOS, PERCEPTRON, SDCA])
+def test_baselines_pay_one_row_per_model_change(method):
+    X, y = _xor(300, seed=4)
+    data, params = kernel_data(X), kernel_params("gaussian", sigma2=0.5)
+    n = y.shape[0]
+    R = responses(data, params, y)
+    S = baseline_scalars(method, n, 1.0 / n, True, 3)
+    baseline_iterations(R, S, 5 * n)
+    assert R.evaluations[0] == S.updates[0] * n
+    assert 0 < S.updates[0] < 5 * n
+    renormalise(R)
+    # the maintained responses are those of the model (no drift beyond rounding)
+    K = kernel_matrix(data, params, np.zeros(1, np.int64))
+    np.testing.assert_allclose(R.c, y * (K @ (R.coef * y)), rtol=1e-8, atol=1e-8)
+
+
+def test_sdca_converges_to_the_certified_optimum():
+    X, y = _xor(300, seed=5)
+    data, params = kernel_data(X), kernel_params("gaussian", sigma2=0.5)
+    n = y.shape[0]
+    ref = nu_from_lambda(data, params, y, 1.0 / n)
+    R = responses(data, params, y)
+    S = baseline_scalars(SDCA, n, 1.0 / n, True, 0)
+    baseline_iterations(R, S, 200 * n)
+    renormalise(R)
+    objective = 0.5 * (R.coef @ R.c) / n + np.maximum(0.0, 1.0 - R.c).mean()
+    assert objective == pytest.approx(ref.primal / n, rel=1e-4)
+
+
+def _scenario(algorithm: dict, data=None, **stop):
+    return {"name": "t", "seed": 0, "data": data or {"name": "synthetic", "kind": "mnist_shaped", "n": 400,
+                                                     "d": 64, "holdout": 0.25},
+            "algorithm": algorithm, "stop": stop or {"max_seconds": 300}}
+
+
+def test_scenario_runs_report_kernel_evaluations_and_repeat_bit_for_bit():
+    sc = _scenario({"name": "sbp", "epochs": 3, "eval_points": 6})
+    a = svmsim.run(sc, write=False, progress=False)
+    b = svmsim.run(sc, write=False, progress=False)
+    assert [m["objective"] for m in a.metrics] == [m["objective"] for m in b.metrics]
+    n = a.summary["algorithm_info"]["n"]
+    for m in a.metrics:
+        assert m["kernel_evaluations"] == m["iteration"] * n
+        assert 0.0 <= m["test_error"] <= 1.0
+    assert a.final["rel_primal"] < 0.05
+    for name in ("kernel-pegasos", "kernel-perceptron", "kernel-sdca", "rff", "libsvm"):
+        r = svmsim.run(_scenario({"name": name, "epochs": 2, "eval_points": 4}), write=False, progress=False)
+        assert r.final["kernel_evaluations"] > 0 and r.final["test_accuracy"] > 0.5, name
+
+
+@pytest.mark.parametrize("algorithm,match", [
+    ({"name": "sbp", "sigma2": 0.0}, "sigma2"),
+    ({"name": "sbp", "sigma2": -1.0}, "sigma2"),
+    ({"name": "sbp", "nu": -0.5}, "nu"),
+    ({"name": "kernel-pegasos", "kernel": "polynomial", "gamma": 0.0}, "gamma"),
+    ({"name": "rff", "kernel": "linear"}, "gaussian"),
+])
+def test_bad_parameters_are_refused_clearly(algorithm, match):
+    with pytest.raises((ScenarioError, InfeasibleParameterError), match=match):
+        svmsim.run(_scenario(algorithm), write=False, progress=False)
+
+
+def test_test_set_of_another_dimension_and_a_too_large_gram_are_refused(tmp_path, monkeypatch):
+    train = tmp_path / "tr.svm"
+    test = tmp_path / "te.svm"
+    train.write_text("".join(f"{1 if i % 2 else -1} 1:{i / 10} 2:{(i % 3) / 3}\n" for i in range(30)))
+    test.write_text("".join(f"{1 if i % 2 else -1} 1:0.5 2:0.1 7:1\n" for i in range(5)))
+    with pytest.raises(DataError, match="dimension|features"):
+        svmsim.run(_scenario({"name": "sbp", "nu": 0.1}, data={"name": str(train), "test": str(test),
+                                                              "n_features": 2}), write=False, progress=False)
+    from svmsim.algorithms.sbp import reference
+
+    monkeypatch.setattr(reference, "GRAM_LIMIT_BYTES", 8.0 * 100 * 100)
+    with pytest.raises(InfeasibleParameterError, match="give nu directly"):
+        svmsim.run(_scenario({"name": "sbp"}), write=False, progress=False)
+
+
+def test_estimator_matches_libsvm_accuracy_on_real_data():
+    from sklearn.svm import SVC
+
+    from svmsim.algorithms.sbp import SBPClassifier
+    from svmsim.data import make_dataset
+
+    ds = make_dataset({"name": "svmguide1", "test": "auto"})
+    clf = SBPClassifier(sigma2=0.5, epochs=3, random_state=0).fit(ds.X, ds.y)
+    svc = SVC(C=1.0, gamma=1.0).fit(ds.X, ds.y)
+    assert clf.score(ds.X_test, ds.y_test) >= svc.score(ds.X_test, ds.y_test) - 0.01
+    assert clf.n_kernel_evaluations_ == clf.n_iter_ * ds.n
+    assert math.isfinite(clf.level_) and clf.level_ > 0
+
+
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from svmsim.algorithms.sbp.estimator import SBPClassifier
+
+
+@parametrize_with_checks([SBPClassifier(epochs=5), SBPClassifier(epochs=5, fit_intercept=True, nu=0.05),
+                          SBPClassifier(kernel="polynomial", degree=2, epochs=3, nu=0.1)])
+def test_sklearn_compatible(estimator, check):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(estimator)
