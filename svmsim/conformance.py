@@ -76,6 +76,7 @@ SMALL_PARAMS: dict[str, dict[str, Any]] = {
     "ls-bmrm": {"workers": 3, "lam": 1e-2, "allreduce": "tree"},
     "qp-bmrm": {"workers": 4, "lam": 1e-2},
     "pegasos-n": {"workers": 2, "lam": 1e-2},
+    "dsbp": {"clients": 3, "nu": 0.05, "epochs": 1},
     # distributed, gossip (peers)
     "pushsum": {"nodes": 9, "values": "random", "dim": 3, "max_wakes": 25},
     "gadget": {"nodes": 7, "lam": 1e-2, "eps": 0.0, "iterations": 25},
@@ -119,6 +120,7 @@ DEFAULT_RUN: dict[str, Any] = {"data": {"name": "iris"}, "topology": ("random_k_
 #: algorithm name -> overrides of `DEFAULT_RUN`
 RUN_SETTINGS: dict[str, dict[str, Any]] = {
     "hogwild": {"data": {"name": "heart_scale"}},
+    "dsbp": {"data": {"name": "heart_scale"}},
     **{name: {"data": {"name": "heart_scale"}, "topology": ("complete", {})}
        for name in ("bqo-e", "bqo-a", "disdca", "dsvm-ave", "tron", "dual-cd", "pragam", "pragam-b", "ls-bmrm",
                     "qp-bmrm", "pegasos-n", "liblinear")},
@@ -136,6 +138,7 @@ _DETERMINISTIC = "deterministic: its run does not depend on the seed"
 #: algorithm name -> {check name: why it does not apply}
 SKIPS: dict[str, dict[str, str]] = {
     "dgilbert": {"compiled": _NO_KERNEL},
+    "dsbp": {"compiled": _NO_KERNEL},
     "hogwild": {"compiled": _NO_KERNEL},
     "gilbert": {"seed": _DETERMINISTIC + " (Gilbert's algorithm has no random choice)"},
     "pragam-b": {"grouping": "one worker only: Pragam-b's projection (a box with one equality over all examples) is "

@@ -65,12 +65,15 @@ class Deployment:
 class SingleMachineRun:
     """A single-machine solver: ``fit(on_check) -> model dict``; ``on_check(metrics) -> stop?`` is called at
     every evaluation point with the solver's certificate and accuracies. `measured` names metrics derived from
-    wall-clock measurements (like times, no replay repeats them; e.g. an estimate from a timed probe)."""
+    wall-clock measurements (like times, no replay repeats them; e.g. an estimate from a timed probe).
+    `budget` is set by the runner to the scenario's iteration budget (``stop.max_iterations``, or None) before
+    `fit`, for solvers that lay out their own evaluation points."""
 
     fit: Callable[[Callable[[dict], bool], int], dict]
     info: dict = field(default_factory=dict)
     bound: Callable[[float], dict] | None = None
     measured: tuple[str, ...] = ()
+    budget: int | None = None
 
 
 @dataclass

@@ -202,6 +202,8 @@ def plot_scaling(rows: list[dict], fits: list[dict], path: Path, x: str, ys: lis
 
 def _is_gap(name: str) -> bool:
     """Metrics drawn on a log axis: relative errors, gaps, consensus errors."""
+    if name in ("test_error", "train_error"):     # classification errors: a linear axis, as paper 003 draws them
+        return False
     return name.startswith("rel_") or name.endswith("_gap") or name.endswith("_error")
 
 
@@ -212,19 +214,41 @@ def _spans_decades(ax, decades: float = 2.0) -> bool:
     return xs.size > 1 and xs.max() / xs.min() >= 10.0 ** decades
 
 
+def _trial_band(curves: list[tuple[np.ndarray, np.ndarray]], log_x: bool):
+    """Mean and min/max of several trials' curves on one x grid (interpolated in log x when `log_x`), over the x
+    range every trial covers."""
+    lo = max(float(np.nanmin(x)) for x, _ in curves)
+    hi = min(float(np.nanmax(x)) for x, _ in curves)
+    if not hi > lo:
+        return None
+    grid = np.geomspace(lo, hi, 200) if (log_x and lo > 0) else np.linspace(lo, hi, 200)
+    tx = np.log if (log_x and lo > 0) else (lambda v: v)
+    ys = []
+    for x, y in curves:
+        ok = np.isfinite(x) & np.isfinite(y)
+        order = np.argsort(x[ok], kind="stable")
+        ys.append(np.interp(tx(grid), tx(x[ok][order]), y[ok][order]))
+    Y = np.array(ys)
+    return grid, Y.mean(axis=0), Y.min(axis=0), Y.max(axis=0)
+
+
 def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "comm_units", title: str = "",
-                      max_panels: int = 12) -> Path:
+                      max_panels: int = 12, trials: str | None = None) -> Path:
     """One panel per grid point, one curve per variant: metric `y` against `x` (communication in the paper's
-    unit by default; single-machine runs, which send nothing, are drawn against wall time instead)."""
+    unit by default; single-machine runs, which send nothing, are drawn against wall time instead). With `trials`
+    (a grid key whose values are repetitions, e.g. the seed), the trials share a panel: each variant is drawn as
+    the mean over its trials with the band from their minimum to their maximum."""
     plt = _pyplot()
     panels: dict[tuple, list] = {}
     for point, metrics, unit in runs:
-        panels.setdefault(tuple(point.values.items()), []).append((point.variant, metrics, unit))
+        key = tuple((k, v) for k, v in point.values.items() if k != trials)
+        panels.setdefault(key, []).append((point.variant, metrics, unit))
     keys = list(panels)[:max_panels]
     cols = min(3, len(keys))
     nrows = int(np.ceil(len(keys) / cols))
     fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 3.9 * nrows), squeeze=False)
     for ax, key in zip(axes.ravel(), keys):
+        by_variant: dict[str, list] = {}
         for variant, metrics, unit in panels[key]:
             xs = np.array([m.get(x, np.nan) for m in metrics], dtype=float)
             xlabel = x if x != "comm_units" else f"communication ({unit[0] if unit else 'scalars'})"
@@ -234,12 +258,22 @@ def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "co
             ys = np.array([m.get(y, np.nan) if m.get(y) is not None else np.nan for m in metrics], dtype=float)
             if _is_gap(y):
                 ys = np.where(ys > 0, ys, np.nan)
-            ax.plot(xs, ys, marker="." if len(xs) < 60 else None, label=variant)
+            by_variant.setdefault(variant, []).append((xs, ys))
             ax.set_xlabel(xlabel)
+        log_x = x in ("kernel_evaluations", "inner_products")
+        for variant, curves in by_variant.items():
+            band = _trial_band(curves, log_x) if (trials and len(curves) > 1) else None
+            if band is None:
+                for i, (xs, ys) in enumerate(curves):
+                    ax.plot(xs, ys, marker="." if len(xs) < 60 else None, label=variant if i == 0 else None)
+                continue
+            grid, mean, lo, hi = band
+            line, = ax.plot(grid, mean, label=f"{variant} (mean of {len(curves)})")
+            ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
         if _is_gap(y):
             ax.set_yscale("log")                 # gaps and relative errors span decades
-        if x in ("iteration", "wall_time", "modelled_time") and _spans_decades(ax):
-            ax.set_xscale("log")                 # iterations and times of different methods span decades
+        if log_x or (x in ("iteration", "wall_time", "modelled_time", "solver_time") and _spans_decades(ax)):
+            ax.set_xscale("log")                 # iterations, times and kernel evaluations span decades
         else:
             ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
         ax.set_ylabel(y)
@@ -247,8 +281,8 @@ def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "co
         ax.legend(fontsize=7, loc="best")
     for ax in axes.ravel()[len(keys):]:
         ax.set_visible(False)
-    if len(keys) > 1:                            # one panel already carries the title
-        fig.suptitle(title)
+    if len(keys) > 1 or trials:                  # one panel already carries the title
+        fig.suptitle(title + (f" (band: min to max over {trials})" if trials else ""), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

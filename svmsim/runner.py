@@ -189,6 +189,7 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
         m = deployment.evaluate(observations())
         m.update(iteration=iteration, round=round_, messages=meter.messages, scalars=meter.scalars,
                  bytes=meter.bytes, comm_units=meter.scalars / unit, wall_time=rec.wall())
+        m.update(meter.node_quantity_totals())            # e.g. kernel_evaluations: work metered per node
         if clock is not None:
             m["modelled_time"] = clock.now
         if live is not None:
@@ -352,6 +353,7 @@ def _run_single(scenario: Scenario, solver: SingleMachineRun, progress: bool):
         eval_every = scenario.output.eval_every
         if stop.max_iterations is not None:
             eval_every = min(eval_every, stop.max_iterations)
+        solver.budget = stop.max_iterations
         model = solver.fit(on_check, eval_every)
     finally:
         rec.close()

@@ -330,7 +330,9 @@ _FINAL_COLUMNS = ("objective", "hull_distance", "margin", "rel_gap", "rel_dual",
                   "primal_error", "gap", "iterate_gap", "rel_band_gap", "train_accuracy", "test_accuracy",
                   "test_accuracy_std", "objective_std", "train_accuracy_std", "test_accuracy_shard",
                   "test_accuracy_shard_std", "average_model_test_accuracy", "consensus_error", "nodes_up",
-                  "test_accuracy_all_nodes")
+                  "test_accuracy_all_nodes", "test_error", "kernel_evaluations", "inner_products",
+                  "kernel_evaluations_lower", "kernel_evaluations_upper", "solver_time", "level", "norm", "hinge",
+                  "support")
 #: topology facts copied from a run's algorithm_info into its row (peer algorithms: pushsum, gadget)
 INFO_COLUMNS = ("nodes", "spectral_gap", "inv_spectral_gap", "mixing_time", "diameter", "mean_degree",
                 "spectral_gap_metropolis")
@@ -701,10 +703,11 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
                      ys=_against_y(spec, result.rows), by=spec.against_by,
                      title=spec.title or points[0].scenario.name)
     runs = [(p, r.metrics, r.summary.get("comm_unit")) for p, r in zip(points, result.runs)]
-    plot_sweep_curves(runs, directory / "curves.png", y=spec.plot, x=spec.x, title=spec.title or points[0].scenario.name)
+    plot_sweep_curves(runs, directory / "curves.png", y=spec.plot, x=spec.x, title=spec.title or points[0].scenario.name,
+                      trials=spec.trials)
     for fig in spec.figures:
         plot_sweep_curves(runs, directory / f"curves_{fig.y}_vs_{fig.x}.png", y=fig.y, x=fig.x,
-                          title=spec.title or points[0].scenario.name)
+                          title=spec.title or points[0].scenario.name, trials=spec.trials)
 
 
 def _csv(v: Any) -> str:

@@ -21,7 +21,7 @@ from svmsim.algorithms.sbp.methods import (
     sbp_scalars,
 )
 from svmsim.algorithms.sbp.reference import nu_from_lambda
-from svmsim.algorithms.sbp.responses import renormalise, responses
+from svmsim.algorithms.sbp.responses import coef_now, coef_total, renormalise, responses
 from svmsim.algorithms.sbp.water import water_level_sorted
 from svmsim.errors import DataError, InfeasibleParameterError, ScenarioError
 from svmsim.numerics.kernels import (
@@ -71,7 +71,7 @@ def test_sbp_reaches_the_certified_no_bias_optimum():
     ref = nu_from_lambda(data, params, y, 1.0 / n)
     assert ref.gap <= 1e-6 * ref.primal
     R = responses(data, params, y, averaged=True)
-    S = sbp_scalars(R.kdiag, ref.nu, False, 12345)
+    S = sbp_scalars(R.kdiag, y, ref.nu, False, 12345)
     T = 20 * n
     sbp_iterations(R, S, T, np.empty(n))
     assert R.evaluations[0] == T * n                 # one row per iteration; the Gaussian's diagonal is free
@@ -82,7 +82,7 @@ def test_sbp_reaches_the_certified_no_bias_optimum():
     best = ref.primal / n
     assert best <= objective <= best * 1.01
     # ||w||^2 tracked by the recursion equals sum alpha c (the typo of section 3.3 would not)
-    assert S.r2[0] == pytest.approx(float(R.coef @ R.c), rel=1e-9)
+    assert S.r2[0] == pytest.approx(float(coef_now(R) @ R.c), rel=1e-9)
 
 
 def test_sbp_with_bias_balances_the_classes():
@@ -91,7 +91,7 @@ def test_sbp_with_bias_balances_the_classes():
     data, params = kernel_data(X), kernel_params("gaussian", sigma2=0.5)
     n = y.shape[0]
     R = responses(data, params, y, averaged=True)
-    S = sbp_scalars(R.kdiag, 0.05, True, 7)
+    S = sbp_scalars(R.kdiag, y, 0.05, True, 7)
     sbp_iterations(R, S, 10 * n, np.empty(n))
     _, c, _, level, b = averaged_model(R, 10 * n, n * 0.05, True)
     # b attains the level: no other bias gives a higher water level of the shifted responses
@@ -204,3 +204,42 @@ def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check(estimator)
+
+
+@pytest.mark.parametrize("data", [{"name": "synthetic", "kind": "mnist_shaped", "n": 400, "d": 64, "holdout": 0.25},
+                                  {"name": "heart_scale"}], ids=["dense", "sparse"])
+def test_distributed_sbp_follows_single_machine_sbp_and_its_ledger(data, monkeypatch, shared_data_dir):
+    """dsbp on k = 4 clients gives single-machine SBP's iterates on the points in shard order (up to the rounding
+    of the reduced sums), meters n kernel evaluations per iteration split over the clients, and sends exactly the
+    scalars it declares."""
+    from svmsim.core.streams import STREAM_PROGRAM, stream_keys
+    from svmsim.data import partition
+    from svmsim.runner import _problem
+
+    monkeypatch.setenv("SVMSIM_DATA_DIR", str(shared_data_dir))
+    sc = {"name": "t", "seed": 3, "data": data, "stop": {"max_seconds": 300}, "output": {"eval_every": 10_000},
+          "algorithm": {"name": "dsbp", "clients": 4, "epochs": 3, "nu": 0.05, "sigma2": 2.0}}
+    r = svmsim.run(sc, write=False, progress=False)
+    ds = _problem(svmsim.load_scenario(sc), None).dataset
+    order = np.concatenate(partition(ds.y, 4, "iid", seed=3))
+    T = r.final["iteration"]
+    assert T == 3 * ds.n
+    y = ds.y[order].astype(float)
+    R = responses(kernel_data(ds.X[order]), kernel_params("gaussian", sigma2=2.0), y, averaged=True)
+    S = sbp_scalars(R.kdiag, y, 0.05, False, stream_keys(3, STREAM_PROGRAM, 1)[0])
+    sbp_iterations(R, S, T, np.empty(ds.n))
+    single = coef_total(R) / T
+    dist = r.model["dual_coef"][order] * r.model["level"]
+    assert np.array_equal(np.flatnonzero(single), np.flatnonzero(dist))
+    np.testing.assert_allclose(dist, single, rtol=1e-9, atol=1e-12)
+    assert r.final["kernel_evaluations"] == T * ds.n
+    per_node = r.ledger.node_totals["kernel_evaluations"]
+    assert per_node[0] == 0 and per_node[1:].sum() == T * ds.n
+    assert r.summary["ledger_matches_declared"] is True
+
+
+def test_distributed_sbp_refuses_what_it_cannot_do():
+    with pytest.raises(InfeasibleParameterError, match="bias"):
+        svmsim.run(_scenario({"name": "dsbp", "bias": True, "nu": 0.1}), write=False, progress=False)
+    with pytest.raises(InfeasibleParameterError, match="nu > 0"):
+        svmsim.run(_scenario({"name": "dsbp", "nu": 0.0}), write=False, progress=False)

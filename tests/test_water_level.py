@@ -10,6 +10,7 @@ from scipy.optimize import linprog
 
 from svmsim.algorithms.sbp.water import (
     water_level_bias,
+    water_level_bias_ordered,
     water_level_newton,
     water_level_select,
     water_level_sorted,
@@ -97,7 +98,8 @@ def test_three_methods_agree_with_the_linear_program():
         g_sort, top_sort = water_level_sorted(c, vol)
         g_sel, top_sel = water_level_select(c, vol, work)
         prev = float(np.random.default_rng(c.shape[0]).normal())        # any warm start
-        g_new, _, _ = water_level_newton(c, vol, prev, work)
+        g_new, bound, count, _ = water_level_newton(c, vol, prev, work)
+        assert count == int((c < bound).sum()) and count >= 1
         scale = abs(g_lp) + np.abs(c).max() + vol
         # the sort and the selection agree to rounding, and each with the LP to its tolerance
         if not (_close(g_sort, g_lp, scale) and _close(g_sel, g_sort, 1e-3 * scale)
@@ -119,11 +121,12 @@ def test_volume_zero_is_the_minimum_and_n_one_is_exact():
     work = np.empty(4)
     assert water_level_sorted(c, 0.0) == (-1.0, -1.0)
     assert water_level_select(c, 0.0, work) == (-1.0, -1.0)
-    assert water_level_newton(c, 0.0, 5.0, work)[:2] == (-1.0, -1.0)
+    g, bound, count, _ = water_level_newton(c, 0.0, 5.0, work)
+    assert g == -1.0 and count == 2 and (c < bound).sum() == 2
     one = np.array([0.25])
     assert water_level_sorted(one, 2.0) == (2.25, 0.25)
     assert water_level_select(one, 2.0, np.empty(1)) == (2.25, 0.25)
-    assert water_level_newton(one, 2.0, -7.0, np.empty(1))[:2] == (2.25, 0.25)
+    assert water_level_newton(one, 2.0, -7.0, np.empty(1))[:3] == (2.25, 2.25, 1)
 
 
 def test_newton_from_the_previous_level_needs_few_passes():
@@ -133,7 +136,7 @@ def test_newton_from_the_previous_level_needs_few_passes():
     work = np.empty_like(c)
     g0, _ = water_level_sorted(c, vol)
     c2 = c + 1e-3 * rng.normal(size=c.shape[0])              # one SBP step moves the responses a little
-    g, _, passes = water_level_newton(c2, vol, g0, work)
+    g, _, _, passes = water_level_newton(c2, vol, g0, work)
     assert g == pytest.approx(water_level_sorted(c2, vol)[0], rel=1e-12)
     assert passes <= 6
 
@@ -151,3 +154,9 @@ def test_bias_level_matches_the_linear_program_and_b_is_optimal():
         assert 1 <= k <= min(pos.shape[0], neg.shape[0])
         assert (y[pos] > 0).all() and (y[neg] < 0).all()
         assert (np.diff(c[pos]) >= 0).all() and (np.diff(c[neg]) >= 0).all()
+        # the kept-order form gives the same level and bias from any previous order
+        rng = np.random.default_rng(k)
+        pos2, neg2 = rng.permutation(pos), rng.permutation(neg)
+        g2, b2, k2 = water_level_bias_ordered(c, vol, pos2, neg2)
+        assert (g2, b2, k2) == (g, b, k)
+        assert (np.diff(c[pos2]) >= 0).all() and (np.diff(c[neg2]) >= 0).all()

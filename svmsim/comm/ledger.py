@@ -1,7 +1,7 @@
 """The ledger: a frozen summary of what a meter counted, its files, and the merge of several meters' ledgers.
 
 Message quantities (`MESSAGE_QUANTITIES`: messages, scalars, bytes) are kept per tag, per directed edge and per
-round; node quantities (e.g. ``"kernel_evals"``: work one node did, not a message) per node and per round. A
+round; node quantities (e.g. ``"kernel_evaluations"``: work one node did, not a message) per node and per round. A
 ledger written by one meter that saw everything equals the merge of the ledgers of meters that each saw a part
 (hosts of a Ray run): every table is a sum keyed by tag, edge, node or round.
 """

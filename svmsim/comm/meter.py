@@ -3,7 +3,7 @@
 What is counted is keyed by quantity. Every message carries the message quantities (`MESSAGE_QUANTITIES`:
 messages, scalars, bytes, the bytes from the payload's dtype), kept per tag, per directed edge (sender ->
 receiver) and per round; dropped messages (fault models) are kept apart and never delivered. Node quantities
-(`record_node`, e.g. ``"kernel_evals"``) are work a node did, not messages, kept per node and per round. The
+(`record_node`, e.g. ``"kernel_evaluations"``) are work a node did, not messages, kept per node and per round. The
 meter also keeps the round at which each algorithm iteration ended (so that cost up to an iterate can be read
 off).
 
@@ -171,7 +171,7 @@ class Meter:
             tot[q] += a
 
     def record_node(self, round_: int, quantity: str, node_ids, amounts) -> None:
-        """Count `amounts` (one per node id, or one for all) of a node quantity, e.g. ``"kernel_evals"``, done by
+        """Count `amounts` (one per node id, or one for all) of a node quantity, e.g. ``"kernel_evaluations"``, done by
         `node_ids` in round `round_`. Integer amounts keep integer totals; float amounts (e.g. modelled time)
         float ones."""
         ids = np.atleast_1d(np.asarray(node_ids, dtype=np.int64))
@@ -199,6 +199,10 @@ class Meter:
         else:
             rounds.append(int(round_))
             amounts_log.append(total.item())
+
+    def node_quantity_totals(self) -> dict:
+        """quantity -> the total over all nodes so far (node quantities: e.g. kernel evaluations)."""
+        return {q: v.sum().item() for q, v in sorted(self._node_totals.items())}
 
     def mark_iteration(self, iteration: int, round_: int) -> None:
         self._iteration_log.append(int(iteration))

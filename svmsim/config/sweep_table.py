@@ -32,7 +32,8 @@ class Variant(BaseModel):
     unset: list[str] = Field(default_factory=list)
 
 
-XAxis = Literal["comm_units", "scalars", "wall_time", "iteration", "round", "modelled_time"]
+XAxis = Literal["comm_units", "scalars", "wall_time", "iteration", "round", "modelled_time", "kernel_evaluations",
+                "inner_products", "solver_time"]
 
 
 class Figure(BaseModel):

@@ -7,7 +7,9 @@ meter, so every engine yields the same ledger.
 Programs report progress through `Outbox.signals`:
   ``{"iteration": t}``  iteration t is complete once this round's messages are delivered;
   ``{"wake": True}``    step this group next round even with an empty inbox;
-  ``{"done": True}``    the algorithm has finished (e.g. a fixed iteration count was reached).
+  ``{"done": True}``    the algorithm has finished (e.g. a fixed iteration count was reached);
+  ``{"counts": {q: amounts}}``  work of node quantity q (e.g. ``"kernel_evaluations"``) the group's members did in
+                        this step, one amount per member in member order: metered per node and round.
 At an iteration boundary that the observer wants to look at, the scheduler first runs a *settle* round that
 steps only groups with mail (so receivers apply the messages that close the iteration), then calls the observer;
 woken groups run in the round after.
@@ -149,6 +151,11 @@ class SyncScheduler:
                     self._wake.add(gid)
                 if sig.get("done"):
                     done = True
+                counts = sig.get("counts")
+                if counts:
+                    ids = self.groups[gid].node_ids
+                    for q, amounts in counts.items():
+                        self.meter.record_node(round_, q, ids, amounts)
         if timed is not None:
             self._advance_clock(outboxes, timed)
         return completed, done

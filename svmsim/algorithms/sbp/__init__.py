@@ -31,6 +31,7 @@ from .build import (
     build_baseline,
     build_sbp,
 )
+from .distributed import DSBPParams, build_dsbp
 
 __all__ = ["SBPClassifier"]
 
@@ -42,6 +43,11 @@ register(AlgorithmInfo(
     distributed=False, Params=SBPParams, build=build_sbp,
     description="the kernelized Stochastic Batch Perceptron: supergradient steps on the slack-constrained "
                 "problem (2.3), one kernel row per iteration", topologies=_SINGLE))
+register(AlgorithmInfo(
+    name="dsbp", family="sbp", paper=f"{_PAPER}, distributed SBP (notes-003 section 6: an extrapolation, not in the "
+    "paper)", distributed=True, Params=DSBPParams, build=build_dsbp,
+    description="distributed SBP: clients hold shards of the responses; the water level by Newton rounds of scalars, "
+                "the sampled point broadcast", topologies=("star",)))
 register(AlgorithmInfo(
     name="kernel-pegasos", family="sbp", paper=f"{_PAPER}, baseline Pegasos (section 4)", distributed=False,
     Params=PegasosParams, build=lambda p, pr: build_baseline("kernel-pegasos", p, pr),

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from ...core.streams import STREAM_PROGRAM, stream_keys
+from ...deployment import SingleMachineRun
 from ...errors import InfeasibleParameterError
 from .kernel_problem import KernelParamsModel, KernelProblem, evaluation_points
 from .methods import (
@@ -28,7 +29,7 @@ from .methods import (
     sbp_scalars,
 )
 from .reference import NoBiasSolution, nu_from_lambda
-from .responses import Responses, renormalise, responses
+from .responses import Responses, coef_total, renormalise, responses
 from .water import water_level_bias, water_level_sorted
 
 __all__ = [
@@ -85,7 +86,7 @@ def averaged_model(R: Responses, iterations: int, volume: float, bias: bool):
     (c is linear in w, so they are the sums over T), its level gamma-bar = f(w-bar) and bias; the returned model is
     w-bar / gamma-bar (Lemma 2.1; only when gamma-bar > 0, notes-003 gotcha 7)."""
     T = max(iterations, 1)
-    coef, c, test = R.coef_sum / T, R.c_sum / T, R.test_sum / T
+    coef, c, test = coef_total(R) / T, R.c_sum / T, R.test_sum / T
     if bias:
         level, b, _, _, _ = water_level_bias(c, R.y, volume)
     else:
@@ -119,9 +120,13 @@ def _counts(R: Responses) -> dict:
     return {"kernel_evaluations": e, "inner_products": e, "evaluator_kernel_evaluations": int(R.test_evaluations[0])}
 
 
-def build_sbp(params: SBPParams, problem):
-    from ...deployment import SingleMachineRun
+class _Run(SingleMachineRun):
+    def total(self, kp: KernelProblem) -> int:
+        """The iterations to run: the epochs, or the runner's budget when it is smaller."""
+        return kp.iterations if self.budget is None else max(1, min(kp.iterations, int(self.budget)))
 
+
+def build_sbp(params: SBPParams, problem):
     kp = KernelProblem(params, problem.dataset)
     if params.bias and (kp.y > 0).all() or params.bias and (kp.y < 0).all():
         raise InfeasibleParameterError("sbp with bias = true needs both classes in the training set")
@@ -130,11 +135,11 @@ def build_sbp(params: SBPParams, problem):
 
     def fit(on_check, eval_every):
         R = responses(kp.data, kp.kernel, kp.y, kp.test, averaged=True)
-        S = sbp_scalars(R.kdiag, nu, params.bias, key)
+        S = sbp_scalars(R.kdiag, kp.y, nu, params.bias, key)
         work = np.empty(kp.n)
         done = 0
         elapsed = 0.0
-        for target in evaluation_points(kp.iterations, kp.eval_points):
+        for target in evaluation_points(run.total(kp), kp.eval_points):
             t0 = time.perf_counter()
             sbp_iterations(R, S, int(target - done), work)
             elapsed += time.perf_counter() - t0
@@ -158,15 +163,14 @@ def build_sbp(params: SBPParams, problem):
         info.update(reference_primal=kp.lam * ref.primal, reference_gap=kp.lam * ref.gap,
                     reference_norm=ref.norm, reference_hinge=ref.hinge,
                     reference_kernel_evaluations=ref.evaluations)
-    return SingleMachineRun(fit=fit, info=info)
+    run = _Run(fit=fit, info=info)
+    return run
 
 
 _BASELINES = {"kernel-pegasos": PEGASOS, "kernel-perceptron": PERCEPTRON, "kernel-sdca": SDCA}
 
 
 def build_baseline(name: str, params, problem):
-    from ...deployment import SingleMachineRun
-
     kp = KernelProblem(params, problem.dataset)
     method = _BASELINES[name]
     key = stream_keys(problem.seed, STREAM_PROGRAM, 1)[0]
@@ -176,7 +180,7 @@ def build_baseline(name: str, params, problem):
         S = baseline_scalars(method, kp.n, kp.lam, getattr(params, "project", True), key)
         done = 0
         elapsed = 0.0
-        for target in evaluation_points(kp.iterations, kp.eval_points):
+        for target in evaluation_points(run.total(kp), kp.eval_points):
             t0 = time.perf_counter()
             baseline_iterations(R, S, int(target - done))
             elapsed += time.perf_counter() - t0
@@ -190,4 +194,5 @@ def build_baseline(name: str, params, problem):
         renormalise(R)
         return {"dual_coef": R.coef.copy(), "intercept": 0.0}
 
-    return SingleMachineRun(fit=fit, info=kp.info())
+    run = _Run(fit=fit, info=kp.info())
+    return run

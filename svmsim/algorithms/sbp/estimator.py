@@ -102,7 +102,7 @@ class SBPClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"nu={self.nu!r} must be a finite number >= 0 or 'auto'")
         seed = 0 if self.random_state is None else int(self.random_state)
         R = responses(data, params, yy, averaged=True)
-        S = sbp_scalars(R.kdiag, nu, bool(self.fit_intercept), stream_keys(seed, STREAM_PROGRAM, 1)[0])
+        S = sbp_scalars(R.kdiag, yy, nu, bool(self.fit_intercept), stream_keys(seed, STREAM_PROGRAM, 1)[0])
         T = max(1, round(self.epochs * n))
         sbp_iterations(R, S, T, np.empty(n))
         coef, _, _, level, b = averaged_model(R, T, S.volume, bool(self.fit_intercept))

@@ -64,13 +64,17 @@ class KernelProblem:
         self.data: KernelData = kernel_data(ds.X)
         self.test: KernelData | None = None
         if ds.X_test is not None and params.track_test and len(ds.y_test):
-            Xt = ds.X_test
-            Xt = sp.csr_matrix(Xt) if self.data.sparse and not sp.issparse(Xt) else Xt
-            Xt = Xt.toarray() if (not self.data.sparse and sp.issparse(Xt)) else Xt
-            self.test = kernel_data(Xt)
+            self.test = kernel_data(self.test_matrix())
         self.y_test = np.asarray(ds.y_test, np.float64) if self.test is not None else None
         self.iterations = max(1, round(params.epochs * self.n))
         self.eval_points = params.eval_points
+
+    def test_matrix(self):
+        """The test points in the training set's storage (CSR or dense)."""
+        Xt = self.dataset.X_test
+        if self.data.sparse and not sp.issparse(Xt):
+            return sp.csr_matrix(Xt)
+        return Xt.toarray() if (not self.data.sparse and sp.issparse(Xt)) else Xt
 
     def info(self) -> dict:
         return {"n": self.n, "d": self.dataset.d, "lam": self.lam, "C": self.C, "kernel": int(self.kernel.kind),

@@ -1,12 +1,13 @@
 """Paper 003's methods as compiled loops over `Responses`, each run in chunks between evaluation points.
 
 * SBP (Algorithm 1; section 3): eta_t = eta0 / sqrt(t), eta0 = 1 / sqrt(max_i K(x_i, x_i)); the water level of the
-  responses (Newton from the last level, `water.water_level_newton`); i uniform among the covered points (the k
-  lowest responses: <=, notes-003 gotcha 2, so nu = 0 works); ||w||^2 <- ||w||^2 + 2 eta c_i + eta^2 K_ii (the
+  responses (Newton from the last level, `water.water_level_newton`); i uniform among the covered points (the k lowest responses, ties at the minimum included when nu = 0,
+  notes-003 gotcha 2); ||w||^2 <- ||w||^2 + 2 eta c_i + eta^2 K_ii (the
   response before the update; section 3.3 writes ||w|| for ||w||^2, gotcha 1); one kernel row; the projection onto
   the unit ball rescales coef and c; the running sums give the averaged iterate (t = 1..T; T0 is unused, gotcha 3).
-* SBP with a bias (section 3.6, Algorithm 3 corrected: `water.water_level_bias`): i uniform among the 2k covered
-  points (mass 1/2 per class: notes-003 2.4 option (a), one row per iteration).
+* SBP with a bias (section 3.6, Algorithm 3 corrected: `water.water_level_bias_ordered`, each class's order kept
+  from step to step): i uniform among the 2k covered points (mass 1/2 per class: notes-003 2.4 option (a), one row
+  per iteration).
 * kernel Pegasos (Shalev-Shwartz et al.; notes-003 section 3): i uniform; eta_t = 1/(lam t);
   w <- (1 - 1/t) w + eta_t y_i Phi(x_i) [y_i f(x_i) < 1]; then onto the ball of radius 1/sqrt(lam). A step with no
   violation costs no kernel evaluation (the responses are maintained).
@@ -26,7 +27,7 @@ import numpy as np
 
 from ...core.streams import counter_uniform
 from .responses import add_row, renormalise
-from .water import water_level_bias, water_level_newton
+from .water import water_level_bias_ordered, water_level_newton
 
 __all__ = [
     "PEGASOS",
@@ -36,44 +37,57 @@ __all__ = [
     "SBPScalars",
     "baseline_iterations",
     "baseline_scalars",
-    "pick_covered",
+    "pick_below",
     "sbp_iterations",
     "sbp_scalars",
 ]
 
 
 class SBPScalars(NamedTuple):
-    """SBP's scalars (one-element arrays: the loop writes them in place) and constants."""
+    """SBP's scalars (one-element arrays: the loop writes them in place), its orders and constants."""
 
     t: np.ndarray          # iterations done
     r2: np.ndarray         # ||w||^2
     level: np.ndarray      # the last water level (the next warm start)
     passes: np.ndarray     # water-level passes over the responses, in all
+    pos_order: np.ndarray  # with a bias: each class's indices by response, kept from step to step
+    neg_order: np.ndarray
     eta0: float
     volume: float          # n nu
     bias: bool
     key: np.uint64         # the sampling stream
 
 
-def sbp_scalars(kdiag: np.ndarray, nu: float, bias: bool, key) -> SBPScalars:
+def sbp_scalars(kdiag: np.ndarray, y: np.ndarray, nu: float, bias: bool, key) -> SBPScalars:
     n = kdiag.shape[0]
-    return SBPScalars(np.zeros(1, np.int64), np.zeros(1), np.zeros(1), np.zeros(1, np.int64),
+    pos = np.flatnonzero(y > 0) if bias else np.zeros(0, np.int64)
+    neg = np.flatnonzero(y <= 0) if bias else np.zeros(0, np.int64)
+    return SBPScalars(np.zeros(1, np.int64), np.zeros(1), np.zeros(1),
+                      np.zeros(1, np.int64), pos.astype(np.int64), neg.astype(np.int64),
                       1.0 / math.sqrt(float(kdiag.max())), float(n * nu), bool(bias), np.uint64(key))
 
 
 @numba.njit(cache=True, nogil=True)
-def pick_covered(c, top, u):
-    """The floor(u k)-th (in index order) of the k indices with c_j <= top."""
-    k = 0
-    for j in range(c.shape[0]):
-        if c[j] <= top:
-            k += 1
-    r = min(int(u * k), k - 1)
-    for j in range(c.shape[0]):
-        if c[j] <= top:
-            if r == 0:
-                return j
-            r -= 1
+def pick_below(c, bound, count, u):
+    """The floor(u count)-th (in index order) of the `count` indices with c_j < bound: blocks of 64 are counted
+    without branches until the block that holds it, which is then scanned."""
+    r = min(int(u * count), count - 1)
+    seen = 0
+    j = 0
+    n = c.shape[0]
+    while j + 64 <= n:
+        b = 0
+        for q in range(j, j + 64):
+            b += c[q] < bound
+        if seen + b > r:
+            break
+        seen += b
+        j += 64
+    for q in range(j, n):
+        if c[q] < bound:
+            if seen == r:
+                return q
+            seen += 1
     return -1
 
 
@@ -84,14 +98,14 @@ def sbp_iterations(R, S, iterations, work):
         t = S.t[0] + 1
         eta = S.eta0 / math.sqrt(t)
         if S.bias:
-            g, _, k, pos, neg = water_level_bias(R.c, R.y, S.volume)
+            g, _, k = water_level_bias_ordered(R.c, S.volume, S.pos_order, S.neg_order)
             S.passes[0] += 1
-            side = pos if counter_uniform(S.key, 2 * t) < 0.5 else neg
+            side = S.pos_order if counter_uniform(S.key, 2 * t) < 0.5 else S.neg_order
             i = side[min(int(counter_uniform(S.key, 2 * t + 1) * k), k - 1)]
         else:
-            g, top, passes = water_level_newton(R.c, S.volume, S.level[0], work)
+            g, bound, k, passes = water_level_newton(R.c, S.volume, S.level[0], work)
             S.passes[0] += passes
-            i = pick_covered(R.c, top, counter_uniform(S.key, t))
+            i = pick_below(R.c, bound, k, counter_uniform(S.key, t))
         S.level[0] = g
         r2 = S.r2[0] + 2.0 * eta * R.c[i] + eta * eta * R.kdiag[i]
         shrink = 1.0 / math.sqrt(r2) if r2 > 1.0 else 1.0        # the projection onto the unit ball

@@ -8,6 +8,10 @@ f(x) = <w, Phi(x)> are maintained the same way, with their own counter: they are
 responses for its averaged iterate.
 
 `scale` is a lazy factor on coef and on both response vectors (kernel Pegasos shrinks w every step without a row).
+With averaging (SBP), the responses are kept in true units (every step changes all of them anyway) and only coef
+is lazy: coef_true = coef * coef_scale, and coef_sum_j collects sum_t coef_j(t) coef_scale(t) from the running sum
+of the scales (`scale_sum`) and the value it had when coef_j last changed (`coef_mark`), so that one step touches
+one coefficient, not n (`coef_now`, `coef_total` read them).
 """
 from __future__ import annotations
 
@@ -31,10 +35,13 @@ class Responses(NamedTuple):
     c: np.ndarray                 # training responses y_j <w, Phi(x_j)> / scale
     test_c: np.ndarray            # test responses <w, Phi(x)> / scale
     averaged: bool                # keep the running sums below (SBP's averaged iterate)
-    coef_sum: np.ndarray          # sum over iterations of coef * scale
+    coef_sum: np.ndarray          # sum over iterations of coef * coef_scale, up to each coef's last change
     c_sum: np.ndarray             # ... of the training responses
     test_sum: np.ndarray          # ... of the test responses
     scale: np.ndarray             # (1,)
+    coef_scale: np.ndarray        # (1,) averaged: coef's lazy factor
+    scale_sum: np.ndarray         # (1,) averaged: the sum over iterations of coef_scale
+    coef_mark: np.ndarray         # averaged: scale_sum when coef_j last changed
     row: np.ndarray               # scratch: one training kernel row
     test_row: np.ndarray          # scratch: one test kernel row
     scratch: np.ndarray           # scratch: a zero d-vector (sparse rows are scattered into it)
@@ -55,35 +62,49 @@ def responses(data: KernelData, params: KernelParams, y: np.ndarray, test: Kerne
     sums = n if averaged else 0
     return Responses(data, test, params, np.asarray(y, np.float64), kdiag, np.zeros(n), np.zeros(n), np.zeros(m),
                      bool(averaged), np.zeros(sums), np.zeros(sums), np.zeros(m if averaged else 0), np.ones(1),
-                     np.zeros(n), np.zeros(m), np.zeros(data.d), evaluations, np.zeros(1, np.int64))
+                     np.ones(1), np.zeros(1), np.zeros(sums), np.zeros(n), np.zeros(m), np.zeros(data.d), evaluations,
+                     np.zeros(1, np.int64))
 
 
 @numba.njit(cache=True, nogil=True)
 def add_row(R, i, delta, shrink):
     """w <- shrink * (w + delta * y_i Phi(x_i)), with every response brought up to date by one kernel row of x_i (and
-    one test row); then the running sums, when kept. Returns the new training responses' scale-free view (R.c).
-    `delta` is in true units (not divided by `scale`)."""
+    one test row); then the running sums, when kept. `delta` is in true units."""
+    apply_row(R, R.data, i, R.y[i], i, delta, shrink)
+
+
+@numba.njit(cache=True, nogil=True)
+def apply_row(R, q, qi, yq, owner, delta, shrink):
+    """`add_row` for a point z = row `qi` of `q` with label `yq` that may live elsewhere (distributed SBP: the sampled
+    point arrives in a message); `owner` is its index here, or -1 when another node holds its coefficient."""
     n = R.c.shape[0]
-    kernel_row(R.data, R.params, R.data, i, 0, n, R.row, R.scratch, R.evaluations)
-    step = delta / R.scale[0]
-    R.coef[i] += step
-    yi = R.y[i]
-    a = step * yi
-    if R.averaged:                          # SBP: scale stays 1; shrink (the projection) is applied in place
+    kernel_row(R.data, R.params, q, qi, 0, n, R.row, R.scratch, R.evaluations)
+    a = delta * yq
+    i = owner
+    step = a / R.scale[0]                   # without averaging: in the lazy scale's units
+    if R.averaged:                          # SBP: responses in true units, the projection applied in place
+        P = R.scale_sum[0]
+        if i >= 0:
+            R.coef_sum[i] += R.coef[i] * (P - R.coef_mark[i])
+            R.coef_mark[i] = P
+            R.coef[i] += delta / R.coef_scale[0]
         for j in range(n):
             cj = (R.c[j] + a * R.y[j] * R.row[j]) * shrink
             R.c[j] = cj
             R.c_sum[j] += cj
-            cf = R.coef[j] * shrink
-            R.coef[j] = cf
-            R.coef_sum[j] += cf
+        cs = R.coef_scale[0] * shrink
+        R.coef_scale[0] = cs
+        R.scale_sum[0] = P + cs
+        if cs < 1e-200:
+            _fold_coef(R)
     else:
+        if i >= 0:
+            R.coef[i] += delta / R.scale[0]
         for j in range(n):
-            R.c[j] += a * R.y[j] * R.row[j]
-        R.scale[0] *= shrink
+            R.c[j] += step * R.y[j] * R.row[j]
     m = R.test_c.shape[0]
     if m:
-        kernel_row(R.test, R.params, R.data, i, 0, m, R.test_row, R.scratch, R.test_evaluations)
+        kernel_row(R.test, R.params, q, qi, 0, m, R.test_row, R.scratch, R.test_evaluations)
         if R.averaged:
             for j in range(m):
                 v = (R.test_c[j] + a * R.test_row[j]) * shrink
@@ -91,7 +112,32 @@ def add_row(R, i, delta, shrink):
                 R.test_sum[j] += v
         else:
             for j in range(m):
-                R.test_c[j] += a * R.test_row[j]
+                R.test_c[j] += step * R.test_row[j]
+    if not R.averaged:
+        R.scale[0] *= shrink
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_coef(R):
+    """Averaged: bring every coef_sum up to date and fold coef_scale into coef (before it underflows)."""
+    P = R.scale_sum[0]
+    cs = R.coef_scale[0]
+    for j in range(R.coef.shape[0]):
+        R.coef_sum[j] += R.coef[j] * (P - R.coef_mark[j])
+        R.coef_mark[j] = 0.0
+        R.coef[j] *= cs
+    R.coef_scale[0] = 1.0
+    R.scale_sum[0] = 0.0
+
+
+def coef_now(R: Responses) -> np.ndarray:
+    """The current coefficients in true units."""
+    return R.coef * (R.coef_scale[0] if R.averaged else R.scale[0])
+
+
+def coef_total(R: Responses) -> np.ndarray:
+    """Averaged: sum over the iterations so far of the coefficients (the averaged iterate times T)."""
+    return R.coef_sum + R.coef * (R.scale_sum[0] - R.coef_mark)
 
 
 @numba.njit(cache=True, nogil=True)

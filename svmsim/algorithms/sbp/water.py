@@ -108,88 +108,125 @@ def water_level_select(c, volume, work):
     return (volume + covered) / count, top     # every covered block was <= its pivot: the last is the largest
 
 
-@numba.njit(cache=True, nogil=True)
-def _below(c, tau):
-    """(#{c < tau}, sum{c < tau}, max{c < tau})."""
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
+def count_below(c, tau):
+    """(#{c < tau}, sum{c < tau}): one branch-free pass; the sum may be reassociated (vectorised), so its last bits
+    depend on the machine's vector width, never on the run."""
     k = 0
     s = 0.0
-    m = -math.inf
     for j in range(c.shape[0]):
         x = c[j]
-        if x < tau:
-            k += 1
-            s += x
-            m = max(m, x)
-    return k, s, m
+        m = x < tau
+        k += m
+        s += x if m else 0.0
+    return k, s
 
 
 @numba.njit(cache=True, nogil=True)
 def water_level_newton(c, volume, tau, work):
-    """(gamma, top, passes) by Newton steps from the trial level `tau` (e.g. the previous level); one pass over c per
-    step. Falls back to `water_level_select` (with `work`) after `NEWTON_MAX_PASSES` passes."""
+    """(gamma, bound, count, passes) by Newton steps from the trial level `tau` (e.g. the previous level): the
+    covered points are the `count` indices with c_j < bound. One pass over c per step. Falls back to
+    `water_level_select` (with `work`) after `NEWTON_MAX_PASSES` passes."""
     n = c.shape[0]
-    if volume <= 0.0:
-        g, t = water_level_select(c, volume, work)
-        return g, t, 1
-    k, s, _ = _below(c, tau)
-    passes = 1
-    if k == 0:                                  # below every response: start from (V + sum c) / n >= gamma
-        total = 0.0
-        for j in range(n):
-            total += c[j]
-        tau = (volume + total) / n
-        k, s, _ = _below(c, tau)
+    passes = 0
+    if volume > 0.0:
+        k, s = count_below(c, tau)
         passes += 1
-    while passes < NEWTON_MAX_PASSES:
-        nxt = (volume + s) / k
-        k2, s2, m2 = _below(c, nxt)
-        passes += 1
-        if k2 == k:                             # the covered set stopped changing: nxt is the level
-            return nxt, m2, passes
-        if k2 == 0:
-            break
-        k, s = k2, s2
-    g, t = water_level_select(c, volume, work)
-    return g, t, passes
+        if k == 0:                              # below every response: start from (V + sum c) / n >= gamma
+            total = 0.0
+            for j in range(n):
+                total += c[j]
+            k, s = count_below(c, (volume + total) / n)
+            passes += 2
+        while passes < NEWTON_MAX_PASSES and k > 0:
+            nxt = (volume + s) / k
+            k2, s2 = count_below(c, nxt)
+            passes += 1
+            if k2 == k:                         # the covered set stopped changing: nxt is the level
+                return nxt, nxt, k2, passes
+            k, s = k2, s2
+    g, top = water_level_select(c, volume, work)
+    bound = np.nextafter(top, math.inf)
+    k, _ = count_below(c, bound)
+    return g, bound, k, passes + 2
 
 
 @numba.njit(cache=True, nogil=True)
-def water_level_bias(c, y, volume):
-    """(gamma, b, k, pos_order, neg_order) for the problem with a bias: the level, the midpoint bias, the number k
-    of covered points in each class, and the class indices sorted by response (the covered ones are the first k
-    of each). The data must hold both classes."""
-    pos = np.flatnonzero(y > 0)
-    neg = np.flatnonzero(y <= 0)
-    pos_order = pos[np.argsort(c[pos], kind="mergesort")]
-    neg_order = neg[np.argsort(c[neg], kind="mergesort")]
-    a = c[pos_order]
-    d = c[neg_order]
-    m = min(a.shape[0], d.shape[0])
+def _bias_level(volume, m, n_pos, n_neg, c, pos_order, neg_order):
+    """The characterisation of notes-003 2.4 on the class responses read in sorted order (c[pos_order[r]]: the
+    r-th smallest positive response)."""
     if volume <= 0.0:
         k = 1
-        sigma = a[0] + d[0]
-        g_pos = a[0]
+        sigma = c[pos_order[0]] + c[neg_order[0]]
+        g_pos = c[pos_order[0]]
     else:
         A = 0.0
         D = 0.0
         k = 0
         while k < m:
-            A2 = A + a[k]
-            D2 = D + d[k]
-            if (k + 1) * (a[k] + d[k]) - A2 - D2 > volume:
+            ak = c[pos_order[k]]
+            dk = c[neg_order[k]]
+            A2 = A + ak
+            D2 = D + dk
+            if (k + 1) * (ak + dk) - A2 - D2 > volume:
                 break
             A, D = A2, D2
             k += 1
         sigma = (volume + A + D) / k
         # gamma+ (the positives' level in c units) may be anything in [lo, hi]; take the midpoint
-        a_next = a[k] if k < a.shape[0] else math.inf
-        d_next = d[k] if k < d.shape[0] else math.inf
-        lo = max(a[k - 1], sigma - d_next)
-        hi = min(a_next, sigma - d[k - 1])
+        a_next = c[pos_order[k]] if k < n_pos else math.inf
+        d_next = c[neg_order[k]] if k < n_neg else math.inf
+        lo = max(c[pos_order[k - 1]], sigma - d_next)
+        hi = min(a_next, sigma - c[neg_order[k - 1]])
         if lo == -math.inf or hi == math.inf:
             g_pos = hi if lo == -math.inf else lo
         else:
             g_pos = 0.5 * (lo + hi)
     g_neg = sigma - g_pos
     # positives are covered up to c + b = gamma, negatives up to c - b = gamma: gamma+ = gamma - b, gamma- = gamma + b
-    return 0.5 * sigma, 0.5 * (g_neg - g_pos), k, pos_order, neg_order
+    return 0.5 * sigma, 0.5 * (g_neg - g_pos), k
+
+
+@numba.njit(cache=True, nogil=True)
+def water_level_bias(c, y, volume):
+    """(gamma, b, k, pos_order, neg_order) for the problem with a bias, by sorting: the level, the midpoint bias,
+    the number k of covered points in each class, and the class indices sorted by response (the covered ones are
+    the first k of each). The data must hold both classes."""
+    pos = np.flatnonzero(y > 0)
+    neg = np.flatnonzero(y <= 0)
+    pos_order = pos[np.argsort(c[pos], kind="mergesort")]
+    neg_order = neg[np.argsort(c[neg], kind="mergesort")]
+    m = min(pos_order.shape[0], neg_order.shape[0])
+    g, b, k = _bias_level(volume, m, pos_order.shape[0], neg_order.shape[0], c, pos_order, neg_order)
+    return g, b, k, pos_order, neg_order
+
+
+@numba.njit(cache=True, nogil=True)
+def _resort(order, c, budget):
+    """Insertion-sort `order` by c (stable; in place), giving up after `budget` moves; returns whether it sorted."""
+    moves = 0
+    for r in range(1, order.shape[0]):
+        key = order[r]
+        v = c[key]
+        j = r - 1
+        while j >= 0 and c[order[j]] > v:
+            order[j + 1] = order[j]
+            j -= 1
+            moves += 1
+        order[j + 1] = key
+        if moves > budget:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def water_level_bias_ordered(c, volume, pos_order, neg_order):
+    """(gamma, b, k) as `water_level_bias`, keeping each class's order from the previous call (SBP's responses move
+    a little per step): an insertion sort over the nearly sorted order costs O(n + inversions); after 4 n moves it
+    falls back to a full sort. The orders are updated in place (the first k of each are the covered points)."""
+    for order in (pos_order, neg_order):
+        if not _resort(order, c, 4 * order.shape[0]):
+            sorted_ = order[np.argsort(c[order], kind="mergesort")]
+            order[:] = sorted_
+    m = min(pos_order.shape[0], neg_order.shape[0])
+    return _bias_level(volume, m, pos_order.shape[0], neg_order.shape[0], c, pos_order, neg_order)
