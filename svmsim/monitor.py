@@ -10,6 +10,7 @@ Exported series (Ray prefixes ``ray_`` and adds ``_total`` to counters):
     svmsim_objective{scenario}                gauge     objective at the last evaluation
     svmsim_rel_gap{scenario}                  gauge     certified relative duality gap
     svmsim_accuracy{scenario, split}          gauge     train / test accuracy
+    svmsim_node_work{scenario, quantity}      counter   node quantities the meter records (e.g. kernel_evaluations)
 
 Gossip runs on Ray export the counters as run totals (tag "all", role "all": their hosts' meters settle only
 totals at an evaluation point). Ray exports every `metrics_report_interval_ms` (10 s by default, at least 1 s):
@@ -23,7 +24,7 @@ import numpy as np
 __all__ = ["LiveMetrics", "METRIC_NAMES"]
 
 METRIC_NAMES = ("svmsim_messages", "svmsim_scalars", "svmsim_bytes", "svmsim_round", "svmsim_iteration",
-                "svmsim_objective", "svmsim_rel_gap", "svmsim_accuracy")
+                "svmsim_objective", "svmsim_rel_gap", "svmsim_accuracy", "svmsim_node_work")
 
 
 class LiveMetrics:
@@ -40,7 +41,10 @@ class LiveMetrics:
         self.objective = Gauge("svmsim_objective", description="objective", tag_keys=("scenario",))
         self.rel_gap = Gauge("svmsim_rel_gap", description="certified relative gap", tag_keys=("scenario",))
         self.accuracy = Gauge("svmsim_accuracy", description="accuracy", tag_keys=("scenario", "split"))
+        self.node_work = Counter("svmsim_node_work", description="work the nodes did (e.g. kernel evaluations)",
+                                 tag_keys=("scenario", "quantity"))
         self._sent: dict[tuple[str, str], np.ndarray] = {}
+        self._work: dict[str, float] = {}
 
     def update(self, meter, metrics: dict, deployment) -> None:
         """Export what changed since the last call (the meter's per-tag totals split by sender role)."""
@@ -63,6 +67,11 @@ class LiveMetrics:
         else:
             for tag, (m, s, b) in meter.by_tag.items():
                 totals[(tag, "all")] = np.array([m, s, b], dtype=float)
+        for quantity, total in meter.node_quantity_totals().items():
+            delta = float(total) - self._work.get(quantity, 0.0)
+            if delta > 0:
+                self.node_work.inc(delta, tags={"scenario": self.scenario, "quantity": quantity})
+            self._work[quantity] = float(total)
         self._export(totals, metrics)
 
     def update_totals(self, messages: int, scalars: int, bytes_: int, metrics: dict) -> None:

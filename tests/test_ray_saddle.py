@@ -117,6 +117,22 @@ def test_live_metrics_reach_the_prometheus_endpoint(ray_local, data_env):
               "stop": {"max_rounds": 10}, "output": {"progress": False}}
     g = svmsim.run(gossip, write=False)
     assert _wait_for_scalars(port, "metrics-gossip", g.ledger.totals["scalars"]) == g.ledger.totals["scalars"]
+    # node work (paper 003's kernel evaluations) is exported beside the messages
+    kernel = {"name": "metrics-kernel", "seed": 0, "data": {"name": "heart_scale"},
+              "engine": {"name": "ray", "actors": 2, "metrics": True},
+              "algorithm": {"name": "dsbp", "clients": 3, "nu": 0.05, "epochs": 1},
+              "stop": {"max_seconds": 300}, "output": {"eval_every": 50, "progress": False}}
+    k = svmsim.run(kernel, write=False)
+    want_work = k.final["kernel_evaluations"]
+    assert want_work == k.final["iteration"] * 270
+    def exported():
+        return [ln for ln in _scrape(port).splitlines() if ln.startswith("ray_svmsim_node_work_total")
+                and "metrics-kernel" in ln and "kernel_evaluations" in ln]
+
+    deadline = time.time() + 30
+    while time.time() < deadline and not (exported() and float(exported()[0].split()[-1]) >= want_work):
+        time.sleep(1)
+    assert exported() and float(exported()[0].split()[-1]) == want_work
     # the shipped Grafana dashboard only uses metric names svmsim exports
     dash = json.loads((Path(__file__).resolve().parents[1] / "dashboards" /
                        "svmsim_grafana_dashboard.json").read_text())

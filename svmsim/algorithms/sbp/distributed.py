@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 from pydantic import Field
 
@@ -158,8 +159,8 @@ class SBPServer(NodeProgram):
 @dataclass
 class _Clients:
     node_ids: np.ndarray
-    shards: list                 # per client: Responses over its points (averaged, with its test share)
-    evaluations: np.ndarray      # per client: evaluations counted up to the last report
+    shards: tuple                # per client: Responses over its points (averaged, with its test share)
+    evaluations: np.ndarray      # per client: evaluations counted so far (reported to the meter step by step)
     pending: dict = field(default_factory=dict)   # client position -> the index it was asked to sample
     last_tau: float = 0.0        # the level the last stats were taken at (the covered set is c < last_tau)
 
@@ -171,32 +172,33 @@ class SBPClient(NodeProgram):
         self.params = params
 
     def init(self, node_ids, node_data, seed):
-        shards = [responses(d["data"], self.params, d["y"], d["test"], averaged=True) for d in node_data]
+        shards = tuple(responses(d["data"], self.params, d["y"], d["test"], averaged=True) for d in node_data)
         return _Clients(frozen_ids(node_ids), shards, np.array([int(R.evaluations[0]) for R in shards]))
 
     def step(self, st: _Clients, inbox, round_):
         out = Outbox()
-        pos = {int(n): i for i, n in enumerate(st.node_ids)}
         tau = None
         if "update" in inbox:
-            b = inbox["update"]
-            p = b.row(0)
+            p = inbox["update"].row(0)
             q = _decode_row(p, 4, st.shards[0].data)
             eta, y_i, shrink, tau = float(p[0]), float(p[1]), float(p[2]), float(p[3])
-            for m, R in enumerate(st.shards):           # n/k kernel evaluations per client
-                apply_row(R, q, 0, y_i, st.pending.get(m, -1), eta, shrink)
+            owners = np.full(len(st.shards), -1, np.int64)
+            for m, i in st.pending.items():
+                owners[m] = i
+            done = np.zeros(len(st.shards), np.int64)
+            _apply_all(st.shards, q, y_i, owners, eta, shrink, done)      # n/k kernel evaluations per client
             st.pending = {}
+            out.signals = {"counts": {"kernel_evaluations": done}}
         if "trial" in inbox:
             tau = float(inbox["trial"].row(0)[0])
         if tau is not None:
             rows = np.empty((len(st.shards), 3))
-            for m, R in enumerate(st.shards):
-                k, below = count_below(R.c, tau)
-                rows[m] = (k, below, float(R.c.sum()))
+            _stats_all(st.shards, tau, rows)
             out.send(MessageBatch.gather("stats", st.node_ids, 0, rows))
+            st.last_tau = tau
         if "pick" in inbox:
             b = inbox["pick"]
-            m = pos[int(b.dst[0])]
+            m = int(np.flatnonzero(st.node_ids == b.dst[0])[0])
             R = st.shards[m]
             r = int(b.row(0)[0])
             covered = np.flatnonzero(R.c < st.last_tau)
@@ -204,18 +206,33 @@ class SBPClient(NodeProgram):
             st.pending = {m: i}
             head = (R.y[i], R.c[i], R.kdiag[i])
             out.send(MessageBatch.single("row", int(b.dst[0]), 0, _encode_row(R.data, i, head)))
-        if tau is not None:
-            st.last_tau = tau
-        now = np.array([int(R.evaluations[0]) for R in st.shards])
-        if (now != st.evaluations).any():
-            out.signals = {"counts": {"kernel_evaluations": now - st.evaluations}}
-            st.evaluations = now
         return st, out
 
     def observe(self, st: _Clients):
         return [{"coef": coef_now(R), "coef_total": coef_total(R), "c": R.c.copy(), "c_sum": R.c_sum.copy(),
                  "test_sum": R.test_sum.copy(), "test_evaluations": int(R.test_evaluations[0])}
                 for R in st.shards]
+
+
+@numba.njit(cache=True, nogil=True)
+def _apply_all(shards, q, y_i, owners, eta, shrink, done):
+    """Every client of the group applies the step (`responses.apply_row`); done[m]: its kernel evaluations."""
+    for m in range(len(shards)):
+        R = shards[m]
+        before = R.evaluations[0]
+        apply_row(R, q, 0, y_i, owners[m], eta, shrink)
+        done[m] = R.evaluations[0] - before
+
+
+@numba.njit(cache=True, nogil=True)
+def _stats_all(shards, tau, rows):
+    """Each client's stats at the trial level tau: #{c < tau}, sum{c < tau}, sum c."""
+    for m in range(len(shards)):
+        c = shards[m].c
+        k, below = count_below(c, tau)
+        rows[m, 0] = k
+        rows[m, 1] = below
+        rows[m, 2] = c.sum()
 
 
 class _Evaluation:

@@ -105,7 +105,11 @@ def scale_sigma2(X) -> float:
 
 
 def evaluation_points(total: int, count: int, first: int | None = None) -> np.ndarray:
-    """`count` iteration counts, log-spaced from `first` (default total/1000, at least 1) up to `total`."""
+    """`count` iteration counts, log-spaced from `first` (default total/1000, at least 1) up to `total` (always the
+    last; one point: `total` alone)."""
+    if count <= 1:
+        return np.array([total], np.int64)
     first = max(1, min(total, first if first is not None else total // 1000))
-    pts = np.unique(np.round(np.geomspace(first, total, max(count, 1))).astype(np.int64))
+    pts = np.unique(np.round(np.geomspace(first, total, count)).astype(np.int64))
+    pts[-1] = total
     return pts[pts >= 1]
