@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["LiveMetrics", "METRIC_NAMES"]
+__all__ = ["METRIC_NAMES", "LiveMetrics"]
 
 METRIC_NAMES = ("svmsim_messages", "svmsim_scalars", "svmsim_bytes", "svmsim_round", "svmsim_iteration",
                 "svmsim_objective", "svmsim_rel_gap", "svmsim_accuracy", "svmsim_node_work")

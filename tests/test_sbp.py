@@ -154,6 +154,11 @@ def test_scenario_runs_report_kernel_evaluations_and_repeat_bit_for_bit():
     ({"name": "sbp", "sigma2": 0.0}, "sigma2"),
     ({"name": "sbp", "sigma2": -1.0}, "sigma2"),
     ({"name": "sbp", "nu": -0.5}, "nu"),
+    ({"name": "sbp", "nu": 1.5}, "nu"),
+    ({"name": "dsbp", "nu": 2.0}, "nu"),
+    ({"name": "sbp", "nu": "half"}, "nu"),
+    ({"name": "sbp", "sigma2": "wide"}, "sigma2"),
+    ({"name": "kernel-sdca", "epochs": 0}, "epochs"),
     ({"name": "kernel-pegasos", "kernel": "polynomial", "gamma": 0.0}, "gamma"),
     ({"name": "rff", "kernel": "linear"}, "gaussian"),
 ])
@@ -243,3 +248,31 @@ def test_distributed_sbp_refuses_what_it_cannot_do():
         svmsim.run(_scenario({"name": "dsbp", "bias": True, "nu": 0.1}), write=False, progress=False)
     with pytest.raises(InfeasibleParameterError, match="nu > 0"):
         svmsim.run(_scenario({"name": "dsbp", "nu": 0.0}), write=False, progress=False)
+
+
+def test_bad_input_exits_with_status_2_and_one_message(tmp_path):
+    """Through the command line: a kernel parameter <= 0 or nu outside [0, 1] is one readable error, exit 2, and no
+    run directory."""
+    import subprocess
+    import sys
+
+    for key, value in (("sigma2", "0"), ("nu", "3")):
+        path = tmp_path / f"bad_{key}.toml"
+        path.write_text(f'name = "bad"\n[data]\nname = "iris"\n[algorithm]\nname = "sbp"\n{key} = {value}\n'
+                        f'[stop]\nmax_seconds = 10\n[output]\ndir = "{tmp_path / "runs"}"\n')
+        proc = subprocess.run([sys.executable, "-m", "svmsim.cli", "run", str(path)], capture_output=True, text=True)
+        assert proc.returncode == 2, proc.stderr
+        assert key in proc.stderr and "allowed" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_mnist_shaped_data_are_pixel_images_with_few_positives():
+    from svmsim.data import make_dataset
+
+    ds = make_dataset({"name": "synthetic", "kind": "mnist_shaped", "n": 2000, "d": 784})
+    assert ds.X.shape == (2000, 784) and ds.X.min() >= 0 and ds.X.max() <= 1
+    assert 0.05 < np.mean(ds.y > 0) < 0.2
+    assert 0.5 < np.mean(ds.X == 0) < 0.95
+    with pytest.raises(ScenarioError, match="square"):
+        make_dataset({"name": "synthetic", "kind": "mnist_shaped", "n": 100, "d": 50})

@@ -13,7 +13,7 @@ import time
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ...core.streams import STREAM_PROGRAM, stream_keys
 from ...deployment import SingleMachineRun
@@ -49,10 +49,19 @@ class SBPParams(KernelParamsModel):
     """``[algorithm]`` keys of sbp."""
 
     nu: float | Literal["auto"] = Field(
-        "auto", description="the slack budget nu of (2.3) (water volume n nu; >= 0); auto: L(w*)/||w*|| of the "
-                            "certified no-bias solution at lam (notes-003 1.3; up to 20 000 points); a9a: 1.10e-2 "
-                            "(paper 003's Table 2, Adult)")
+        "auto", description="the slack budget nu of (2.3), in [0, 1] (water volume n nu; 0: the separable form "
+                            "(3.2)); auto: L(w*)/||w*|| of the certified no-bias solution at lam (notes-003 1.3; up "
+                            "to 20 000 points); a9a: 1.10e-2 (paper 003's Table 2, Adult)")
     bias: bool = Field(False, description="an unregularised bias (section 3.6, Algorithm 3 corrected)")
+
+    @field_validator("nu")
+    @classmethod
+    def _nu_range(cls, value):
+        if value != "auto" and not (0.0 <= value <= 1.0):
+            raise ValueError(f"nu = {value!r} is out of range; allowed: a number in [0, 1] (the average slack at "
+                             "||w|| <= 1; with K <= 1 every response lies in [-1, 1], so nu >= 1 covers every point "
+                             "and SBP returns the mean classifier) or 'auto'")
+        return value
 
 
 class PegasosParams(KernelParamsModel):
@@ -75,8 +84,8 @@ def resolve_nu(nu, kp: KernelProblem, seed: int = 0) -> tuple[float, NoBiasSolut
         ref = nu_from_lambda(kp.data, kp.kernel, kp.y, kp.lam, seed=seed)
         return ref.nu, ref
     nu = float(nu)
-    if not (nu >= 0 and math.isfinite(nu)):
-        raise InfeasibleParameterError(f"nu = {nu!r} is not allowed; allowed: a finite number >= 0 (the slack "
+    if not (0.0 <= nu <= 1.0):
+        raise InfeasibleParameterError(f"nu = {nu!r} is not allowed; allowed: a number in [0, 1] (the slack "
                                        "budget of (2.3), e.g. 1.10e-2 for a9a) or 'auto'")
     return nu, None
 

@@ -98,8 +98,8 @@ class SBPClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(str(exc)) from None
         else:
             nu = float(self.nu)
-            if not (nu >= 0 and math.isfinite(nu)):
-                raise ValueError(f"nu={self.nu!r} must be a finite number >= 0 or 'auto'")
+            if not (0.0 <= nu <= 1.0):
+                raise ValueError(f"nu={self.nu!r} must be a number in [0, 1] or 'auto'")
         seed = 0 if self.random_state is None else int(self.random_state)
         R = responses(data, params, yy, averaged=True)
         S = sbp_scalars(R.kdiag, yy, nu, bool(self.fit_intercept), stream_keys(seed, STREAM_PROGRAM, 1)[0])
