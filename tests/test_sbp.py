@@ -260,7 +260,8 @@ def test_bad_input_exits_with_status_2_and_one_message(tmp_path):
         path = tmp_path / f"bad_{key}.toml"
         path.write_text(f'name = "bad"\n[data]\nname = "iris"\n[algorithm]\nname = "sbp"\n{key} = {value}\n'
                         f'[stop]\nmax_seconds = 10\n[output]\ndir = "{tmp_path / "runs"}"\n')
-        proc = subprocess.run([sys.executable, "-m", "svmsim.cli", "run", str(path)], capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-m", "svmsim.cli", "run", str(path)], capture_output=True, text=True,
+                              check=False)
         assert proc.returncode == 2, proc.stderr
         assert key in proc.stderr and "allowed" in proc.stderr
         assert "Traceback" not in proc.stderr
