@@ -339,3 +339,18 @@ def test_a_warm_bias_projection_with_no_kink_in_its_bracket_is_still_exact():
     out = np.empty(4)
     nu = project_bias(m, y, 0.25, out, np.full(4, 0.25), np.empty(4, np.int64), np.empty(8), 0.075)
     assert nu == pytest.approx(0.0625) and abs(y @ out) < 1e-15
+
+
+def test_band_certificate_is_refused_where_it_does_not_apply(data_env):
+    import pytest as _pytest
+
+    from svmsim.errors import InfeasibleParameterError
+
+    with _pytest.raises(InfeasibleParameterError, match="band_certificate"):
+        run({"name": "t", "data": {"name": "heart_scale"}, "algorithm": {"name": "pragam-b", "lam": 1e-2,
+                                                                          "band_certificate": True},
+             "stop": {"max_iterations": 5}}, write=False, progress=False)
+    with _pytest.raises(InfeasibleParameterError, match="band_certificate"):
+        run({"name": "t", "data": {"name": "synthetic", "kind": "bmrm_lower_bound", "d": 16},
+             "algorithm": {"name": "pragam", "lam": 1.0, "band_certificate": True},
+             "stop": {"max_iterations": 5}}, write=False, progress=False)

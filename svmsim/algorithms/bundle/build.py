@@ -157,6 +157,11 @@ class Evaluator:
 
 
 def _check(name: str, params: BundleParams, ds, risk: str, bias: bool) -> None:
+    if params.band_certificate and (bias or risk != "hinge"):
+        raise InfeasibleParameterError(
+            f"band_certificate = true bounds the hinge-loss SVM without a bias from its margin band; {name} "
+            f"{'has a bias' if bias else 'runs on the lower-bound instance'}; allowed: band_certificate = false "
+            "here, or pragam / ls-bmrm / qp-bmrm on a labelled data set")
     if risk == "max_of_planes":
         if name not in ("pragam", "ls-bmrm", "qp-bmrm"):
             raise InfeasibleParameterError(f"{name} does not run on the lower-bound instance; allowed: pragam, "
