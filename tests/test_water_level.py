@@ -9,8 +9,9 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from svmsim.algorithms.sbp.water import (
+    pick_lowest,
     water_level_bias,
-    water_level_bias_ordered,
+    water_level_bias_select,
     water_level_newton,
     water_level_select,
     water_level_sorted,
@@ -154,9 +155,12 @@ def test_bias_level_matches_the_linear_program_and_b_is_optimal():
         assert 1 <= k <= min(pos.shape[0], neg.shape[0])
         assert (y[pos] > 0).all() and (y[neg] < 0).all()
         assert (np.diff(c[pos]) >= 0).all() and (np.diff(c[neg]) >= 0).all()
-        # the kept-order form gives the same level and bias from any previous order
-        rng = np.random.default_rng(k)
-        pos2, neg2 = rng.permutation(pos), rng.permutation(neg)
-        g2, b2, k2 = water_level_bias_ordered(c, vol, pos2, neg2)
-        assert (g2, b2, k2) == (g, b, k)
-        assert (np.diff(c[pos2]) >= 0).all() and (np.diff(c[neg2]) >= 0).all()
+        # the selection form gives the same level, bias and covered sets from any guess of k
+        guess = int(np.random.default_rng(k).integers(1, 30))
+        g2, b2, k2, a_k, d_k = water_level_bias_select(c, vol, np.sort(pos), np.sort(neg), guess,
+                                                         np.full(4, np.nan))
+        assert k2 == k and _close(g2, g, scale) and _close(b2, b, scale)
+        assert a_k == c[pos[k - 1]] and d_k == c[neg[k - 1]]
+        for side, kth in ((pos, a_k), (neg, d_k)):
+            picked = {pick_lowest(c, np.sort(side), k, kth, (r + 0.5) / k) for r in range(k)}
+            assert picked == set(side[:k].tolist())          # the stable sort's k lowest, each once

@@ -5,8 +5,8 @@
   notes-003 gotcha 2); ||w||^2 <- ||w||^2 + 2 eta c_i + eta^2 K_ii (the
   response before the update; section 3.3 writes ||w|| for ||w||^2, gotcha 1); one kernel row; the projection onto
   the unit ball rescales coef and c; the running sums give the averaged iterate (t = 1..T; T0 is unused, gotcha 3).
-* SBP with a bias (section 3.6, Algorithm 3 corrected: `water.water_level_bias_ordered`, each class's order kept
-  from step to step): i uniform among the 2k covered points (mass 1/2 per class: notes-003 2.4 option (a), one row
+* SBP with a bias (section 3.6, Algorithm 3 corrected: `water.water_level_bias_select`, by selection around the
+  last step's count): i uniform among the 2k covered points (mass 1/2 per class: notes-003 2.4 option (a), one row
   per iteration).
 * kernel Pegasos (Shalev-Shwartz et al.; notes-003 section 3): i uniform; eta_t = 1/(lam t);
   w <- (1 - 1/t) w + eta_t y_i Phi(x_i) [y_i f(x_i) < 1]; then onto the ball of radius 1/sqrt(lam). A step with no
@@ -27,7 +27,7 @@ import numpy as np
 
 from ...core.streams import counter_uniform
 from .responses import add_row, renormalise
-from .water import water_level_bias_ordered, water_level_newton
+from .water import pick_lowest, water_level_bias_select, water_level_newton
 
 __all__ = [
     "PEGASOS",
@@ -50,8 +50,10 @@ class SBPScalars(NamedTuple):
     r2: np.ndarray         # ||w||^2
     level: np.ndarray      # the last water level (the next warm start)
     passes: np.ndarray     # water-level passes over the responses, in all
-    pos_order: np.ndarray  # with a bias: each class's indices by response, kept from step to step
+    pos_order: np.ndarray  # with a bias: each class's indices
     neg_order: np.ndarray
+    k_last: np.ndarray     # with a bias: the last step's covered count (the next guess)
+    brackets: np.ndarray   # with a bias: the last values that bracketed the window of ranks in each class
     eta0: float
     volume: float          # n nu
     bias: bool
@@ -63,7 +65,8 @@ def sbp_scalars(kdiag: np.ndarray, y: np.ndarray, nu: float, bias: bool, key) ->
     pos = np.flatnonzero(y > 0) if bias else np.zeros(0, np.int64)
     neg = np.flatnonzero(y <= 0) if bias else np.zeros(0, np.int64)
     return SBPScalars(np.zeros(1, np.int64), np.zeros(1), np.zeros(1),
-                      np.zeros(1, np.int64), pos.astype(np.int64), neg.astype(np.int64),
+                      np.zeros(1, np.int64), pos.astype(np.int64), neg.astype(np.int64), np.ones(1, np.int64),
+                      np.full(4, np.nan),
                       1.0 / math.sqrt(float(kdiag.max())), float(n * nu), bool(bias), np.uint64(key))
 
 
@@ -98,10 +101,13 @@ def sbp_iterations(R, S, iterations, work):
         t = S.t[0] + 1
         eta = S.eta0 / math.sqrt(t)
         if S.bias:
-            g, _, k = water_level_bias_ordered(R.c, S.volume, S.pos_order, S.neg_order)
+            g, _, k, a_k, d_k = water_level_bias_select(R.c, S.volume, S.pos_order, S.neg_order, S.k_last[0],
+                                                        S.brackets)
             S.passes[0] += 1
-            side = S.pos_order if counter_uniform(S.key, 2 * t) < 0.5 else S.neg_order
-            i = side[min(int(counter_uniform(S.key, 2 * t + 1) * k), k - 1)]
+            S.k_last[0] = k
+            positive = counter_uniform(S.key, 2 * t) < 0.5
+            i = pick_lowest(R.c, S.pos_order if positive else S.neg_order, k, a_k if positive else d_k,
+                            counter_uniform(S.key, 2 * t + 1))
         else:
             g, bound, k, passes = water_level_newton(R.c, S.volume, S.level[0], work)
             S.passes[0] += passes

@@ -14,7 +14,8 @@ among ``{j : c_j <= top}``, exactly the k covered ones: ties at `top` are all co
                          soon as the count stops changing (notes-003 2.3); the form the distributed SBP runs in rounds.
 
 With an unregularised bias (section 3.6, Figure 4; Algorithm 3 is corrupted as printed, notes-003 2.4),
-`water_level_bias` fills two basins, positives at c_i + b and negatives at c_i - b, to one level: from the sorted
+`water_level_bias` (by sorting; `water_level_bias_select` by selection around a guess of k, SBP's hot path) fills
+two basins, positives at c_i + b and negatives at c_i - b, to one level: from the sorted
 class responses, the largest k <= min(n+, n-) with W(k) = k (a_k + d_k) - A_k - D_k <= V gives
 gamma = (V + A_k + D_k) / (2k); b is the midpoint of its optimal interval (b is not unique; gamma is).
 """
@@ -202,31 +203,124 @@ def water_level_bias(c, y, volume):
 
 
 @numba.njit(cache=True, nogil=True)
-def _resort(order, c, budget):
-    """Insertion-sort `order` by c (stable; in place), giving up after `budget` moves; returns whether it sorted."""
-    moves = 0
-    for r in range(1, order.shape[0]):
-        key = order[r]
-        v = c[key]
-        j = r - 1
-        while j >= 0 and c[order[j]] > v:
-            order[j + 1] = order[j]
-            j -= 1
-            moves += 1
-        order[j + 1] = key
-        if moves > budget:
-            return False
-    return True
+def _threshold(values, want_lo, want_hi, guess, vmin, vmax, upper):
+    """(t, #{values < t}, sum of them) with want_lo <= # <= want_hi, found by interpolation on the empirical CDF
+    (vectorised counting passes, `count_below`) from `guess`. When ties make that window unreachable, the side that
+    keeps the caller's bracket valid: a larger count when `upper`, else a smaller one."""
+    lo_t, lo_k, lo_s = vmin, 0, 0.0
+    hi_t = np.nextafter(vmax, math.inf)
+    hi_k, hi_s = count_below(values, hi_t)
+    t = guess if vmin < guess < hi_t else 0.5 * (vmin + hi_t)
+    want = 0.5 * (want_lo + want_hi)
+    for _ in range(200):
+        k, s = count_below(values, t)
+        if want_lo <= k <= want_hi:
+            return t, k, s
+        if k < want_lo:
+            lo_t, lo_k, lo_s = t, k, s
+        else:
+            hi_t, hi_k, hi_s = t, k, s
+        if np.nextafter(lo_t, math.inf) >= hi_t:      # no value between: a run of ties straddles the window
+            break
+        nxt = lo_t + (hi_t - lo_t) * (want - lo_k) / (hi_k - lo_k)
+        if not lo_t < nxt < hi_t:
+            nxt = 0.5 * (lo_t + hi_t)
+        t = nxt
+    return (hi_t, hi_k, hi_s) if upper else (lo_t, lo_k, lo_s)
 
 
 @numba.njit(cache=True, nogil=True)
-def water_level_bias_ordered(c, volume, pos_order, neg_order):
-    """(gamma, b, k) as `water_level_bias`, keeping each class's order from the previous call (SBP's responses move
-    a little per step): an insertion sort over the nearly sorted order costs O(n + inversions); after 4 n moves it
-    falls back to a full sort. The orders are updated in place (the first k of each are the covered points)."""
-    for order in (pos_order, neg_order):
-        if not _resort(order, c, 4 * order.shape[0]):
-            sorted_ = order[np.argsort(c[order], kind="mergesort")]
-            order[:] = sorted_
-    m = min(pos_order.shape[0], neg_order.shape[0])
-    return _bias_level(volume, m, pos_order.shape[0], neg_order.shape[0], c, pos_order, neg_order)
+def _window(values, lo, hi, guesses, slot):
+    """(sum of the lo - 1 smallest, the values of ranks lo..hi ascending) of `values` (1-based ranks, hi <= n):
+    two thresholds bracket ranks lo..hi (counting passes, warm-started from guesses[slot], guesses[slot + 1], which
+    are updated), one pass collects the values between them, and only those are sorted."""
+    vmin, vmax = values.min(), values.max()
+    slack = max(8, (hi - lo + 1) // 2)
+    t1, k1, s1 = _threshold(values, max(0, lo - 1 - slack), lo - 1, guesses[slot], vmin, vmax, False)
+    t2, k2, _ = _threshold(values, hi, min(values.shape[0], hi + slack), guesses[slot + 1], vmin, vmax, True)
+    guesses[slot], guesses[slot + 1] = t1, t2
+    between = np.empty(k2 - k1)
+    j = 0
+    for q in range(values.shape[0]):
+        v = values[q]
+        if t1 <= v < t2:
+            between[j] = v
+            j += 1
+    between = np.sort(between[:j])
+    below = s1
+    for r in range(lo - 1 - k1):
+        below += between[r]
+    return below, between[lo - 1 - k1:hi - k1]
+
+
+@numba.njit(cache=True, nogil=True)
+def water_level_bias_select(c, volume, pos, neg, k_guess, guesses):
+    """(gamma, b, k, a_k, d_k) as `water_level_bias`, by selection around a guess of k (SBP: the last step's k):
+    counting passes find values that bracket the ranks of a window around the guess in each class, and only the
+    values between them are sorted, instead of both classes; the window grows until it holds the answer. `pos`,
+    `neg`: the class indices; `guesses` (4,): the brackets' values, kept from call to call as warm starts. The
+    covered points of a class are its k lowest (ties at a_k, d_k broken by index, as the stable sort of
+    `water_level_bias` does)."""
+    a_all = c[pos]
+    d_all = c[neg]
+    n_pos, n_neg = a_all.shape[0], d_all.shape[0]
+    m = min(n_pos, n_neg)
+    if volume <= 0.0:
+        a1, d1 = a_all.min(), d_all.min()
+        return 0.5 * (a1 + d1), 0.5 * (d1 - a1), 1, a1, d1
+    width = 16
+    k0 = min(max(k_guess, 1), m)
+    while True:
+        lo = max(1, k0 - width)
+        hi = min(m, k0 + width)
+        a_below, a_win = _window(a_all, lo, min(n_pos, hi + 1), guesses, 0)
+        d_below, d_win = _window(d_all, lo, min(n_neg, hi + 1), guesses, 2)
+        A, D = a_below, d_below
+        k = 0
+        for r in range(lo, hi + 1):                 # W(r) = r (a_r + d_r) - A_r - D_r, non-decreasing in r
+            ar, dr = a_win[r - lo], d_win[r - lo]
+            if r * (ar + dr) - (A + ar) - (D + dr) > volume:
+                break
+            A += ar
+            D += dr
+            k = r
+        if (k == 0 and lo > 1) or (k == hi and hi < m):
+            width *= 4                              # the answer lies outside the window
+            continue
+        if k == 0:                                  # W(1) = 0 <= V always: not reached
+            k = 1
+            A, D = a_win[0], d_win[0]
+        sigma = (volume + A + D) / k
+        ak, dk = a_win[k - lo], d_win[k - lo]
+        a_next = a_win[k + 1 - lo] if k < n_pos else math.inf
+        d_next = d_win[k + 1 - lo] if k < n_neg else math.inf
+        lo_pos = max(ak, sigma - d_next)
+        hi_pos = min(a_next, sigma - dk)
+        if lo_pos == -math.inf or hi_pos == math.inf:
+            g_pos = hi_pos if lo_pos == -math.inf else lo_pos
+        else:
+            g_pos = 0.5 * (lo_pos + hi_pos)
+        g_neg = sigma - g_pos
+        return 0.5 * sigma, 0.5 * (g_neg - g_pos), k, ak, dk
+
+
+@numba.njit(cache=True, nogil=True)
+def pick_lowest(c, idx, k, kth, u):
+    """The floor(u k)-th, in index order, of the k lowest of c[idx] (all below `kth`, the k-th value, then the ties at
+    it by index: the set the stable sort gives)."""
+    below = 0
+    for j in range(idx.shape[0]):
+        below += c[idx[j]] < kth
+    ties = k - below
+    r = min(int(u * k), k - 1)
+    for j in range(idx.shape[0]):
+        v = c[idx[j]]
+        take = v < kth
+        if not take and v == kth and ties > 0:
+            ties -= 1
+            take = True
+        if take:
+            if r == 0:
+                return idx[j]
+            r -= 1
+    return -1
