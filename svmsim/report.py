@@ -277,12 +277,15 @@ def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "co
         else:
             ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
         ax.set_ylabel(y)
-        ax.set_title(", ".join(f"{k}={v}" for k, v in key) or title, fontsize=9)
+        ax.set_title(", ".join(f"{k}={v}" for k, v in key) or ("" if trials else title), fontsize=9)
         ax.legend(fontsize=7, loc="best")
     for ax in axes.ravel()[len(keys):]:
         ax.set_visible(False)
     if len(keys) > 1 or trials:                  # one panel already carries the title
-        fig.suptitle(title + (f" (band: min to max over {trials})" if trials else ""), fontsize=10)
+        import textwrap
+
+        full = f"{title}: {y} against {x}" + (f" (band: min to max over {trials})" if trials else "")
+        fig.suptitle("\n".join(textwrap.wrap(full, 48 * min(3, len(keys)) + 20)), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

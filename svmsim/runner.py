@@ -376,13 +376,22 @@ def _json_default(o: Any):
     return str(o)
 
 
+def _cell(v: Any) -> str:
+    """One metrics.csv cell: numbers as Python writes them (a NumPy scalar as its plain value), None empty."""
+    if v is None:
+        return ""
+    if isinstance(v, np.generic):
+        v = v.item()
+    return repr(v)
+
+
 def _write_outputs(tmp: Path, result: RunResult, bound: dict | None, comm_unit) -> None:
     (tmp / "scenario.resolved.toml").write_text(result.scenario.to_toml())
     cols = list(METRIC_COLUMNS) + sorted({k for r in result.metrics for k in r} - set(METRIC_COLUMNS))
     with open(tmp / "metrics.csv", "w") as f:
         f.write(",".join(cols) + "\n")
         for r in result.metrics:
-            f.write(",".join("" if r.get(c) is None else repr(r.get(c)) for c in cols) + "\n")
+            f.write(",".join(_cell(r.get(c)) for c in cols) + "\n")
     if result.ledger is not None:
         result.ledger.save(tmp)
     arrays = {k: np.asarray(v) for k, v in result.model.items() if isinstance(v, (np.ndarray, float, int))}

@@ -715,6 +715,8 @@ def _csv(v: Any) -> str:
         return ""
     if isinstance(v, str):
         return '"' + v.replace('"', '""') + '"' if ("," in v or '"' in v) else v
+    if isinstance(v, np.generic):
+        v = v.item()
     return repr(v) if isinstance(v, float) else str(v)
 
 

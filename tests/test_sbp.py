@@ -277,3 +277,14 @@ def test_mnist_shaped_data_are_pixel_images_with_few_positives():
     assert 0.5 < np.mean(ds.X == 0) < 0.95
     with pytest.raises(ScenarioError, match="square"):
         make_dataset({"name": "synthetic", "kind": "mnist_shaped", "n": 100, "d": 50})
+
+
+def test_metrics_csv_holds_plain_numbers(tmp_path):
+    """Every cell of metrics.csv and sweep.csv parses as a number or is text (a NumPy scalar is written as its value,
+    not as 'np.float64(...)')."""
+    r = svmsim.run(_scenario({"name": "sbp", "epochs": 1, "eval_points": 3}), out_dir=tmp_path / "run",
+                   progress=False)
+    text = (tmp_path / "run" / "metrics.csv").read_text()
+    assert "np." not in text
+    assert r.final["rel_primal"] == float(text.splitlines()[-1].split(",")[
+        text.splitlines()[0].split(",").index("rel_primal")])

@@ -114,7 +114,7 @@ def model_metrics(kp: KernelProblem, coef: np.ndarray, c: np.ndarray, test: np.n
     out = {"objective": objective, "norm": math.sqrt(w2), "hinge": hinge,
            "train_accuracy": float(np.mean(margins > 0)), "support": int(np.count_nonzero(coef))}
     if reference is not None:
-        best = kp.lam * reference.primal
+        best = float(kp.lam * reference.primal)
         out["primal_error"] = objective - best
         out["rel_primal"] = (objective - best) / best
     if test is not None and kp.y_test is not None:
