@@ -127,3 +127,56 @@ def test_a_valid_scenario_round_trips_through_its_resolved_form(alg, n, d, k, la
        signs=st.lists(st.booleans(), min_size=2, max_size=300))
 def test_the_bias_projection_many_examples(values, signs):
     test_the_bias_projection_is_the_projection_for_any_targets_with_ties.hypothesis.inner_test(values, signs, False)
+
+
+@FAST
+@given(values=st.lists(st.sampled_from([0.01, 0.1, 0.1, 0.5, 1.0, 1.0, 3.0, 7.5]), min_size=2, max_size=50),
+       cap_frac=st.floats(0.0, 1.0), warm=st.floats(0.5, 4.0))
+def test_the_capped_simplex_projection_is_the_kl_projection_for_any_weights_with_ties(values, cap_frac, warm):
+    """Paper 000's nu-projection: p = min(cap, c q) with one multiplier c is the KL projection onto {p >= 0,
+    sum p = 1, p <= cap} (its KKT conditions); Rule 2 (sort), Newton from c = 1 and Newton warm-started agree."""
+    from svmsim.algorithms.saddle import projection as K
+
+    pr = np.array(values)
+    m = pr.shape[0]
+    cap = 1.0 / m + cap_frac * (1.0 - 1.0 / m)
+    mult = 1.0 / pr.sum()
+    c_sort = K.sort_multiplier(pr, 0, m, mult, cap)
+    c_newton, _ = K.cap_multiplier(pr, 0, m, mult, cap, 1.0, m + 2)
+    c_warm, _ = K.cap_multiplier(pr, 0, m, mult, cap, warm * c_sort, m + 2)
+    p = np.minimum(cap, c_sort * mult * pr)
+    assert p.sum() == pytest.approx(1.0, abs=1e-12)
+    assert (p >= 0).all() and p.max() <= cap * (1 + 1e-12)
+    # KKT of min KL(p || q): log(p_j / q_j) is one constant on the uncapped entries, at least it on the capped ones
+    free = p < cap * (1 - 1e-12)
+    ratio = np.log(p / (mult * pr))
+    if free.any():
+        assert np.ptp(ratio[free]) <= 1e-9
+        assert (ratio[~free] <= ratio[free].max() + 1e-9).all()
+    for c in (c_newton, c_warm):
+        assert np.minimum(cap, c * mult * pr) == pytest.approx(p, abs=1e-12)
+
+
+@FAST
+@given(values=st.lists(st.sampled_from([-2.0, -1.0, -1.0, 0.0, 0.0, 0.3, 1.0, 4.0]), min_size=1, max_size=40),
+       volume=st.sampled_from([0.0, 1e-9, 0.5, 3.0, 1e3]), start=st.floats(-5.0, 5.0))
+def test_the_water_level_holds_its_volume_for_any_responses_with_ties(values, volume, start):
+    """Paper 003's water level, three ways: the level holds exactly the volume V (sum (gamma - c)_+ = V; the minimum
+    when V = 0) and the covered set is the points below it."""
+    from svmsim.algorithms.sbp.water import (
+        water_level_newton,
+        water_level_select,
+        water_level_sorted,
+    )
+
+    c = np.array(values)
+    g, top = water_level_sorted(c, volume)
+    g_sel, _ = water_level_select(c, volume, np.empty_like(c))
+    g_new, bound, count, _ = water_level_newton(c, volume, start, np.empty_like(c))
+    scale = 1.0 + np.abs(c).max() + volume
+    assert abs(g_sel - g) <= 1e-12 * scale and abs(g_new - g) <= 1e-12 * scale
+    if volume > 0:
+        assert np.maximum(g - c, 0.0).sum() == pytest.approx(volume, rel=1e-9, abs=1e-12 * scale)
+    else:
+        assert g == c.min()
+    assert top <= g + 1e-12 * scale and count == int((c < bound).sum()) >= 1

@@ -136,7 +136,7 @@ def _scenario(algorithm: dict, data=None, **stop):
 
 
 def test_scenario_runs_report_kernel_evaluations_and_repeat_bit_for_bit():
-    sc = _scenario({"name": "sbp", "epochs": 3, "eval_points": 6})
+    sc = _scenario({"name": "sbp", "epochs": 8, "eval_points": 6})
     a = svmsim.run(sc, write=False, progress=False)
     b = svmsim.run(sc, write=False, progress=False)
     assert [m["objective"] for m in a.metrics] == [m["objective"] for m in b.metrics]
@@ -274,7 +274,7 @@ def test_mnist_shaped_data_are_pixel_images_with_few_positives():
     ds = make_dataset({"name": "synthetic", "kind": "mnist_shaped", "n": 2000, "d": 784})
     assert ds.X.shape == (2000, 784) and ds.X.min() >= 0 and ds.X.max() <= 1
     assert 0.05 < np.mean(ds.y > 0) < 0.2
-    assert 0.5 < np.mean(ds.X == 0) < 0.95
+    assert 0.3 < np.mean(ds.X == 0) < 0.95
     with pytest.raises(ScenarioError, match="square"):
         make_dataset({"name": "synthetic", "kind": "mnist_shaped", "n": 100, "d": 50})
 

@@ -191,14 +191,15 @@ def make_bmrm_lower_bound(d: int = 64, zero_plane: bool = True, seed: int = 0, r
     return (X, y, info) if return_info else (X, y)
 
 
-def make_mnist_shaped(n: int, d: int = 784, positive_class: int = 8, noise: float = 0.1, seed: int = 0,
+def make_mnist_shaped(n: int, d: int = 784, positive_class: int = 8, noise: float = 0.3, seed: int = 0,
                       return_info: bool = False):
     """A stand-in for MNIST "8 vs. rest" (paper 003's MNIST task; the real set is not available here): dense
-    ``(n, d)`` images with ``d`` a square (28 x 28 by default), pixels in [0, 1] and about 80% of them zero.
+    ``(n, d)`` images with ``d`` a square (28 x 28 by default), pixels in [0, 1] and about half of them zero.
 
-    Ten classes, drawn uniformly: each has a prototype image (a few Gaussian strokes on the grid) and four
-    deformation images; a sample is its class prototype plus a random combination of the deformations plus pixel
-    noise, clipped to [0, 1], with faint pixels (< 0.1) set to zero. Label +1 for `positive_class` (about 10%:
+    Ten classes, drawn uniformly: each has a prototype image (three or four strokes from a pool of twelve shared by
+    all classes, as digits share strokes) and six deformation images; a sample is its prototype at a random
+    intensity plus a random combination of the deformations plus pixel noise, clipped to [0, 1], with faint pixels
+    (< 0.1) set to zero. Label +1 for `positive_class` (about 10%:
     imbalanced, like "8 vs. rest"), -1 for the other nine. The classes overlap through the deformations, so a
     kernel separates them better than a plane."""
     n, d = _check_size(n, d)
@@ -219,10 +220,14 @@ def make_mnist_shaped(n: int, d: int = 784, positive_class: int = 8, noise: floa
             img += np.exp(-((grid - centre) ** 2).sum(axis=1) / (2 * width * width))
         return img / img.max()
 
-    protos = np.stack([strokes(int(rng.integers(3, 6))) for _ in range(10)])
-    deform = np.stack([[strokes(2) - strokes(2) for _ in range(4)] for _ in range(10)])
+    pool = np.stack([strokes(1) for _ in range(12)])        # digits share strokes, so classes overlap
+    protos = np.stack([pool[rng.choice(12, size=int(rng.integers(3, 5)), replace=False)].sum(axis=0)
+                       for _ in range(10)])
+    protos /= protos.max(axis=1, keepdims=True)
+    deform = np.stack([[strokes(2) - strokes(2) for _ in range(6)] for _ in range(10)])
     cls = rng.integers(0, 10, size=n)
-    X = protos[cls] + np.einsum("nk,nkd->nd", rng.normal(0.0, 0.5, size=(n, 4)), deform[cls])
+    X = protos[cls] * rng.uniform(0.6, 1.0, size=(n, 1)) + np.einsum("nk,nkd->nd", rng.normal(0.0, 0.8, size=(n, 6)),
+                                                                       deform[cls])
     X += noise * rng.standard_normal((n, d))
     X = np.clip(X, 0.0, 1.0)
     X[X < 0.1] = 0.0

@@ -94,7 +94,11 @@ def cap_multiplier(pr, lo, hi, mult, cap, start, max_passes):
     for it in range(max_passes):
         count, below = _capped_count_below(q, c * mult, cap, mult)
         if below <= 0.0:
-            return c, it + 1
+            if cap * count <= 1.0 + 1e-12:      # everything capped at the answer (m cap = 1)
+                return c, it + 1
+            c = 1.0                             # a warm start past the answer capped everything: restart from
+            prev_count = -1                     # c = 1 <= c* (the mass at 1 is at most 1)
+            continue
         c_new = (1.0 - cap * count) / below
         if count == prev_count and abs(c_new - c) <= 1e-15 * c:
             return c_new, it + 1

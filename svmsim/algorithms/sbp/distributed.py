@@ -10,22 +10,26 @@ set's responses for the evaluator. One iteration, in rounds (tags and scalars pe
     stats   clients -> server   [#{c_j < tau}, sum{c_j < tau}, sum c_j]               3
     trial   server -> clients   [tau]   Newton's step tau <- (V + sum S) / sum k (`water.water_level_newton`), until
             the count stops changing: the level is exact; each trial is answered by stats
-    pick    server -> owner     [r]     the r-th covered point in shard order, r = floor(u K) with the stream's u
-    row     owner -> server     [y_i, c_i, K_ii, ||x_i||^2, nnz, idx.., val..]         the sampled point
-    (the server updates ||w||^2 and the projection's shrink factor, then broadcasts the next update)
+    pick    server -> owner     [r]     sent with each trial: the r-th covered point in shard order, r = floor(u K)
+            with the stream's u and K the count at the last level, which is right exactly when the trial confirms
+            the covered set (the count does not change); otherwise its answer is discarded
+    row     owner -> server     [y_i, c_i, K_ii, ||x_i||^2, nnz, idx.., val..]         the picked point
+    (on a settled level the server updates ||w||^2 and the projection's shrink factor and broadcasts the update)
 
-So an iteration costs 2 (update, stats) + 2 R (Newton trials) + 2 (pick, row) rounds: at least two sequential
-round trips, latency-bound unless n/k kernel evaluations outlast a round trip (notes-003 section 6.4). Run on the
+So an iteration costs 2 (update, stats) + 2 R (Newton trials, with their picks and rows) rounds: at least two
+sequential round trips, latency-bound unless n/k kernel evaluations outlast a round trip (notes-003 section 6.4);
+the speculative pick trades R - 1 discarded rows per iteration for two rounds fewer. Run on the
 points in shard order, the iterates are those of single-machine SBP (`methods.sbp_iterations`) up to the rounding
 of the reduced sums. Without a bias only; nu > 0.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numba
 import numpy as np
+import scipy.sparse as sp
 from pydantic import Field
 
 from ...comm.message import MessageBatch, Outbox, frozen_ids
@@ -35,8 +39,8 @@ from ...numerics.kernels import KernelData, kernel_data
 from ...program import NodeProgram, RoleSpec
 from .build import SBPParams, model_metrics, resolve_nu
 from .kernel_problem import KernelProblem
-from .responses import apply_row, coef_now, coef_total, responses
-from .water import NEWTON_MAX_PASSES, count_below, water_level_sorted
+from .responses import Responses, apply_row, coef_now, coef_total, responses
+from .water import NEWTON_MAX_PASSES, water_level_sorted
 
 __all__ = ["DSBPParams", "SBPClient", "SBPServer", "build_dsbp"]
 
@@ -83,11 +87,10 @@ class _Server:
     level: float = 0.0
     tau: float = 0.0             # the trial level the last stats answer
     count: int = -1              # Newton: the count at tau (-1: none yet)
-    total: float = 0.0           # the sum at tau
     passes: int = 0              # this iteration's Newton passes
     trials: int = 0              # trial broadcasts, in all
+    picks: int = 0               # pick messages, in all (one with every trial sent from a count)
     row_scalars: int = 0         # scalars of the sampled rows (update and row messages), in all
-    counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 class SBPServer(NodeProgram):
@@ -104,135 +107,162 @@ class SBPServer(NodeProgram):
     def step(self, st: _Server, inbox, round_):
         out = Outbox()
         if round_ == 0:                                   # iteration 1 starts from the level 0
-            self._trial(st, out, 0.0)
-        elif "stats" in inbox:
-            rows = inbox["stats"].rows()                  # one row per client, in client order
-            k = int(rows[:, 0].sum())
-            s = float(rows[:, 1].sum())
+            self._trial(st, out, 0.0, None)
+            return st, out
+        rows = inbox["stats"].rows()                      # one row per client, in client order
+        if "row" in inbox:                                # the speculative pick's answer (kept or discarded)
+            st.row_scalars += inbox["row"].scalars_per_message
+        k = int(rows[:, 0].sum())
+        s = float(rows[:, 1].sum())
+        st.passes += 1
+        if st.count < 0 and k == 0:                       # below every response: from (V + sum c) / n
+            self._trial(st, out, (self.volume + float(rows[:, 2].sum())) / st.n_total, None)
             st.passes += 1
-            if st.count < 0 and k == 0:                   # below every response: from (V + sum c) / n
-                st.count = -1
-                self._trial(st, out, (self.volume + float(rows[:, 2].sum())) / st.n_total)
-                st.passes += 1
-            elif st.count >= 0 and k == st.count:         # the covered set stopped changing: the level
-                st.level = st.tau
-                st.counts = rows[:, 0].astype(np.int64)
-                u = counter_uniform(st.key, st.t + 1)
-                r = min(int(u * k), k - 1)
-                cum = np.cumsum(st.counts)
-                m = int(np.searchsorted(cum, r, side="right"))
-                local = r - (int(cum[m - 1]) if m else 0)
-                out.send(MessageBatch.single("pick", 0, int(st.clients[m]), np.array([float(local)])))
-            else:
-                if st.passes >= NEWTON_MAX_PASSES:
-                    raise ProtocolError(f"distributed SBP: the water level did not settle in {NEWTON_MAX_PASSES} "
-                                        "Newton passes (rounding); single-machine SBP falls back to selection here")
-                st.count, st.total = k, s
-                self._trial(st, out, (self.volume + s) / k)
-        elif "row" in inbox:
-            p = inbox["row"].row(0)
-            y_i, c_i, k_ii = float(p[0]), float(p[1]), float(p[2])
-            st.row_scalars += p.shape[0]
-            t = st.t + 1
-            eta = self.eta0 / math.sqrt(t)
-            r2 = st.r2 + 2.0 * eta * c_i + eta * eta * k_ii
-            shrink = 1.0 / math.sqrt(r2) if r2 > 1.0 else 1.0
-            st.r2 = r2 * shrink * shrink
-            st.t = t
-            update = np.concatenate([[eta, y_i, shrink, st.level], p[3:]])
-            st.row_scalars += update.shape[0] * st.clients.shape[0]
-            out.send(MessageBatch.broadcast("update", 0, st.clients, update))
-            st.tau, st.count, st.passes = st.level, -1, 0
-            out.signals = {"iteration": t, **({"done": True} if t >= st.budget else {})}
+        elif st.count >= 0 and k == st.count:             # the covered set stopped changing: the level, and the
+            st.level = st.tau                             # pick sent with this trial was the right one
+            self._update(st, out, inbox["row"].row(0))
+        else:
+            if st.passes >= NEWTON_MAX_PASSES:
+                raise ProtocolError(f"distributed SBP: the water level did not settle in {NEWTON_MAX_PASSES} "
+                                    "Newton passes (rounding); single-machine SBP falls back to selection here")
+            st.count = k
+            self._trial(st, out, (self.volume + s) / k, rows[:, 0])
         return st, out
 
-    def _trial(self, st: _Server, out: Outbox, tau: float) -> None:
+    def _trial(self, st: _Server, out: Outbox, tau: float, counts) -> None:
+        """Broadcast the trial level; with the counts at the last level, also the pick that is right if the trial
+        confirms the covered set (same count), so that a settled level needs no extra round trip."""
         st.tau = tau
         st.trials += 1
         out.send(MessageBatch.broadcast("trial", 0, st.clients, np.array([tau])))
+        if counts is None:
+            return
+        k = int(counts.sum())
+        u = counter_uniform(st.key, st.t + 1)
+        r = min(int(u * k), k - 1)
+        cum = np.cumsum(counts.astype(np.int64))
+        m = int(np.searchsorted(cum, r, side="right"))
+        local = r - (int(cum[m - 1]) if m else 0)
+        st.picks += 1
+        out.send(MessageBatch.single("pick", 0, int(st.clients[m]), np.array([float(local)])))
+
+    def _update(self, st: _Server, out: Outbox, p: np.ndarray) -> None:
+        y_i, c_i, k_ii = float(p[0]), float(p[1]), float(p[2])
+        t = st.t + 1
+        eta = self.eta0 / math.sqrt(t)
+        r2 = st.r2 + 2.0 * eta * c_i + eta * eta * k_ii
+        shrink = 1.0 / math.sqrt(r2) if r2 > 1.0 else 1.0
+        st.r2 = r2 * shrink * shrink
+        st.t = t
+        update = np.concatenate([[eta, y_i, shrink, st.level], p[3:]])
+        st.row_scalars += update.shape[0] * st.clients.shape[0]
+        out.send(MessageBatch.broadcast("update", 0, st.clients, update))
+        st.tau, st.count, st.passes = st.level, -1, 0
+        out.signals = {"iteration": t, **({"done": True} if t >= st.budget else {})}
 
     def observe(self, st: _Server):
-        return {"t": st.t, "r2": st.r2, "level": st.level, "trials": st.trials, "row_scalars": st.row_scalars,
+        return {"t": st.t, "r2": st.r2, "level": st.level, "trials": st.trials, "picks": st.picks,
+                "row_scalars": st.row_scalars,
                 "clients": int(st.clients.shape[0])}
 
 
 @dataclass
 class _Clients:
     node_ids: np.ndarray
-    shards: tuple                # per client: Responses over its points (averaged, with its test share)
-    evaluations: np.ndarray      # per client: evaluations counted so far (reported to the meter step by step)
-    pending: dict = field(default_factory=dict)   # client position -> the index it was asked to sample
+    R: Responses                 # the group's clients' points, concatenated (averaged, with their test shares)
+    lo: np.ndarray               # member m holds points lo[m]..lo[m + 1] of R (and tests tlo[m]..tlo[m + 1])
+    tlo: np.ndarray
+    pending: int = -1            # the index (in R) a member was asked to sample, until the update arrives
     last_tau: float = 0.0        # the level the last stats were taken at (the covered set is c < last_tau)
 
 
 class SBPClient(NodeProgram):
+    """The clients of a group, stepped together: one `Responses` over their points, each member a range of it, so
+    a step is one compiled call over the group (the per-point arithmetic is a member's own; any grouping gives the
+    same per-node results)."""
+
     role = "client"
 
     def __init__(self, params):
         self.params = params
 
     def init(self, node_ids, node_data, seed):
-        shards = tuple(responses(d["data"], self.params, d["y"], d["test"], averaged=True) for d in node_data)
-        return _Clients(frozen_ids(node_ids), shards, np.array([int(R.evaluations[0]) for R in shards]))
+        stack = sp.vstack if sp.issparse(node_data[0]["X"]) else np.vstack
+        X = stack([d["X"] for d in node_data])
+        sizes = [d["y"].shape[0] for d in node_data]
+        test = None
+        tsizes = [0] * len(node_data)
+        if node_data[0]["X_test"] is not None:
+            test = kernel_data(stack([d["X_test"] for d in node_data]))
+            tsizes = [d["X_test"].shape[0] for d in node_data]
+        R = responses(kernel_data(X), self.params, np.concatenate([d["y"] for d in node_data]), test, averaged=True)
+        return _Clients(frozen_ids(node_ids), R, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+                        np.concatenate([[0], np.cumsum(tsizes)]).astype(np.int64))
 
     def step(self, st: _Clients, inbox, round_):
         out = Outbox()
         tau = None
+        R = st.R
         if "update" in inbox:
             p = inbox["update"].row(0)
-            q = _decode_row(p, 4, st.shards[0].data)
+            q = _decode_row(p, 4, R.data)
             eta, y_i, shrink, tau = float(p[0]), float(p[1]), float(p[2]), float(p[3])
-            owners = np.full(len(st.shards), -1, np.int64)
-            for m, i in st.pending.items():
-                owners[m] = i
-            done = np.zeros(len(st.shards), np.int64)
-            _apply_all(st.shards, q, y_i, owners, eta, shrink, done)      # n/k kernel evaluations per client
-            st.pending = {}
-            out.signals = {"counts": {"kernel_evaluations": done}}
+            apply_row(R, q, 0, y_i, st.pending, eta, shrink)           # n/k kernel evaluations per client
+            st.pending = -1
+            out.signals = {"counts": {"kernel_evaluations": np.diff(st.lo)}}
         if "trial" in inbox:
             tau = float(inbox["trial"].row(0)[0])
+            st.pending = -1                               # a pick rides with every trial: only the last one counts
         if tau is not None:
-            rows = np.empty((len(st.shards), 3))
-            _stats_all(st.shards, tau, rows)
+            rows = np.empty((st.lo.shape[0] - 1, 3))
+            _stats_members(R.c, st.lo, tau, rows)
             out.send(MessageBatch.gather("stats", st.node_ids, 0, rows))
             st.last_tau = tau
         if "pick" in inbox:
             b = inbox["pick"]
             m = int(np.flatnonzero(st.node_ids == b.dst[0])[0])
-            R = st.shards[m]
+            lo, hi = int(st.lo[m]), int(st.lo[m + 1])
+            covered = np.flatnonzero(R.c[lo:hi] < st.last_tau)
             r = int(b.row(0)[0])
-            covered = np.flatnonzero(R.c < st.last_tau)
-            i = int(covered[r])
-            st.pending = {m: i}
+            # a pick rides with each trial, computed from the last level's counts; when the trial moves the
+            # covered set it is discarded by the server, and may point past this set: any row answers it then
+            i = lo + (int(covered[r]) if r < covered.shape[0] else 0)
+            st.pending = i
             head = (R.y[i], R.c[i], R.kdiag[i])
             out.send(MessageBatch.single("row", int(b.dst[0]), 0, _encode_row(R.data, i, head)))
         return st, out
 
     def observe(self, st: _Clients):
-        return [{"coef": coef_now(R), "coef_total": coef_total(R), "c": R.c.copy(), "c_sum": R.c_sum.copy(),
-                 "test_sum": R.test_sum.copy(), "test_evaluations": int(R.test_evaluations[0])}
-                for R in st.shards]
+        R = st.R
+        coef, total = coef_now(R), coef_total(R)
+        tests = np.diff(st.tlo)
+        out = []
+        for m in range(st.lo.shape[0] - 1):
+            lo, hi, tlo, thi = st.lo[m], st.lo[m + 1], st.tlo[m], st.tlo[m + 1]
+            share = tests[m] / max(int(tests.sum()), 1)
+            out.append({"coef": coef[lo:hi], "coef_total": total[lo:hi], "c": R.c[lo:hi].copy(),
+                        "c_sum": R.c_sum[lo:hi].copy(), "test_sum": R.test_sum[tlo:thi].copy(),
+                        "test_evaluations": round(share * int(R.test_evaluations[0]))})
+        return out
 
 
-@numba.njit(cache=True, nogil=True)
-def _apply_all(shards, q, y_i, owners, eta, shrink, done):
-    """Every client of the group applies the step (`responses.apply_row`); done[m]: its kernel evaluations."""
-    for m in range(len(shards)):
-        R = shards[m]
-        before = R.evaluations[0]
-        apply_row(R, q, 0, y_i, owners[m], eta, shrink)
-        done[m] = R.evaluations[0] - before
-
-
-@numba.njit(cache=True, nogil=True)
-def _stats_all(shards, tau, rows):
-    """Each client's stats at the trial level tau: #{c < tau}, sum{c < tau}, sum c."""
-    for m in range(len(shards)):
-        c = shards[m].c
-        k, below = count_below(c, tau)
+@numba.njit(cache=True, nogil=True, fastmath={"reassoc"})
+def _stats_members(c, lo, tau, rows):
+    """Each member's stats at the trial level tau over its range of c: #{c < tau}, sum{c < tau}, sum c (one
+    branch-free pass; sums vectorised as in `water.count_below`)."""
+    for m in range(lo.shape[0] - 1):
+        k = 0
+        below = 0.0
+        total = 0.0
+        for j in range(lo[m], lo[m + 1]):
+            x = c[j]
+            b = x < tau
+            k += b
+            below += x if b else 0.0
+            total += x
         rows[m, 0] = k
         rows[m, 1] = below
-        rows[m, 2] = c.sum()
+        rows[m, 2] = total
 
 
 class _Evaluation:
@@ -263,9 +293,9 @@ def build_dsbp(params: DSBPParams, problem):
     test_parts = (np.array_split(np.arange(kp.y_test.shape[0]), k) if kp.y_test is not None else None)
     node_data = []
     for m, part in enumerate(layout.parts):
-        test = kernel_data(_rows(kp.test_matrix(), test_parts[m])) if test_parts is not None else None
-        node_data.append({"data": kernel_data(_rows(ds.X, part)), "y": kp.y[part], "test": test})
-    eta0 = 1.0 / math.sqrt(float(max(_diagonal_max(d["data"], kp) for d in node_data)))
+        test = kp.test_matrix()[test_parts[m]] if test_parts is not None else None
+        node_data.append({"X": ds.X[part], "y": kp.y[part], "X_test": test})
+    eta0 = 1.0 / math.sqrt(float(_diagonal_max(kp.data, kp)))
     budget = kp.iterations
     roles = [RoleSpec("server", SBPServer(kp.n * nu, eta0, kp.n, budget), np.array([0], np.int64),
                       [{"clients": layout.clients}]),
@@ -293,7 +323,7 @@ def build_dsbp(params: DSBPParams, problem):
     def declared(obs):
         server, _ = assemble(obs)
         t, trials = server["t"], server["trials"]
-        return k * trials + 3 * k * (trials + t) + t + server["row_scalars"]
+        return k * trials + 3 * k * (trials + t) + server["picks"] + server["row_scalars"]
 
     def model(obs):
         server, shards = assemble(obs)
@@ -305,14 +335,11 @@ def build_dsbp(params: DSBPParams, problem):
         return {"dual_coef": coef / (level if level > 0 else 1.0), "intercept": 0.0, "level": float(level)}
 
     info = {**kp.info(), "clients": k, "nu": nu, "volume": kp.n * nu,
-            "rounds_per_iteration": "4 + 2 R (R: Newton trials of the water level)",
-            "scalars_per_iteration": "k (1 + 3) R + 3 k + 1 + (k + 1) (5 + 2 nnz(x_i)) (sparse; dense: d values)"}
+            "rounds_per_iteration": "2 + 2 R (R: Newton trials of the water level)",
+            "scalars_per_iteration": "k (1 + 3) R + 3 k + R (1 + 5 + 2 nnz) + k (5 + 2 nnz(x_i)) (sparse; dense: "
+                                     "d values)"}
     return Deployment(roles=roles, topology=layout.topology, node_names=layout.node_names, evaluate=evaluate,
                       declared_scalars=declared, model=model, info=info)
-
-
-def _rows(X, idx):
-    return X[idx]
 
 
 def _diagonal_max(data: KernelData, kp: KernelProblem) -> float:
