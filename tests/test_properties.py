@@ -2,7 +2,9 @@
 default suite): the ledger equals the closed-form count and every node the exact result for any collective,
 pattern, k, d and grouping onto hosts; paper 004's projections are the Euclidean projections for any targets,
 ties included; a distributed run's metrics rows move forward in iteration and communication; any valid scenario
-round-trips through its resolved form unchanged."""
+round-trips through its resolved form unchanged; paper 000's capped-simplex projection meets the KKT conditions of
+the KL projection and paper 003's water level holds its volume, ties included; Push-Sum's running-sum form
+conserves mass under any fault plan."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 from test_collectives import _run, _topology
 
 from svmsim import load_scenario, run
+from svmsim.algorithms.pushsum import mass
 from svmsim.comm.collectives import OPS, PATTERNS, plan
 from svmsim.config import dump_toml
 
@@ -180,3 +183,33 @@ def test_the_water_level_holds_its_volume_for_any_responses_with_ties(values, vo
     else:
         assert g == c.min()
     assert top <= g + 1e-12 * scale and count == int((c < bound).sum()) >= 1
+
+
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(nodes=st.integers(3, 25), drop=st.floats(0.0, 0.5), duplicate=st.floats(0.0, 0.3),
+       delay=st.floats(0.0, 0.5), stragglers=st.floats(0.0, 0.3), seed=st.integers(0, 50),
+       times=st.lists(st.floats(0.1, 15.0), min_size=1, max_size=4),
+       compiled=st.booleans())
+def test_running_sum_push_sum_conserves_mass_under_any_fault_plan(nodes, drop, duplicate, delay, stragglers,
+                                                                   seed, times, compiled):
+    """Push-Sum's running-sum form: the nodes' sums plus what the edge totals still owe equal the initial total at
+    any instant, whatever the fault plan loses, duplicates, delays or slows down (compiled event loop or not)."""
+    from test_gossip import pushsum_run, state_of
+
+    from svmsim.data import make_dataset
+    from svmsim.faults import FaultModel
+
+    iris = make_dataset({"name": "iris"})
+    extra = {"delay": delay, "delay_time": {"kind": "exponential", "mean": 0.3}} if delay > 0 else {}
+    slow = {"stragglers": stragglers, "straggler_factor": 3.0} if stragglers > 0 else {}
+    faults = FaultModel(drop=drop, duplicate=duplicate, **extra, **slow)
+    sched, engine, _, _ = pushsum_run(iris, variant="running-sum", nodes=nodes, seed=seed, faults=faults,
+                                      compiled=compiled)
+    o = state_of(engine)
+    s0, w0 = o["s0"].sum(axis=0), o["w0"].sum()
+    for t in sorted(times):
+        sched.run(max_time=t)
+        s, w = mass([state_of(engine)])
+        np.testing.assert_allclose(s, s0, rtol=0, atol=1e-12 * np.abs(o["s0"]).sum())
+        assert abs(w - w0) <= 1e-12 * w0
