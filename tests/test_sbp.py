@@ -194,15 +194,28 @@ def test_estimator_matches_libsvm_accuracy_on_real_data():
     assert clf.score(ds.X_test, ds.y_test) >= svc.score(ds.X_test, ds.y_test) - 0.01
     assert clf.n_kernel_evaluations_ == clf.n_iter_ * ds.n
     assert math.isfinite(clf.level_) and clf.level_ > 0
+    from svmsim.algorithms.sbp import KernelPegasosClassifier, KernelSDCAClassifier
+
+    sdca = KernelSDCAClassifier(sigma2=0.5, epochs=3, random_state=0).fit(ds.X, ds.y)
+    assert sdca.score(ds.X_test, ds.y_test) >= svc.score(ds.X_test, ds.y_test) - 0.01
+    assert sdca.n_kernel_evaluations_ == sdca.n_updates_ * ds.n
+    assert KernelPegasosClassifier(sigma2=0.5, epochs=3).fit(ds.X, ds.y).score(ds.X_test, ds.y_test) > 0.9
 
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from svmsim.algorithms.sbp.estimator import SBPClassifier
+from svmsim.algorithms.sbp.estimator import (
+    KernelPegasosClassifier,
+    KernelPerceptron,
+    KernelSDCAClassifier,
+    SBPClassifier,
+)
 
 
 @parametrize_with_checks([SBPClassifier(epochs=5), SBPClassifier(epochs=5, fit_intercept=True, nu=0.05),
-                          SBPClassifier(kernel="polynomial", degree=2, epochs=3, nu=0.1)])
+                          SBPClassifier(kernel="polynomial", degree=2, epochs=3, nu=0.1),
+                          KernelPegasosClassifier(epochs=5), KernelPerceptron(epochs=5),
+                          KernelSDCAClassifier(epochs=10)])
 def test_sklearn_compatible(estimator, check):
     import warnings
 

@@ -33,7 +33,7 @@ from .build import (
 )
 from .distributed import DSBPParams, build_dsbp
 
-__all__ = ["SBPClassifier"]
+__all__ = ["KernelPegasosClassifier", "KernelPerceptron", "KernelSDCAClassifier", "SBPClassifier"]
 
 _PAPER = "003_abc85793f1499775.txt"
 _SINGLE = ("star", "complete")
@@ -75,8 +75,8 @@ register(AlgorithmInfo(
 
 
 def __getattr__(name: str):
-    if name == "SBPClassifier":                     # the scikit-learn estimator, imported on first use
-        from .estimator import SBPClassifier
+    if name in __all__:                             # the scikit-learn estimators, imported on first use
+        from . import estimator
 
-        return SBPClassifier
+        return getattr(estimator, name)
     raise AttributeError(name)
