@@ -39,6 +39,7 @@ from ...numerics.kernels import KernelData, kernel_data
 from ...program import NodeProgram, RoleSpec
 from .build import SBPParams, model_metrics, resolve_nu
 from .kernel_problem import KernelProblem
+from .methods import nth_below
 from .responses import Responses, apply_row, coef_now, coef_total, responses
 from .water import NEWTON_MAX_PASSES, water_level_sorted
 
@@ -109,14 +110,14 @@ class SBPServer(NodeProgram):
         if round_ == 0:                                   # iteration 1 starts from the level 0
             self._trial(st, out, 0.0, None)
             return st, out
-        rows = inbox["stats"].rows()                      # one row per client, in client order
+        counts, sums, totals = inbox["stats"].rows().T.tolist()   # one row per client, in client order
         if "row" in inbox:                                # the speculative pick's answer (kept or discarded)
             st.row_scalars += inbox["row"].scalars_per_message
-        k = int(rows[:, 0].sum())
-        s = float(rows[:, 1].sum())
+        k = int(sum(counts))
+        s = sum(sums)                                     # summed in client order, whatever the grouping
         st.passes += 1
         if st.count < 0 and k == 0:                       # below every response: from (V + sum c) / n
-            self._trial(st, out, (self.volume + float(rows[:, 2].sum())) / st.n_total, None)
+            self._trial(st, out, (self.volume + sum(totals)) / st.n_total, None)
             st.passes += 1
         elif st.count >= 0 and k == st.count:             # the covered set stopped changing: the level, and the
             st.level = st.tau                             # pick sent with this trial was the right one
@@ -126,7 +127,7 @@ class SBPServer(NodeProgram):
                 raise ProtocolError(f"distributed SBP: the water level did not settle in {NEWTON_MAX_PASSES} "
                                     "Newton passes (rounding); single-machine SBP falls back to selection here")
             st.count = k
-            self._trial(st, out, (self.volume + s) / k, rows[:, 0])
+            self._trial(st, out, (self.volume + s) / k, counts)
         return st, out
 
     def _trial(self, st: _Server, out: Outbox, tau: float, counts) -> None:
@@ -137,12 +138,13 @@ class SBPServer(NodeProgram):
         out.send(MessageBatch.broadcast("trial", 0, st.clients, np.array([tau])))
         if counts is None:
             return
-        k = int(counts.sum())
+        k = int(sum(counts))
         u = counter_uniform(st.key, st.t + 1)
-        r = min(int(u * k), k - 1)
-        cum = np.cumsum(counts.astype(np.int64))
-        m = int(np.searchsorted(cum, r, side="right"))
-        local = r - (int(cum[m - 1]) if m else 0)
+        local = min(int(u * k), k - 1)                    # the global rank, then the rank within its owner
+        m = 0
+        while local >= counts[m]:
+            local -= int(counts[m])
+            m += 1
         st.picks += 1
         out.send(MessageBatch.single("pick", 0, int(st.clients[m]), np.array([float(local)])))
 
@@ -172,6 +174,7 @@ class _Clients:
     R: Responses                 # the group's clients' points, concatenated (averaged, with their test shares)
     lo: np.ndarray               # member m holds points lo[m]..lo[m + 1] of R (and tests tlo[m]..tlo[m + 1])
     tlo: np.ndarray
+    sizes: np.ndarray            # member m's points: the kernel evaluations an update costs it
     pending: int = -1            # the index (in R) a member was asked to sample, until the update arrives
     last_tau: float = 0.0        # the level the last stats were taken at (the covered set is c < last_tau)
 
@@ -197,7 +200,7 @@ class SBPClient(NodeProgram):
             tsizes = [d["X_test"].shape[0] for d in node_data]
         R = responses(kernel_data(X), self.params, np.concatenate([d["y"] for d in node_data]), test, averaged=True)
         return _Clients(frozen_ids(node_ids), R, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
-                        np.concatenate([[0], np.cumsum(tsizes)]).astype(np.int64))
+                        np.concatenate([[0], np.cumsum(tsizes)]).astype(np.int64), np.array(sizes, np.int64))
 
     def step(self, st: _Clients, inbox, round_):
         out = Outbox()
@@ -209,7 +212,7 @@ class SBPClient(NodeProgram):
             eta, y_i, shrink, tau = float(p[0]), float(p[1]), float(p[2]), float(p[3])
             apply_row(R, q, 0, y_i, st.pending, eta, shrink)           # n/k kernel evaluations per client
             st.pending = -1
-            out.signals = {"counts": {"kernel_evaluations": np.diff(st.lo)}}
+            out.signals = {"counts": {"kernel_evaluations": st.sizes}}
         if "trial" in inbox:
             tau = float(inbox["trial"].row(0)[0])
             st.pending = -1                               # a pick rides with every trial: only the last one counts
@@ -222,11 +225,9 @@ class SBPClient(NodeProgram):
             b = inbox["pick"]
             m = int(np.flatnonzero(st.node_ids == b.dst[0])[0])
             lo, hi = int(st.lo[m]), int(st.lo[m + 1])
-            covered = np.flatnonzero(R.c[lo:hi] < st.last_tau)
-            r = int(b.row(0)[0])
             # a pick rides with each trial, computed from the last level's counts; when the trial moves the
             # covered set it is discarded by the server, and may point past this set: any row answers it then
-            i = lo + (int(covered[r]) if r < covered.shape[0] else 0)
+            i = lo + max(nth_below(R.c[lo:hi], st.last_tau, int(b.row(0)[0])), 0)
             st.pending = i
             head = (R.y[i], R.c[i], R.kdiag[i])
             out.send(MessageBatch.single("row", int(b.dst[0]), 0, _encode_row(R.data, i, head)))
@@ -251,11 +252,12 @@ def _stats_members(c, lo, tau, rows):
     """Each member's stats at the trial level tau over its range of c: #{c < tau}, sum{c < tau}, sum c (one
     branch-free pass; sums vectorised as in `water.count_below`)."""
     for m in range(lo.shape[0] - 1):
+        part = c[lo[m]:lo[m + 1]]                 # a slice, so that the loop vectorises
         k = 0
         below = 0.0
         total = 0.0
-        for j in range(lo[m], lo[m + 1]):
-            x = c[j]
+        for j in range(part.shape[0]):
+            x = part[j]
             b = x < tau
             k += b
             below += x if b else 0.0

@@ -37,6 +37,7 @@ __all__ = [
     "SBPScalars",
     "baseline_iterations",
     "baseline_scalars",
+    "nth_below",
     "pick_below",
     "sbp_iterations",
     "sbp_scalars",
@@ -72,9 +73,14 @@ def sbp_scalars(kdiag: np.ndarray, y: np.ndarray, nu: float, bias: bool, key) ->
 
 @numba.njit(cache=True, nogil=True)
 def pick_below(c, bound, count, u):
-    """The floor(u count)-th (in index order) of the `count` indices with c_j < bound: blocks of 64 are counted
-    without branches until the block that holds it, which is then scanned."""
-    r = min(int(u * count), count - 1)
+    """The floor(u count)-th (in index order) of the `count` indices with c_j < bound."""
+    return nth_below(c, bound, min(int(u * count), count - 1))
+
+
+@numba.njit(cache=True, nogil=True)
+def nth_below(c, bound, r):
+    """The r-th (from 0, in index order) index with c_j < bound, or -1: blocks of 64 are counted without branches
+    until the block that holds it, which is then scanned."""
     seen = 0
     j = 0
     n = c.shape[0]
