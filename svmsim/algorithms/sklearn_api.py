@@ -6,7 +6,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = ["LinearBinaryClassifier", "binary_fit_data"]
+__all__ = ["BinaryClassifier", "LinearBinaryClassifier", "binary_fit_data"]
 
 
 def binary_fit_data(estimator, X, y):
@@ -21,8 +21,8 @@ def binary_fit_data(estimator, X, y):
     return X, classes, np.where(y == classes[1], 1.0, -1.0)
 
 
-class LinearBinaryClassifier(ClassifierMixin, BaseEstimator):
-    """A fitted linear binary classifier: coef_ (1, d), intercept_ (1,), classes_; sparse input accepted."""
+class BinaryClassifier(ClassifierMixin, BaseEstimator):
+    """A binary classifier that accepts sparse input and predicts classes_[1] where its decision_function is > 0."""
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -30,10 +30,14 @@ class LinearBinaryClassifier(ClassifierMixin, BaseEstimator):
         tags.classifier_tags.multi_class = False
         return tags
 
+    def predict(self, X):
+        return np.where(self.decision_function(X) > 0, self.classes_[1], self.classes_[0])
+
+
+class LinearBinaryClassifier(BinaryClassifier):
+    """A fitted linear binary classifier: coef_ (1, d), intercept_ (1,), classes_; sparse input accepted."""
+
     def decision_function(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
-
-    def predict(self, X):
-        return np.where(self.decision_function(X) > 0, self.classes_[1], self.classes_[0])

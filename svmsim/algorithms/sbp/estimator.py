@@ -15,14 +15,13 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ...core.streams import STREAM_PROGRAM, stream_keys
 from ...errors import InfeasibleParameterError
 from ...numerics.kernels import kernel_block, kernel_data, kernel_params
-from ..sklearn_api import binary_fit_data
+from ..sklearn_api import BinaryClassifier, binary_fit_data
 from .build import averaged_model
 from .kernel_problem import scale_sigma2
 from .methods import (
@@ -42,14 +41,8 @@ __all__ = ["KernelPegasosClassifier", "KernelPerceptron", "KernelSDCAClassifier"
 _CHUNK = 256          # support vectors per block of the decision function
 
 
-class _KernelClassifier(ClassifierMixin, BaseEstimator):
-    """What the kernel estimators share: the kernel from their keys, tags, the decision function."""
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.classifier_tags.multi_class = False
-        return tags
+class _KernelClassifier(BinaryClassifier):
+    """What the kernel estimators share: the kernel from their keys and the decision function."""
 
     def _kernel(self, X):
         sigma2 = self.sigma2
@@ -96,9 +89,6 @@ class _KernelClassifier(ClassifierMixin, BaseEstimator):
             kernel_block(data, self._params, q, rows, block, scratch, evaluations)
             out += weights[lo:lo + rows.shape[0]] @ block
         return out
-
-    def predict(self, X):
-        return np.where(self.decision_function(X) > 0, self.classes_[1], self.classes_[0])
 
 
 class SBPClassifier(_KernelClassifier):
