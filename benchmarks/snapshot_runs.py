@@ -1,6 +1,7 @@
 """Bit-for-bit check of a refactor: run every scenario in `scenarios/` (each variant of a sweep at its first grid
 point) in-process with a small budget, and keep what must not change: `ledger.json`, `ledger_edges.csv`,
-`ledger_rounds.csv`, `metrics.csv` without its wall-time columns, and `model.npz`.
+`ledger_rounds.csv`, `metrics.csv` without its wall-time columns, `model.npz`, and the run's row of the sweep
+table (`sweep_row.json`, the cost columns at the sweep's target, without wall-time columns).
 
     python benchmarks/snapshot_runs.py take runs/snap-before          # before the change
     python benchmarks/snapshot_runs.py take runs/snap-after           # after it
@@ -27,7 +28,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE.parent / "scenarios"
-WALL_COLUMNS = {"wall_time", "cost_wall_time", "time", "iteration_time", "fit_time"}   # wall-clock seconds
+WALL_COLUMNS = {"wall_time", "cost_wall_time", "time", "iteration_time", "fit_time", "solver_time"}  # clock seconds
 KEPT = ("ledger.json", "ledger_edges.csv", "ledger_rounds.csv")
 
 
@@ -52,7 +53,7 @@ def _points():
             if p.variant in seen:
                 continue
             seen.add(p.variant)
-            yield f"{path.stem}__{p.slug}", p.scenario
+            yield f"{path.stem}__{p.slug}", p, spec
 
 
 def _metrics_without_wall(path: Path) -> str:
@@ -76,9 +77,14 @@ def take(out: Path, only: str | None) -> None:
     from svmsim import load_scenario          # (svmsim's top level: the same name before and after a move)
 
     out.mkdir(parents=True, exist_ok=True)
-    for name, scenario in _points():
-        if only and only not in name:
+    try:
+        from svmsim.sweep_costs import sweep_row
+    except ImportError:                       # before the sweep's cost extraction had its own module
+        from svmsim.sweep import _row as sweep_row
+    for name, point, spec in _points():
+        if only and not any(o in name for o in only.split(",")):
             continue
+        scenario = point.scenario
         raw = scenario.to_dict()
         raw.setdefault("stop", {}).pop("max_seconds", None)
         raw["engine"] = {"name": "inproc"}
@@ -98,6 +104,8 @@ def take(out: Path, only: str | None) -> None:
             (target / "metrics.csv").write_text(_metrics_without_wall(d / "metrics.csv"))
             (target / "model.json").write_text(json.dumps(_model_digest(d / "model.npz"), indent=1))
             (target / "stop_reason.txt").write_text(str(res.stop_reason) + "\n")
+            row = {k: v for k, v in sweep_row(point, res, spec).items() if k.split("@")[0] not in WALL_COLUMNS}
+            (target / "sweep_row.json").write_text(json.dumps(row, indent=1, sort_keys=True, default=str) + "\n")
         print(f"{name}: {res.stop_reason}", flush=True)
 
 
@@ -105,7 +113,7 @@ def compare(a: Path, b: Path) -> int:
     names = sorted({p.name for p in a.iterdir()} | {p.name for p in b.iterdir()})
     bad = 0
     for name in names:
-        for f in KEPT + ("metrics.csv", "model.json", "stop_reason.txt"):
+        for f in KEPT + ("metrics.csv", "model.json", "stop_reason.txt", "sweep_row.json"):
             fa, fb = a / name / f, b / name / f
             if f == "metrics.csv" and fa.exists() and fb.exists():     # snapshots taken with fewer wall columns
                 same = _metrics_without_wall(fa) == _metrics_without_wall(fb)
@@ -123,7 +131,7 @@ def main() -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("take")
     t.add_argument("out", type=Path)
-    t.add_argument("--only", default=None, help="only runs whose name contains this")
+    t.add_argument("--only", default=None, help="only runs whose name contains one of these (comma-separated)")
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)

@@ -268,22 +268,30 @@ class FaultPlan:
         self.churn_keys = stream_keys(seed, STREAM_CHURN, n)
         self.tally = FaultTally()
         # synchronous-rounds state
+        # pragma: no mutate start (equivalent: float counters draw the same uniforms)
         self._sent = np.zeros(n, dtype=np.int64)
-        self._mask_round = None
-        self._mask = None
+        # pragma: no mutate end
+        self._mask_round = None  # pragma: no mutate (equivalent: no round equals "" either)
+        self._mask = None  # pragma: no mutate (equivalent: read only once set)
+        # pragma: no mutate start (equivalent: compared to a bool mask, then replaced)
         self._outage_down = np.zeros(n, dtype=bool)
+        # pragma: no mutate end
         self._churn_down = np.zeros(n, dtype=bool)
         self._churn_next = None
+        # pragma: no mutate start (equivalent: float counts draw the same gaps)
         self._churn_count = np.zeros(n, dtype=np.int64)
+        # pragma: no mutate end
 
     def _choose(self, nodes: Sequence[int], fraction: float, stream: int) -> np.ndarray:
         if nodes:
-            return np.array(sorted(set(nodes)), dtype=np.int64)
+            return np.array(sorted(set(nodes)), dtype=np.int64)  # pragma: no mutate (equivalent: int64 is the default)
         if not fraction:
             return np.zeros(0, dtype=np.int64)
         k = max(1, int(round(fraction * self.n_nodes)))
         rng = np.random.default_rng([self.seed, 0xFA17, stream])
+        # pragma: no mutate start (equivalent: replace=None reads as False)
         return np.sort(rng.choice(self.n_nodes, size=k, replace=False)).astype(np.int64)
+        # pragma: no mutate end
 
     @property
     def is_empty(self) -> bool:
@@ -311,21 +319,25 @@ class FaultPlan:
         self._outage_down = outage
         if self.churn_rate:
             if self._churn_next is None:
+                # pragma: no mutate start (equivalent: counter 0 draws an up-time, which ignores the downtime)
                 self._churn_next = np.array([churn_gap(self.churn_rate, self.churn_downtime, k, 0)
                                              for k in self.churn_keys])
+                # pragma: no mutate end
             for node in np.flatnonzero(self._churn_next <= t):
                 while self._churn_next[node] <= t:
                     c = self._churn_count[node]
                     if self._churn_down[node]:                       # join; next up-time has counter 2c+2
                         self._churn_count[node] = c + 1
+                        # pragma: no mutate start (equivalent: an up-time ignores downtime)
                         gap = churn_gap(self.churn_rate, self.churn_downtime, self.churn_keys[node], 2 * c + 2)
+                        # pragma: no mutate end
                     else:                                            # leave; down-time has counter 2c+1
                         gap = churn_gap(self.churn_rate, self.churn_downtime, self.churn_keys[node], 2 * c + 1)
                     self.tally.node_event(float(self._churn_next[node]), int(node),
                                           "join" if self._churn_down[node] else "leave")
                     self._churn_down[node] = not self._churn_down[node]
                     self._churn_next[node] += gap
-        self._mask_round = round_
+        self._mask_round = round_  # pragma: no mutate (equivalent: only a cache)
         self._mask = outage | self._churn_down
         return self._mask
 
@@ -355,7 +367,9 @@ class FaultPlan:
         for fate, mask in (("dead_sender", dead_sender), ("lost", lost), ("dead_receiver", dead_receiver)):
             k = int(mask.sum())
             if k:
+                # pragma: no mutate start (equivalent: the tally stores bool(duplicate))
                 self.tally.messages(batch.tag, fate, False, k, k * spm)
+                # pragma: no mutate end
         k_dup = int(duplicated.sum())
         if k_dup:
             self.tally.messages(batch.tag, "delivered", True, k_dup, k_dup * spm)
@@ -371,11 +385,11 @@ class FaultPlan:
     def _sender_counters(self, src: np.ndarray) -> np.ndarray:
         """Index of each message among everything its sender has sent (the counter of its random draws)."""
         m = src.shape[0]
-        order = np.argsort(src, kind="stable")
+        order = np.argsort(src, kind="stable")  # pragma: no mutate (equivalent: sort kinds ignore case)
         s = src[order]
         starts = np.flatnonzero(np.concatenate([[True], s[1:] != s[:-1]]))
         rank_sorted = np.arange(m) - np.repeat(starts, np.diff(np.concatenate([starts, [m]])))
-        rank = np.empty(m, dtype=np.int64)
+        rank = np.empty(m, dtype=np.int64)  # pragma: no mutate (equivalent: float ranks draw the same uniforms)
         rank[order] = rank_sorted
         counters = self._sent[src] + rank
         self._sent += np.bincount(src, minlength=self.n_nodes)

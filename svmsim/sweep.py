@@ -86,12 +86,53 @@ from typing import Any
 import numpy as np
 
 from . import rundir
-from .config import Scenario, apply_overrides, check_sweep_table, load_scenario, parse_override, read_toml
-from .config.sweep_table import SHORT_NAMES, SweepSpec, Variant, check_param, describe_allowed
+from .config import (
+    Scenario,
+    apply_overrides,
+    check_sweep_table,
+    load_scenario,
+    parse_override,
+    read_toml,
+)
+from .config.sweep_table import (
+    SHORT_NAMES,
+    SweepSpec,
+    Variant,
+    check_param,
+    describe_allowed,
+)
 from .errors import ScenarioError
+from .sweep_costs import (
+    AGAINST_COLUMNS,
+    COST_COLUMNS,
+    FINAL_COLUMNS,
+    INFO_COLUMNS,
+    TARGET_COLUMNS,
+    against_y,
+    aggregate_trials,
+    compare_to_first_variant,
+    eps_slopes,
+    fit_loglog,
+    fit_slope,
+    scaling_fits,
+    sweep_row,
+)
 
-__all__ = ["SweepSpec", "Variant", "SweepPoint", "SweepResult", "parse_param", "plan_sweep", "run_sweep",
-           "fit_slope", "fit_loglog", "aggregate_trials", "SHORT_NAMES", "INFO_COLUMNS", "COST_COLUMNS"]
+__all__ = [
+    "COST_COLUMNS",
+    "INFO_COLUMNS",
+    "SHORT_NAMES",
+    "SweepPoint",
+    "SweepResult",
+    "SweepSpec",
+    "Variant",
+    "aggregate_trials",
+    "fit_loglog",
+    "fit_slope",
+    "parse_param",
+    "plan_sweep",
+    "run_sweep",
+]
 
 
 def parse_param(text: str) -> tuple[str, list[Any]]:
@@ -241,10 +282,10 @@ def _check_spec(spec: SweepSpec, labels: list[str], where: str) -> None:
         raise ScenarioError(f"{where}: sweep.target_metric = {spec.target_metric!r} needs a threshold; allowed: set "
                             "sweep.target, or an eps grid")
     if spec.against is not None:
-        allowed_x = keys + list(_AGAINST_COLUMNS)
-        if spec.against not in allowed_x and spec.against not in _FINAL_COLUMNS:
+        allowed_x = keys + list(AGAINST_COLUMNS)
+        if spec.against not in allowed_x and spec.against not in FINAL_COLUMNS:
             raise ScenarioError(f"{where}: sweep.against = {spec.against!r} is not a column; allowed: a grid key "
-                                f"({', '.join(keys) or 'none'}) or one of {', '.join(_AGAINST_COLUMNS)}")
+                                f"({', '.join(keys) or 'none'}) or one of {', '.join(AGAINST_COLUMNS)}")
         for y in spec.against_y:
             if y in COST_COLUMNS and not has_cost:
                 raise ScenarioError(f"{where}: sweep.against_y names {y!r}, which needs a threshold; allowed: set "
@@ -274,143 +315,6 @@ def _check_spec(spec: SweepSpec, labels: list[str], where: str) -> None:
                             f"{', '.join(keys) or 'none (add e.g. seed = [0, 1, 2] to [sweep.grid])'}")
 
 
-def fit_slope(inv_eps: np.ndarray, cost: np.ndarray) -> float:
-    """Least-squares slope of log(cost) against log(1/eps) (NaN with fewer than two usable points)."""
-    inv_eps, cost = np.asarray(inv_eps, dtype=float), np.asarray(cost, dtype=float)
-    ok = np.isfinite(cost) & (cost > 0) & np.isfinite(inv_eps) & (inv_eps > 0)
-    if ok.sum() < 2:
-        return math.nan
-    return float(np.polyfit(np.log(inv_eps[ok]), np.log(cost[ok]), 1)[0])
-
-
-def fit_loglog(x, y) -> dict:
-    """Least-squares line of log(y) against log(x): slope, intercept (y ~ exp(intercept) x^slope), r2 and the
-    number of points used (finite and positive); slope NaN with fewer than two."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    ok = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    out = {"points": int(ok.sum()), "slope": math.nan, "intercept": math.nan, "r2": math.nan}
-    if ok.sum() < 2 or np.ptp(np.log(x[ok])) == 0:
-        return out
-    lx, ly = np.log(x[ok]), np.log(y[ok])
-    slope, intercept = np.polyfit(lx, ly, 1)
-    resid = ly - (slope * lx + intercept)
-    total = float(((ly - ly.mean()) ** 2).sum())
-    out.update(slope=float(slope), intercept=float(intercept),
-               r2=float(1.0 - (resid ** 2).sum() / total) if total > 0 else math.nan)
-    return out
-
-
-def _first_reaching(metrics: list[dict], threshold: float, metric: str = "rel_gap") -> dict | None:
-    """The first evaluation point whose `metric` is <= threshold (None if there is none)."""
-    for m in metrics:
-        v = m.get(metric)
-        if v is not None and v <= threshold:
-            return m
-    return None
-
-
-def _num(v: Any) -> float:
-    return math.nan if v is None else float(v)
-
-
-def _costs(metrics: list[dict], threshold: float, metric: str) -> dict:
-    """The cost columns at the first evaluation point with `metric` <= threshold (NaN where none reached it)."""
-    m = _first_reaching(metrics, threshold, metric)
-    if m is None:
-        out = {c: math.nan for c in COST_COLUMNS}
-        out["reached"] = False
-        return out
-    return {"cost_scalars": _num(m.get("scalars")), "cost_messages": _num(m.get("messages")),
-            "cost_rounds": _num(m.get("round")), "cost_virtual_time": _num(m.get("virtual_time")),
-            "cost_wall_time": _num(m.get("wall_time")), "cost_iteration": _num(m.get("iteration")),
-            "cost_modelled_time": _num(m.get("modelled_time")), "reached": True}
-
-
-_FINAL_COLUMNS = ("objective", "hull_distance", "margin", "rel_gap", "rel_dual", "rel_primal", "modelled_time",
-                  "primal_error", "gap", "iterate_gap", "rel_band_gap", "train_accuracy", "test_accuracy",
-                  "test_accuracy_std", "objective_std", "train_accuracy_std", "test_accuracy_shard",
-                  "test_accuracy_shard_std", "average_model_test_accuracy", "consensus_error", "nodes_up",
-                  "test_accuracy_all_nodes", "test_error", "kernel_evaluations", "inner_products",
-                  "kernel_evaluations_lower", "kernel_evaluations_upper", "solver_time", "level", "norm", "hinge",
-                  "support")
-#: topology facts copied from a run's algorithm_info into its row (peer algorithms: pushsum, gadget)
-INFO_COLUMNS = ("nodes", "spectral_gap", "inv_spectral_gap", "mixing_time", "diameter", "mean_degree",
-                "spectral_gap_metropolis")
-#: the columns of the first evaluation point that reaches eps or target
-#: the cost columns repeated for each of ``[sweep] targets`` (as ``cost_rounds@1e-3``, ...)
-TARGET_COLUMNS = ("cost_iteration", "cost_rounds", "cost_scalars", "cost_modelled_time", "cost_wall_time")
-COST_COLUMNS = ("cost_scalars", "cost_messages", "cost_rounds", "cost_virtual_time", "cost_wall_time",
-                "cost_iteration", "cost_messages_per_node", "cost_modelled_time")
-#: row columns that `against` may name besides the grid keys (and the final metrics of the algorithm)
-_AGAINST_COLUMNS = INFO_COLUMNS + ("iterations", "rounds", "messages", "scalars", "comm_units", "wall_time",
-                                   "virtual_time", "target")
-
-
-def _row(point: SweepPoint, result, spec: SweepSpec | None = None) -> dict:
-    final = result.final
-    summary = result.summary
-    row: dict[str, Any] = {"variant": point.variant, **point.values, "algorithm": point.scenario.algorithm.name,
-                           "stop_reason": result.stop_reason, "iterations": final.get("iteration"),
-                           "rounds": summary.get("rounds"), "scalars": final.get("scalars", 0),
-                           "comm_units": final.get("comm_units", 0.0), "wall_time": final.get("wall_time")}
-    if result.ledger is not None:
-        row["messages"] = result.ledger.totals["messages"]
-    if summary.get("virtual_time") is not None:
-        row["virtual_time"] = summary["virtual_time"]
-    faults = summary.get("faults")
-    if faults and faults.get("model"):
-        row.update(dropped_messages=faults["dropped_total"]["messages"],
-                   dropped_scalars=faults["dropped_total"]["scalars"],
-                   crashed_nodes=len(faults.get("crashed_nodes", [])))
-    for c in _FINAL_COLUMNS:
-        if final.get(c) is not None:
-            row[c] = final[c]
-    info = summary.get("algorithm_info") or {}
-    for c in INFO_COLUMNS:
-        if isinstance(info.get(c), (int, float)) and not isinstance(info.get(c), bool):
-            row[c] = info[c]
-    metric = spec.target_metric if spec is not None else "rel_gap"
-    threshold = float(point.values["eps"]) if "eps" in point.values else (spec.target if spec is not None else None)
-    if threshold is not None:
-        if "eps" not in point.values:
-            row["target"] = threshold
-        row.update(_costs(result.metrics, threshold, metric))
-        unit = summary.get("comm_unit")
-        if unit and np.isfinite(row["cost_scalars"]):
-            row["cost_units"] = row["cost_scalars"] / unit[1]
-        if row.get("nodes"):
-            row["cost_messages_per_node"] = row["cost_messages"] / row["nodes"]
-        evals = [m.get("scalars", 0) for m in result.metrics]
-        row["cost_resolution"] = float(np.max(np.diff([0] + evals))) if evals else math.nan
-        rounds = [m.get("round") for m in result.metrics if m.get("round") is not None]
-        if rounds:
-            row["cost_round_resolution"] = float(np.max(np.diff([0] + rounds)))
-    for t in (spec.targets if spec is not None else []):     # Table 2/3 style: the cost to each of several targets
-        costs = _costs(result.metrics, float(t), metric)
-        for c in TARGET_COLUMNS:
-            row[f"{c}@{t:g}"] = costs[c]
-    if "eps" in point.values:
-        bound = summary.get("bound")
-        if bound:
-            row.update(bound_upper=bound.get("upper"), bound_lower=bound.get("lower"))
-    return row
-
-
-def _compare_to_first_variant(rows: list[dict], keys: list[str]) -> None:
-    """Add `scalars_vs_first`: a run's scalars over the first variant's at the same grid point (e.g. 3.0 means
-    three times the communication of the first variant; at eps points the cost to eps is compared)."""
-    first: dict[tuple, float] = {}
-    label = rows[0]["variant"] if rows else None
-    for r in rows:
-        if r["variant"] == label:
-            first[tuple(r.get(k) for k in keys)] = r.get("cost_scalars", r["scalars"])
-    for r in rows:
-        ref = first.get(tuple(r.get(k) for k in keys))
-        mine = r.get("cost_scalars", r["scalars"])
-        if ref and mine and np.isfinite(ref) and np.isfinite(mine):
-            r["scalars_vs_first"] = mine / ref
-
-
 def _tag_table(points: list[SweepPoint], runs: list) -> str:
     """Where the communication went: scalars per message tag of every distributed run."""
     lines = []
@@ -424,100 +328,6 @@ def _tag_table(points: list[SweepPoint], runs: list) -> str:
     if not lines:
         return ""
     return "\n".join(["| run | scalars | by tag (scalars, share) |", "|---|---|---|"] + lines)
-
-
-def _slopes(rows: list[dict], keys: list[str]) -> list[dict]:
-    """Slope of cost against 1/eps per variant and per combination of the other grid keys."""
-    if "eps" not in keys:
-        return []
-    others = [k for k in keys if k != "eps"]
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        groups.setdefault((r["variant"],) + tuple(r[k] for k in others), []).append(r)
-    out = []
-    for key, rs in groups.items():
-        inv = np.array([1.0 / r["eps"] for r in rs])
-        cost = np.array([r.get("cost_scalars", math.nan) for r in rs], dtype=float)
-        entry = {"variant": key[0], **dict(zip(others, key[1:])), "slope": fit_slope(inv, cost),
-                 "points": int(np.isfinite(cost).sum())}
-        upper = np.array([r.get("bound_upper") or math.nan for r in rs], dtype=float)
-        if np.isfinite(upper).sum() >= 2:
-            entry["bound_slope"] = fit_slope(inv, upper)
-        out.append(entry)
-    return out
-
-
-def _against_y(spec: SweepSpec, rows: list[dict]) -> list[str]:
-    if spec.against_y:
-        return list(spec.against_y)
-    return ["cost_rounds"] if any(np.isfinite(_num(r.get("cost_rounds"))) for r in rows) else ["cost_scalars"]
-
-
-def _scaling(spec: SweepSpec, rows: list[dict]) -> list[dict]:
-    """Per variant (and value of `against_by` with ``against_fit = "by"``: each colour its own line) and y
-    column: the log-log fit of y against the `against` column."""
-    if spec.against is None:
-        return []
-    by = spec.against_by if spec.against_fit == "by" and spec.against_by != "variant" else None
-    out = []
-    for y in _against_y(spec, rows):
-        for label, value in dict.fromkeys((r["variant"], r.get(by) if by else None) for r in rows):
-            rs = [r for r in rows if r["variant"] == label and (by is None or r.get(by) == value)]
-            xs = np.array([_num(r.get(spec.against)) for r in rs])
-            ys = np.array([_num(r.get(y)) if not isinstance(r.get(y), str) else math.nan for r in rs])
-            fit = fit_loglog(xs, ys)
-            ok = np.isfinite(xs) & np.isfinite(ys) & (xs > 0) & (ys > 0)
-            ratio = float(np.median(ys[ok] / xs[ok])) if ok.any() else math.nan
-            out.append({"variant": label, **({by: value} if by else {}), "x": spec.against, "y": y, **fit,
-                        "median_y_over_x": ratio,
-                        "not_reached": int(sum(1 for r in rs if r.get("reached") is False))})
-    return out
-
-
-#: columns that a trials table never averages
-_NOT_AVERAGED = {"variant", "algorithm", "stop_reason", "reached"}
-
-
-def aggregate_trials(rows: list[dict], keys: list[str], trials_key: str) -> list[dict]:
-    """Mean and std over the values of grid key `trials_key`, per variant and combination of the other grid keys.
-
-    Every numeric column c gets ``c_mean`` and ``c_std`` (population std over trials). When the rows also have
-    ``c_std`` (a std over nodes reported by the run, e.g. ``test_accuracy_std``), the spread is split:
-    ``c_std_nodes`` = sqrt(mean over trials of the node variance), ``c_std_trials`` = std of the trial means, and
-    ``c_std`` = sqrt(c_std_nodes^2 + c_std_trials^2), the std over all (node, trial) pairs when every trial has
-    the same number of nodes."""
-    others = [k for k in keys if k != trials_key]
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        groups.setdefault((r["variant"],) + tuple(r.get(k) for k in others), []).append(r)
-    columns = list(dict.fromkeys(k for r in rows for k in r))
-    out = []
-    for key, rs in groups.items():
-        agg: dict[str, Any] = {"variant": key[0], **dict(zip(others, key[1:])), "trials": len(rs),
-                               trials_key + "_values": [r.get(trials_key) for r in rs]}
-        if all(r.get("reached") is not None for r in rs):
-            agg["reached"] = sum(bool(r.get("reached")) for r in rs)
-        for c in columns:
-            if c in _NOT_AVERAGED or c in keys or c.endswith("_std") and c[:-4] in columns:
-                continue
-            vals = [r.get(c) for r in rs]
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals if v is not None):
-                continue
-            v = np.array([_num(x) for x in vals], dtype=float)
-            v = v[np.isfinite(v)]
-            if v.size == 0:
-                continue
-            mean, std_trials = float(v.mean()), float(v.std())
-            agg[c + "_mean"] = mean
-            node_std = np.array([_num(r.get(c + "_std")) for r in rs], dtype=float)
-            if (c + "_std") in columns and np.isfinite(node_std).all():
-                std_nodes = float(np.sqrt(np.mean(node_std ** 2)))
-                agg.update({c + "_std_nodes": std_nodes, c + "_std_trials": std_trials,
-                            c + "_std": float(math.hypot(std_nodes, std_trials))})
-            else:
-                agg[c + "_std"] = std_trials
-        out.append(agg)
-    return out
 
 
 _TRIALS_DEFAULT = ("test_accuracy", "train_accuracy", "objective", "wall_time", "virtual_time", "messages",
@@ -579,7 +389,7 @@ def _columns(rows: list[dict], keys: list[str]) -> list[str]:
                  "scalars_vs_first", "target", "reached", "cost_scalars", "cost_units", "cost_resolution",
                  "cost_messages", "cost_messages_per_node", "cost_rounds", "cost_virtual_time", "cost_wall_time",
                  "cost_iteration", "cost_modelled_time", "bound_upper", "bound_lower",
-                 "wall_time", "virtual_time", "dropped_messages", "crashed_nodes", *_FINAL_COLUMNS, "stop_reason"]
+                 "wall_time", "virtual_time", "dropped_messages", "crashed_nodes", *FINAL_COLUMNS, "stop_reason"]
     present = {k for r in rows for k in r}
     by_target = sorted({c for c in present if "@" in c}, key=lambda c: (-float(c.split("@")[1]),
                                                                           TARGET_COLUMNS.index(c.split("@")[0])))
@@ -618,13 +428,13 @@ def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None =
                 bar.set_postfix_str(p.slug, refresh=True)
             run_dir = (tmp_dir / "runs" / p.slug) if (write and keep_runs) else None
             res = run(p.scenario, out_dir=run_dir, write=run_dir is not None, progress=False)
-            rows.append(_row(p, res, spec))
+            rows.append(sweep_row(p, res, spec))
             runs.append(res)
             if bar is not None:
                 bar.update(1)
-        _compare_to_first_variant(rows, keys)
-        slopes = _slopes(rows, keys)
-        result = SweepResult(final_dir, rows, slopes, runs, scaling=_scaling(spec, rows),
+        compare_to_first_variant(rows, keys)
+        slopes = eps_slopes(rows, keys)
+        result = SweepResult(final_dir, rows, slopes, runs, scaling=scaling_fits(spec, rows),
                              trials=aggregate_trials(rows, keys, spec.trials) if spec.trials else [])
         if write:
             _write(tmp_dir, spec, points, result, keys)
@@ -658,8 +468,7 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
     extra = sorted({k for r in result.rows for k in r} - set(cols))
     with open(directory / "sweep.csv", "w") as f:
         f.write(",".join(cols + extra) + "\n")
-        for r in result.rows:
-            f.write(",".join(_csv(r.get(c)) for c in cols + extra) + "\n")
+        f.writelines(",".join(_csv(r.get(c)) for c in cols + extra) + "\n" for r in result.rows)
     text = [f"# sweep {points[0].scenario.name}" + (f": {spec.title}" if spec.title else ""), "",
             markdown_table(result.rows, cols)]
     if result.slopes:
@@ -671,23 +480,22 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
         if spec.target is not None or "eps" in keys:
             what = (f"; cost columns at the first evaluation with {spec.target_metric} <= "
                     + (f"{spec.target:g}" if spec.target is not None else "eps"))
-        text += ["", f"## scaling against {spec.against} (log-log least squares: y ~ exp(intercept) x^slope"
-                 f"{what})", "",
+        text += ["", (f"## scaling against {spec.against} (log-log least squares: y ~ exp(intercept) x^slope"
+                 f"{what})"), "",
                  markdown_table(result.scaling, ["variant"] + ([spec.against_by] if spec.against_fit == "by" and
                                                                 spec.against_by not in (None, "variant") else [])
                                 + ["y", "x", "slope", "intercept", "r2", "points", "not_reached",
                                    "median_y_over_x"])]
     if result.trials:
         n = max(t["trials"] for t in result.trials)
-        text += ["", f"## mean ± std over {spec.trials} ({n} trials; std over nodes and trials where the run "
-                 "reports a std over nodes)", "",
+        text += ["", (f"## mean ± std over {spec.trials} ({n} trials; std over nodes and trials where the run "
+                 "reports a std over nodes)"), "",
                  _trials_markdown(result.trials, keys, spec.trials, spec.trials_columns)]
         tcols = list(dict.fromkeys(k for t in result.trials for k in t))
         with open(directory / "trials.csv", "w") as f:
             f.write(",".join(tcols) + "\n")
-            for t in result.trials:
-                f.write(",".join(_csv(t.get(c)) if not isinstance(t.get(c), list) else
-                                 _csv(" ".join(map(str, t[c]))) for c in tcols) + "\n")
+            f.writelines(",".join(_csv(t.get(c)) if not isinstance(t.get(c), list) else
+                                 _csv(" ".join(map(str, t[c]))) for c in tcols) + "\n" for t in result.trials)
     tags = _tag_table(points, result.runs)
     if tags:
         text += ["", "## communication by message tag", "", tags]
@@ -700,7 +508,7 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
                          title=spec.title or points[0].scenario.name, group_keys=[k for k in keys if k != "eps"])
     if result.scaling:
         plot_scaling(result.rows, result.scaling, directory / "scaling.png", x=spec.against,
-                     ys=_against_y(spec, result.rows), by=spec.against_by,
+                     ys=against_y(spec, result.rows), by=spec.against_by,
                      title=spec.title or points[0].scenario.name)
     runs = [(p, r.metrics, r.summary.get("comm_unit")) for p, r in zip(points, result.runs)]
     plot_sweep_curves(runs, directory / "curves.png", y=spec.plot, x=spec.x, title=spec.title or points[0].scenario.name,

@@ -1,6 +1,7 @@
 """Shared pytest fixtures."""
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -26,10 +27,18 @@ def ray_local():
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+def shared_data_path() -> Path:
+    """The LIBSVM sets: ``SVMSIM_DATA_DIR`` when it names a folder, else ``shared/data`` beside the checkout."""
+    named = os.environ.get("SVMSIM_DATA_DIR")
+    if named and Path(named).is_dir():
+        return Path(named).resolve()
+    return Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
 @pytest.fixture(scope="session")
 def shared_data_dir() -> Path:
     """The project's shared data folder (skips when it is not there)."""
-    path = Path(__file__).resolve().parents[2] / "shared" / "data"
+    path = shared_data_path()
     if not path.is_dir():
         pytest.skip(f"shared data folder {path} not found")
     return path

@@ -156,10 +156,10 @@ def test_existing_run_directory_is_not_overwritten(tmp_path):
         svmsim.run(small(), out_dir=out)
 
 
-def test_validate_list_and_help():
+def test_validate_list_and_help(shared_data_dir):
     assert main(["validate", str(QUICK)]) == 0
     assert main(["list", "algorithms"]) == 0
     r = run_cli("--help")
     assert r.returncode == 0 and "scenario" in r.stdout
-    r = run_cli("list", "datasets", "--data-dir", str(ROOT.parent / "shared" / "data"))
+    r = run_cli("list", "datasets", "--data-dir", str(shared_data_dir))
     assert "a9a" in r.stdout

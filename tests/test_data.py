@@ -5,6 +5,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
+import os
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,9 @@ from svmsim.data import (
 )
 from svmsim.errors import DataError, ScenarioError, SvmsimError
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = (Path(os.environ["SVMSIM_DATA_DIR"]).resolve()
+               if Path(os.environ.get("SVMSIM_DATA_DIR") or "/nonexistent").is_dir()
+               else Path(__file__).resolve().parents[2] / "shared" / "data")
 needs_shared = pytest.mark.skipif(not (SHARED_DATA / "a9a.xz").is_file(), reason=f"no shared data in {SHARED_DATA}")
 
 

@@ -80,7 +80,9 @@ class Meter:
         if self._check:
             self._ptr, self._nbr = edge_index(adjacency, self.n_nodes)
             self._edges = np.zeros((_Q, self._nbr.shape[0]), dtype=np.int64)
+            # pragma: no mutate start (equivalent: read via edges_table's int64 cast; exact below 2**53)
             self._dropped_edges = np.zeros((_Q, self._nbr.shape[0]), dtype=np.int64)
+            # pragma: no mutate end
             self._lookup: np.ndarray | None = None      # made for the first compiled loop
         else:
             self._keyed = KeyedCounts(_Q)
@@ -88,13 +90,19 @@ class Meter:
         self._totals = [0] * _Q
         self.by_tag: dict[str, list[int]] = {}
         self.dropped_by_tag: dict[str, list[int]] = {}
+        # pragma: no mutate start (equivalent: only values >= 0 are stored; 'Q' holds the same bytes)
         self._round_log = array("q")   # flat (round, quantities...) per round that carried messages
+        # pragma: no mutate end
         self._patterns: dict[tuple, list] = {}
         self._per_message: dict[tuple, np.ndarray] = {}   # (scalars, bytes) -> the quantities of one message
+        # pragma: no mutate start (equivalent: a sentinel, flushing a round that carried nothing does nothing)
         self._cur_round = -1
+        # pragma: no mutate end
         self._cur = [0] * _Q
         self.last_round = -1
+        # pragma: no mutate start (equivalent: iterations and rounds are >= 0, 'Q' holds them in the same bytes)
         self._iteration_log = array("q")   # flat (iteration, round at which it ended): no Python object per
+        # pragma: no mutate end
         # iteration (million-iteration runs would otherwise spend their time in the garbage collector)
         self._node_totals: dict[str, np.ndarray] = {}
         self._node_rounds: dict[str, tuple[array, array]] = {}   # quantity -> (rounds, amounts), one per round
@@ -174,7 +182,9 @@ class Meter:
         """Count `amounts` (one per node id, or one for all) of a node quantity, e.g. ``"kernel_evaluations"``, done by
         `node_ids` in round `round_`. Integer amounts keep integer totals; float amounts (e.g. modelled time)
         float ones."""
+        # pragma: no mutate start (equivalent: node ids are integers, and any integer dtype indexes alike)
         ids = np.atleast_1d(np.asarray(node_ids, dtype=np.int64))
+        # pragma: no mutate end
         amt = np.broadcast_to(np.asarray(amounts), ids.shape)
         if ids.shape[0] == 0:
             return
@@ -183,15 +193,19 @@ class Meter:
             raise ProtocolError(f"node quantity {quantity!r} recorded for node {bad}, but node ids must lie in "
                                 f"0..{self.n_nodes - 1}")
         is_float = amt.dtype.kind == "f"
-        if amt.dtype.kind not in "iubf":
+        if amt.dtype.kind not in "iubf":  # pragma: no mutate (equivalent: one-letter kinds)
             raise TypeError(f"node quantity {quantity!r}: amounts must be integers or floats, not {amt.dtype}")
         acc = self._node_totals.get(quantity)
         if acc is None:
             acc = self._node_totals[quantity] = np.zeros(self.n_nodes, np.float64 if is_float else np.int64)
+            # pragma: no mutate start (equivalent: never negative; 'Q' holds the same bytes as 'q')
             self._node_rounds[quantity] = (array("q"), array("d" if is_float else "q"))
+            # pragma: no mutate end
         elif is_float and acc.dtype.kind != "f":
             raise TypeError(f"node quantity {quantity!r} was recorded in integers; got {amt.dtype} amounts")
+        # pragma: no mutate start (equivalent: copy= changes no value add.at reads)
         np.add.at(acc, ids, amt.astype(acc.dtype, copy=False))
+        # pragma: no mutate end
         total = amt.sum()
         rounds, amounts_log = self._node_rounds[quantity]
         if len(rounds) and rounds[-1] == round_:

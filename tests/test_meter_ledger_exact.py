@@ -1,0 +1,420 @@
+"""The meter and its ledger, exactly: every table, every file Ledger.save writes (headers, rows, the JSON summary
+byte for byte), the merge of hosts' ledgers (shared edges and rounds summed, iterations in order, node quantities
+with their dtypes, one ledger merging to itself), and the errors that name what is wrong."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from svmsim.comm import Ledger, MessageBatch, Meter, merge_ledgers
+from svmsim.comm.message import frozen_ids
+from svmsim.errors import ProtocolError
+
+NAMES = ["a", "b", "c"]
+BIG = 2 ** 53          # beyond it a float64 no longer holds every integer
+
+
+def path3():
+    """The path a - b - c."""
+    adj = np.zeros((3, 3), dtype=bool)
+    adj[0, 1] = adj[1, 0] = adj[1, 2] = adj[2, 1] = True
+    return adj
+
+
+def script(m: Meter) -> Meter:
+    """A small run: two tags (float64 and float32 payloads), a dropped message, an integer and a float node
+    quantity, two iterations."""
+    m.record(0, MessageBatch.single("ping", 0, 1, [1.0, 2.0]))                                # 1 msg, 2 sc, 16 B
+    m.record(1, MessageBatch("pong", np.array([1, 2]), np.array([0, 1]), np.ones((2, 1), dtype=np.float32)))
+    m.record_dropped(1, MessageBatch.single("ping", 1, 2, [1.0, 2.0, 3.0]))
+    m.record_node(0, "kernel_evaluations", [0, 2], [3, 4])
+    m.record_node(1, "kernel_evaluations", 1, 5)
+    m.record_node(1, "time", [0, 1, 2], 0.5)
+    m.record_node(3, "kernel_evaluations", 0, 1)
+    m.mark_iteration(0, 0)
+    m.mark_iteration(1, 1)
+    return m
+
+
+EDGES = [[0, 1, 1, 2, 16], [1, 0, 1, 1, 4], [2, 1, 1, 1, 4]]
+ROUNDS = [[0, 1, 2, 16], [1, 2, 2, 8]]
+
+SUMMARY = {
+    "totals": {"messages": 3, "scalars": 4, "bytes": 24},
+    "by_tag": {"ping": {"messages": 1, "scalars": 2, "bytes": 16}, "pong": {"messages": 2, "scalars": 2, "bytes": 8}},
+    "dropped_by_tag": {"ping": {"messages": 1, "scalars": 3, "bytes": 24}},
+    "by_node": {
+        "a": {"sent": {"messages": 1, "scalars": 2, "bytes": 16}, "received": {"messages": 1, "scalars": 1, "bytes": 4}},
+        "b": {"sent": {"messages": 1, "scalars": 1, "bytes": 4}, "received": {"messages": 2, "scalars": 3, "bytes": 20}},
+        "c": {"sent": {"messages": 1, "scalars": 1, "bytes": 4}, "received": {"messages": 0, "scalars": 0, "bytes": 0}},
+    },
+    "n_rounds_with_messages": 2,
+    "iterations": 2,
+    "nodes": {
+        "kernel_evaluations": {"total": 13, "n_rounds": 3, "by_node": {"a": 4, "b": 5, "c": 4}},
+        "time": {"total": 1.5, "n_rounds": 1, "by_node": {"a": 0.5, "b": 0.5, "c": 0.5}},
+    },
+}
+
+FILES = {
+    "ledger_edges.csv": "src,dst,src_name,dst_name,messages,scalars,bytes\n0,1,a,b,1,2,16\n1,0,b,a,1,1,4\n2,1,c,b,1,1,4\n",
+    "ledger_rounds.csv": "round,messages,scalars,bytes\n0,1,2,16\n1,2,2,8\n",
+    "ledger_nodes.csv": "node,name,kernel_evaluations,time\n0,a,4,0.5\n1,b,5,0.5\n2,c,4,0.5\n",
+    "ledger_node_rounds.csv": "round,kernel_evaluations,time\n0,7,0.0\n1,5,1.5\n3,1,0.0\n",
+    "ledger.json": json.dumps(SUMMARY, indent=2),
+}
+
+
+def saved(ledger: Ledger, directory) -> dict:
+    directory.mkdir()
+    ledger.save(directory)
+    return {p.name: p.read_text() for p in sorted(directory.iterdir())}
+
+
+@pytest.mark.parametrize("adjacency", [path3(), None], ids=["topology", "keyed"])
+def test_the_ledger_of_a_small_run_exactly(adjacency):
+    led = script(Meter(3, adjacency, node_names=NAMES)).ledger()
+    assert led.totals == {"messages": 3, "scalars": 4, "bytes": 24}
+    assert led.by_tag == {"ping": [1, 2, 16], "pong": [2, 2, 8]}
+    assert led.dropped_by_tag == {"ping": [1, 3, 24]}
+    assert led.edges.tolist() == EDGES and led.edges.dtype == np.int64
+    assert led.dropped_edges.tolist() == [[1, 2, 1, 3, 24]] and led.dropped_edges.dtype == np.int64
+    assert led.rounds.tolist() == ROUNDS and led.rounds.dtype == np.int64
+    assert led.iteration_rounds.tolist() == [[0, 0], [1, 1]] and led.iteration_rounds.dtype == np.int64
+    assert led.node_names == NAMES
+    assert led.node_totals["kernel_evaluations"].tolist() == [4, 5, 4]
+    assert led.node_totals["kernel_evaluations"].dtype == np.int64
+    assert led.node_totals["time"].tolist() == [0.5, 0.5, 0.5]
+    assert led.node_rounds["kernel_evaluations"].tolist() == [[0, 7], [1, 5], [3, 1]]
+    assert led.node_rounds["time"].tolist() == [[1.0, 1.5]]
+    assert led.summary() == SUMMARY
+
+
+def test_the_files_a_ledger_saves_exactly(tmp_path):
+    led = script(Meter(3, path3(), node_names=NAMES)).ledger()
+    assert saved(led, tmp_path / "run") == FILES
+
+
+def test_a_long_rounds_table_is_written_whole(tmp_path):
+    n = 70_000                                              # more rows than one formatting chunk
+    rounds = np.column_stack([np.arange(n), np.ones(n), np.full(n, 2), np.full(n, 16)]).astype(np.int64)
+    empty = np.zeros((0, 5), dtype=np.int64)
+    led = Ledger({"messages": n, "scalars": 2 * n, "bytes": 16 * n}, {"x": [n, 2 * n, 16 * n]}, {}, empty, empty,
+                 rounds, np.zeros((0, 2), dtype=np.int64), ["a"])
+    led.save(tmp_path)
+    lines = (tmp_path / "ledger_rounds.csv").read_text().splitlines()
+    assert len(lines) == n + 1
+    assert lines[0] == "round,messages,scalars,bytes"
+    assert lines[1] == "0,1,2,16" and lines[65_537] == "65536,1,2,16" and lines[-1] == f"{n - 1},1,2,16"
+
+
+def test_round_ids_stay_exact_integers_beyond_float_precision(tmp_path):
+    host_a, host_b = Meter(2), Meter(2)
+    host_a.record(BIG + 1, MessageBatch.single("x", 0, 1, [1.0]))
+    host_b.record(BIG, MessageBatch.single("x", 1, 0, [1.0]))
+    host_b.record(BIG + 1, MessageBatch.single("x", 1, 0, [1.0, 2.0]))
+    host_a.record_node(BIG, "kernel_evaluations", 0, 2)
+    host_a.record_node(BIG + 1, "kernel_evaluations", 1, 3)
+    merged = merge_ledgers([host_a.ledger(), host_b.ledger()])
+    assert merged.rounds.tolist() == [[BIG, 1, 1, 8], [BIG + 1, 2, 3, 24]]
+    assert merged.node_rounds["kernel_evaluations"].tolist() == [[BIG, 2], [BIG + 1, 3]]
+    host_a.ledger().save(tmp_path)
+    assert (tmp_path / "ledger_node_rounds.csv").read_text() == \
+        f"round,kernel_evaluations\n{BIG},2\n{BIG + 1},3\n"
+
+
+def test_integer_node_quantities_are_summed_exactly():
+    m = Meter(2)
+    m.record_node(0, "kernel_evaluations", [0], BIG + 1)
+    m.record_node(0, "kernel_evaluations", [0, 1], [2, 3])
+    totals, rounds = m.node_tables()
+    assert totals["kernel_evaluations"].tolist() == [BIG + 3, 3]
+    assert rounds["kernel_evaluations"].tolist() == [[0, BIG + 6]]
+    assert m.node_quantity_totals() == {"kernel_evaluations": BIG + 6}
+
+
+def test_float_node_quantities_accumulate():
+    m = Meter(3)
+    m.record_node(0, "time", [0], 0.5)
+    m.record_node(2, "time", [0, 1], [0.25, 1.0])
+    m.record_node(2, "time", 2, 0.125)
+    totals, rounds = m.node_tables()
+    assert totals["time"].tolist() == [0.75, 1.0, 0.125]
+    assert rounds["time"].tolist() == [[0.0, 0.5], [2.0, 1.375]]
+
+
+@pytest.mark.parametrize("adjacency", [path3(), None], ids=["topology", "keyed"])
+def test_a_flat_payload_is_one_scalar_per_message(adjacency):
+    m = Meter(3, adjacency)
+    m.record(0, MessageBatch("x", np.array([0, 2]), np.array([1, 1]), np.ones(2, dtype=np.float32)))
+    m.record_dropped(0, MessageBatch("x", np.array([1]), np.array([0]), np.ones(1)))
+    led = m.ledger()
+    assert led.by_tag == {"x": [2, 2, 8]} and led.dropped_by_tag == {"x": [1, 1, 8]}
+    assert led.edges.tolist() == [[0, 1, 1, 1, 4], [2, 1, 1, 1, 4]]
+    assert led.dropped_edges.tolist() == [[1, 0, 1, 1, 8]]
+
+
+@pytest.mark.parametrize("adjacency", [path3(), None], ids=["topology", "keyed"])
+def test_shared_id_arrays_are_counted_once_per_send_whatever_the_payload(adjacency):
+    m = Meter(3, adjacency, keep_log=True)
+    spokes = frozen_ids([0, 2])
+    m.record(0, MessageBatch.gather("x", spokes, 1, np.ones((2, 2))))                       # float64: 16 B each
+    m.ledger()                                                                           # a read in between
+    m.record(1, MessageBatch.gather("x", spokes, 1, np.ones((2, 2), dtype=np.float32)))     # same ids, 8 B each
+    m.record(1, MessageBatch.gather("x", spokes, 1, np.ones((2, 3))))                       # same ids, 3 scalars
+    m.record(2, MessageBatch.broadcast("y", 1, spokes, np.ones(1)))
+    led = m.ledger()
+    assert led.edges.tolist() == [[0, 1, 3, 7, 48], [1, 0, 1, 1, 8], [1, 2, 1, 1, 8], [2, 1, 3, 7, 48]]
+    assert led.rounds.tolist() == [[0, 2, 4, 32], [1, 4, 10, 64], [2, 2, 2, 16]]
+    assert led.totals == {"messages": 8, "scalars": 16, "bytes": 112}
+    assert len(m.message_rows()) == 8
+
+
+def test_the_log_keeps_the_ids_as_sent():
+    m = Meter(3, keep_log=True)
+    src, dst = np.array([0, 1]), np.array([1, 2])
+    m.record(0, MessageBatch("x", src, dst, np.ones((2, 1))))
+    src[:] = 2                                                       # the sender reuses its arrays
+    dst[:] = 0
+    assert m.message_rows() == [(0, "x", 0, 1, 1), (0, "x", 1, 2, 1)]
+
+
+def test_nodes_are_named_by_their_ids_unless_named():
+    m = Meter(3)
+    assert m.last_round == -1
+    m.record(0, MessageBatch.single("x", 2, 0, [1.0]))
+    led = m.ledger()
+    assert m.last_round == 0
+    assert led.node_names == ["0", "1", "2"]
+    assert led.by_node() == {"2": {"sent": {"messages": 1, "scalars": 1, "bytes": 8},
+                                   "received": {"messages": 0, "scalars": 0, "bytes": 0}},
+                             "0": {"sent": {"messages": 0, "scalars": 0, "bytes": 0},
+                                   "received": {"messages": 1, "scalars": 1, "bytes": 8}}}
+
+
+def test_rounds_recorded_in_pieces_are_one_row_each():
+    m = Meter(3, path3())
+    m.record(0, MessageBatch.single("x", 0, 1, [1.0]))
+    m.record(1, MessageBatch.single("x", 1, 2, [1.0, 2.0]))
+    m.record(0, MessageBatch.single("y", 1, 0, [1.0]))          # round 0 again, after round 1
+    m.record_node(2, "k", 0, 1)
+    m.record_node(1, "k", 1, 2)
+    m.record_node(2, "k", 2, 4)
+    led = m.ledger()
+    assert led.rounds.tolist() == [[0, 2, 2, 16], [1, 1, 2, 16]]
+    assert led.node_rounds["k"].tolist() == [[1, 2], [2, 5]]
+    assert m.last_round == 1
+
+
+# -- merging ---------------------------------------------------------------------------------------------------
+def test_merging_nothing_is_refused():
+    with pytest.raises(ValueError, match=r"^no ledgers to merge$"):
+        merge_ledgers([])
+
+
+def test_one_ledger_merges_to_itself(tmp_path):
+    led = script(Meter(3, path3(), node_names=NAMES)).ledger()
+    merged = Ledger.merge([led])
+    assert merged.equals(led) and merged.node_names == NAMES
+    assert merged.node_rounds["kernel_evaluations"].dtype == np.int64       # counts stay integers
+    assert merged.node_rounds["time"].dtype == np.float64                   # time stays fractional
+    assert saved(merged, tmp_path / "merged") == FILES
+
+
+def test_hosts_sharing_edges_rounds_and_quantities_merge_to_the_one_meter(tmp_path):
+    one = Meter(3, path3(), node_names=NAMES)
+    hosts = [Meter(3, node_names=NAMES), Meter(3, node_names=NAMES)]
+    # (host, round, batch): the same edges and rounds seen by both hosts, with different counts
+    traffic = [(0, 0, MessageBatch.single("x", 0, 1, [1.0])),
+               (1, 0, MessageBatch("x", np.array([0, 0]), np.array([1, 1]), np.ones((2, 3)))),
+               (1, 2, MessageBatch.single("y", 2, 1, [1.0, 2.0])),
+               (0, 2, MessageBatch.single("x", 1, 2, [1.0]))]
+    for h, r, batch in traffic:
+        one.record(r, batch)
+        hosts[h].record(r, batch)
+    for h, r, batch in [(0, 1, MessageBatch.single("x", 1, 2, [1.0])),
+                        (1, 1, MessageBatch("x", np.array([1, 1]), np.array([2, 2]), np.ones((2, 2))))]:
+        one.record_dropped(r, batch)
+        hosts[h].record_dropped(r, batch)
+    for h, r, q, ids, amt in [(0, 0, "k", [0, 1], [1, 2]), (1, 0, "k", [1], 5), (1, 2, "k", [2], 7),
+                              (1, 2, "t", [2], 0.25), (1, 3, "t", [0, 1], 0.5)]:
+        one.record_node(r, q, ids, amt)
+        hosts[h].record_node(r, q, ids, amt)
+    for h, it, r in [(1, 0, 0), (0, 0, 0), (1, 1, 2), (0, 1, 2)]:   # both hosts end each iteration
+        one.mark_iteration(it, r)
+        hosts[h].mark_iteration(it, r)
+    merged = merge_ledgers([h.ledger() for h in hosts])
+    assert merged.totals == {"messages": 5, "scalars": 10, "bytes": 80}
+    assert merged.by_tag == {"x": [4, 8, 64], "y": [1, 2, 16]}
+    assert merged.dropped_by_tag == {"x": [3, 5, 40]}
+    assert merged.edges.tolist() == [[0, 1, 3, 7, 56], [1, 2, 1, 1, 8], [2, 1, 1, 2, 16]]
+    assert merged.dropped_edges.tolist() == [[1, 2, 3, 5, 40]]
+    assert merged.rounds.tolist() == [[0, 3, 7, 56], [2, 2, 3, 24]]
+    assert merged.iteration_rounds.tolist() == [[0, 0], [0, 0], [1, 2], [1, 2]]
+    assert merged.node_totals["k"].tolist() == [1, 7, 7]
+    assert merged.node_rounds["k"].tolist() == [[0, 8], [2, 7]]
+    assert merged.node_totals["t"].tolist() == [0.5, 0.5, 0.25]
+    assert merged.node_rounds["t"].tolist() == [[2.0, 0.25], [3.0, 1.0]]
+    full = one.ledger()
+    assert merged.equals(full) and full.equals(merged)
+    assert saved(merged, tmp_path / "merged") == saved(full, tmp_path / "one")
+
+
+def test_iterations_from_several_hosts_merge_in_iteration_order():
+    a, b = Meter(2), Meter(2)
+    a.mark_iteration(1, 4)
+    a.mark_iteration(2, 3)
+    b.mark_iteration(0, 4)
+    merged = merge_ledgers([a.ledger(), b.ledger()])
+    assert merged.iteration_rounds.tolist() == [[0, 4], [1, 4], [2, 3]]
+
+
+def test_empty_tables_given_as_lists_merge_to_integer_tables():
+    # hand-made ledgers (as tests of the Ray hosts build them) may give an empty table as []
+    names = ["a", "b"]
+    parts = [Ledger({"messages": 1, "scalars": 1, "bytes": 8}, {"x": [1, 1, 8]}, {}, np.array([[0, 1, 1, 1, 8]]), [],
+                    np.array([[0, 1, 1, 8]]), [], names) for _ in range(2)]
+    merged = merge_ledgers(parts)
+    assert merged.edges.tolist() == [[0, 1, 2, 2, 16]]
+    assert merged.dropped_edges.shape == (0, 5) and merged.dropped_edges.dtype == np.int64
+    assert merged.iteration_rounds.shape == (0, 2) and merged.iteration_rounds.dtype == np.int64
+    assert merged.summary()["iterations"] == 0
+
+
+def test_ledgers_that_differ_anywhere_are_not_equal():
+    led = script(Meter(3, path3(), node_names=NAMES)).ledger()
+    assert led.equals(copy.deepcopy(led))
+
+    def changed(**fields):
+        return dataclasses.replace(copy.deepcopy(led), **fields)
+
+    def plus_one(a):
+        a = a.copy()
+        a[-1, -1] += 1
+        return a
+
+    others = [changed(totals={**led.totals, "bytes": 25}),
+              changed(by_tag={**led.by_tag, "pong": [2, 2, 9]}),
+              changed(dropped_by_tag={}),
+              changed(edges=plus_one(led.edges)),
+              changed(dropped_edges=plus_one(led.dropped_edges)),
+              changed(rounds=plus_one(led.rounds)),
+              changed(iteration_rounds=plus_one(led.iteration_rounds)),
+              changed(node_totals={**led.node_totals, "kernel_evaluations": np.array([4, 5, 5])}),
+              changed(node_totals={**led.node_totals, "extra": np.zeros(3, dtype=np.int64)},
+                      node_rounds={**led.node_rounds, "extra": np.zeros((0, 2), dtype=np.int64)}),
+              changed(node_rounds={**led.node_rounds, "time": np.array([[1.0, 1.25]])})]
+    for i, other in enumerate(others):
+        assert not led.equals(other), i
+        assert not other.equals(led), i
+
+
+# -- the meter's other readings ----------------------------------------------------------------------------------
+def test_the_message_log_one_row_per_message_sorted():
+    m = Meter(3, path3(), keep_log=True)
+    m.record(1, MessageBatch("pong", np.array([2, 1]), np.array([1, 0]), np.ones((2, 1))))
+    m.record(0, MessageBatch.broadcast("ping", 1, frozen_ids([2, 0]), np.array([1.0, 2.0])))
+    assert m.message_rows() == [(0, "ping", 1, 0, 2), (0, "ping", 1, 2, 2), (1, "pong", 1, 0, 1),
+                                (1, "pong", 2, 1, 1)]
+    assert all(type(v) is int for row in m.message_rows() for v in row[2:4])
+    with pytest.raises(ValueError, match=r"^the meter was created without keep_log=True$"):
+        Meter(3).message_rows()
+
+
+def test_scalars_up_to_a_round_include_that_round():
+    m = Meter(3)
+    m.record(0, MessageBatch.single("x", 0, 1, [1.0, 2.0, 3.0]))                   # 1 msg, 3 sc
+    m.record(1, MessageBatch("x", np.array([1, 2]), np.array([0, 0]), np.ones((2, 2))))   # 2 msgs, 4 sc
+    m.record(3, MessageBatch.single("x", 2, 1, [1.0]))                             # 1 msg, 1 sc
+    assert [m.scalars_up_to_round(r) for r in (-1, 0, 1, 2, 3, 9)] == [0, 3, 7, 7, 8, 8]
+
+
+def test_the_edge_matrix_up_to_the_dense_limit():
+    m = Meter(1024)
+    m.record(0, MessageBatch.single("x", 1023, 0, [1.0, 2.0]))
+    m.record_dropped(0, MessageBatch.single("x", 5, 7, [1.0]))
+    e = m.edge_matrix()
+    assert e.shape == (3, 1024, 1024) and e.dtype == np.int64
+    assert e[:, 1023, 0].tolist() == [1, 2, 16] and int(e.sum()) == 19
+    d = m.edge_matrix(dropped=True)
+    assert d[:, 5, 7].tolist() == [1, 1, 8] and int(d.sum()) == 10
+    with pytest.raises(ValueError, match=r"^edge_matrix is only available for up to 1024 nodes; use ledger\(\)\.edges$"):
+        Meter(1025).edge_matrix()
+
+
+def test_compiled_buffers_come_back_into_the_ledger():
+    m = Meter(3, path3(), node_names=NAMES)
+    m.record(0, MessageBatch.single("x", 0, 1, [1.0]))
+    bufs = m.compiled_buffers(3, rounds=8, iterations=4)
+    assert bufs.lookup.tolist() == [-1, 0, -1, 1, -1, 2, -1, 3, -1]
+    assert bufs.edges.dtype == np.int64                               # integer counters, as the loops write
+    bufs.edges[:, bufs.lookup[2 * 3 + 1]] += [2, 4, 32]              # the loop: two messages 2 -> 1
+    bufs.by_tag[1] = [2, 4, 32]                                        # tag "y"; tag "z" (row 2) sent nothing
+    bufs.rounds[:2] = [[1, 1, 2, 16], [2, 1, 2, 16]]
+    bufs.rounds[2] = [9, 9, 9, 9]                                      # beyond n_rounds: not taken
+    bufs.iterations[:1] = [[0, 2]]
+    bufs.iterations[1] = [7, 7]                                        # beyond n_iterations
+    m.absorb(bufs, ("x", "y", "z"), n_rounds=2, n_iterations=1)
+    led = m.ledger()
+    assert led.totals == {"messages": 3, "scalars": 5, "bytes": 40}
+    assert led.by_tag == {"x": [1, 1, 8], "y": [2, 4, 32]}
+    assert led.edges.tolist() == [[0, 1, 1, 1, 8], [2, 1, 2, 4, 32]]
+    assert led.rounds.tolist() == [[0, 1, 1, 8], [1, 1, 2, 16], [2, 1, 2, 16]]
+    assert led.iteration_rounds.tolist() == [[0, 2]]
+    assert m.last_round == 2
+    assert Meter(3, path3(), keep_log=True).compiled_buffers(1) is None and Meter(3).compiled_buffers(1) is None
+
+
+# -- errors that name what is wrong ------------------------------------------------------------------------------
+@pytest.mark.parametrize("adjacency", [path3(), None], ids=["topology", "keyed"])
+@pytest.mark.parametrize("s, d", [(3, 1), (1, 3), (-1, 0), (0, -1)])
+def test_a_message_off_the_node_range_names_its_ends(adjacency, s, d):
+    m = Meter(3, adjacency, node_names=NAMES)
+    with pytest.raises(ProtocolError, match=rf"^message with tag 'ping' goes from node {s} to node {d}, but node ids "
+                                            r"must lie in 0\.\.2$"):
+        m.record(0, MessageBatch.single("ping", s, d, [1.0]))
+    assert m.ledger().edges.shape == (0, 5)
+
+
+@pytest.mark.parametrize("s, d", [(0, 2), (2, 0), (1, 1)])
+def test_a_message_off_the_topology_names_its_ends(s, d):
+    m = Meter(3, path3(), node_names=NAMES)
+    with pytest.raises(ProtocolError, match=rf"^message with tag 'ping' goes from node {s} \({NAMES[s]}\) to node {d} "
+                                            rf"\({NAMES[d]}\), which are not neighbours in the topology; node programs "
+                                            r"may only send along edges$"):
+        m.record(0, MessageBatch.single("ping", s, d, [1.0]))
+
+
+def test_a_batch_refused_midway_leaves_the_ledger_as_it_was():
+    m = Meter(3, path3(), node_names=NAMES)
+    m.record(0, MessageBatch.single("x", 1, 2, [1.0]))
+    before = m.ledger()
+    for record in (m.record, m.record_dropped):
+        with pytest.raises(ProtocolError, match=r"from node 0 \(a\) to node 2 \(c\)"):
+            record(1, MessageBatch("x", np.array([0, 1, 0]), np.array([1, 0, 2]), np.ones((3, 1))))
+    after = m.ledger()
+    assert after.edges.tolist() == before.edges.tolist() == [[1, 2, 1, 1, 8]]
+    assert after.dropped_edges.shape == (0, 5)
+
+
+@pytest.mark.parametrize("ids, bad", [([0, 7], 7), ([7], 7), ([-1, 1], -1), ([1, 4, -2], 4)])
+def test_a_node_quantity_off_the_node_range_names_the_node(ids, bad):
+    m = Meter(4)
+    with pytest.raises(ProtocolError, match=rf"^node quantity 'kernel_evaluations' recorded for node {bad}, but node "
+                                            r"ids must lie in 0\.\.3$"):
+        m.record_node(0, "kernel_evaluations", ids, 1)
+    assert m.node_tables() == ({}, {})
+
+
+def test_node_quantity_amounts_of_the_wrong_kind_are_refused_by_name():
+    m = Meter(2)
+    with pytest.raises(TypeError, match=r"^node quantity 'k': amounts must be integers or floats, not complex128$"):
+        m.record_node(0, "k", [0], np.array([1 + 2j]))
+    m.record_node(0, "k", [0], 2)
+    with pytest.raises(TypeError, match=r"^node quantity 'k' was recorded in integers; got float64 amounts$"):
+        m.record_node(1, "k", [1], 0.5)
+    assert m.node_quantity_totals() == {"k": 2}
