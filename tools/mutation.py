@@ -39,8 +39,13 @@ STATUS = {"killed": "killed", "timeout": "timeout", "survived": "survived", "no 
 
 def _results(all_: bool = True) -> list[tuple[str, str, str]]:
     """(module, mutant, status) for every mutant mutmut knows."""
-    out = subprocess.run(["mutmut", "results", "--all", "true" if all_ else "false"], cwd=ROOT, capture_output=True,
-                         text=True, check=True).stdout
+    if not (ROOT / "mutants").is_dir():
+        sys.exit("no mutants/ folder: run `mutmut run` first (README, \"Mutation testing\")")
+    r = subprocess.run(["mutmut", "results", "--all", "true" if all_ else "false"], cwd=ROOT, capture_output=True,
+                       text=True, check=False)
+    if r.returncode != 0:
+        sys.exit(f"`mutmut results` failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+    out = r.stdout
     rows = []
     for line in out.splitlines():
         m = LINE.match(line)
