@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import networkx as nx
 import numpy as np
@@ -61,6 +62,8 @@ class Chatter(GossipProgram):
         return st, out
 
     def receive(self, st, batch, times):
+        assert batch.src.shape == batch.dst.shape == times.shape == (batch.payload.shape[0],)   # a row per message
+        assert batch.tag != self.tag or batch.payload.dtype == self.dtype
         for src, dst, row, t in zip(batch.src.tolist(), batch.dst.tolist(), batch.rows(), times.tolist()):
             st["received"].append((src, dst, tuple(float(v) for v in row), t, batch.tag))
         return st, Outbox()
@@ -87,8 +90,9 @@ def gossip_run(G, program=None, seed=0, groups=None, **kw):
 
 
 def python_host(G, program=None, *, seed=0, owner=None, me=0, latency=None, clock=None, faults=None, meter=None,
-                plan=None, **kw):
-    """One EventHost running a Python program over every node (`owner`: which host owns each node)."""
+                plan=None, node_data=None, compiled=False, **kw):
+    """One EventHost running a program over every node (`owner`: which host owns each node), through its Python
+    methods (or its compiled kernel with `compiled`)."""
     program = program or Chatter(G)
     n = G.number_of_nodes()
     clock = clock or Clock()
@@ -97,10 +101,10 @@ def python_host(G, program=None, *, seed=0, owner=None, me=0, latency=None, cloc
     setting = GossipSetting(n, clock, latency, plan, seed, 1.0 / clock.rate)
     adj_ptr, adj = neighbour_csr(G)
     owner = np.zeros(n, dtype=np.int64) if owner is None else owner
-    states = {0: program.init(np.arange(n), [None] * n, seed)}
+    states = {0: program.init(np.arange(n), node_data or [None] * n, seed)}
     meter = meter or Meter(n, nx.to_numpy_array(G, nodelist=range(n), dtype=bool))
     host = EventHost({0: program}, states, np.zeros(n, dtype=np.int64), owner, me, setting, adj_ptr, adj, meter,
-                     compiled=False, **kw)
+                     compiled=compiled, **kw)
     return host, states, meter
 
 
@@ -108,23 +112,28 @@ def python_host(G, program=None, *, seed=0, owner=None, me=0, latency=None, cloc
 # several hosts in one process: the run of one host
 
 
-def run_hosts(hosts, until, window, flushes=None, seal=False):
+def run_hosts(hosts, until, window, flushes=None, seal=False, drain=False):
     """Drive hosts that own disjoint nodes in windows shorter than the least latency: every host runs to the end of
     the window, then the messages for other hosts are handed over (they arrive after the window's end). `flushes`
     collects (host, messages handed over) when a host's outgoing buffer filled up; `seal`: what waits for other hosts
-    at the end is not handed over but metered in flight by its sender."""
+    at the end is not handed over but metered in flight by its sender; `drain`: the hosts then deliver every message
+    in flight (and handle nothing else)."""
     def exchange(senders):
         handed = 0
         for h in senders:
-            for dest, parts in h.take_outgoing().items():
+            pending, on_heap = h.pending(), len(h.in_flight_rows())
+            outgoing = h.take_outgoing()
+            assert pending == on_heap + sum(p[3].shape[0] for parts in outgoing.values() for p in parts)
+            for dest, parts in outgoing.items():
                 assert dest != h.me
                 handed += sum(p[3].shape[0] for p in parts)
                 hosts[dest].put_incoming(parts)
         return handed
 
-    limit = 0.0
+    limit, k = 0.0, 0
     while limit < until:
-        limit = min(limit + window, until)
+        k += 1
+        limit = min(k * window, until)
         for h in hosts:
             while True:
                 status = h.advance(limit)
@@ -142,30 +151,49 @@ def run_hosts(hosts, until, window, flushes=None, seal=False):
                     break
         if not (seal and limit >= until):
             exchange(hosts)
+    if drain:                                   # the end of a Ray run: deliver what is in flight, wake no node
+        wakes = [h.counters()["wakes"] for h in hosts]
+        for h in hosts:
+            h.draining = True
+        while any(h.pending() for h in hosts):
+            for h in hosts:
+                while (status := h.advance(math.inf)) not in (ST_QUIESCENT, ST_TIME):
+                    h.grow() if status == ST_GROW else h.flush() if status in (ST_YIELD, ST_FLUSH) else exchange([h])
+                h.flush()
+            exchange(hosts)
+        assert [h.counters()["wakes"] for h in hosts] == wakes
+    sealed = 0
     if seal:
         for h in hosts:
             for parts in h.take_outgoing().values():
                 h.meter_parts_in_flight(parts)
+                sealed += sum(p[3].shape[0] for p in parts)
+    return sealed
 
 
-def split_run(G, program, owner, xbatches, until=20.0, window=0.15, faults=None, seed=0, seal=False):
+def split_run(G, program, owner, xbatches, until=20.0, window=0.15, faults=None, seed=0, seal=False, drain=False,
+              **kw):
     """(reference host, its states, its meter), (hosts, their states, their meter, their fault plan, flushes)."""
     n = G.number_of_nodes()
     faults = faults or FaultModel()
-    ref, ref_states, ref_meter = python_host(G, program, faults=faults, seed=seed)
-    assert ref.advance(until) == ST_TIME
+    ref, ref_states, ref_meter = python_host(G, program, faults=faults, seed=seed, **kw)
+    while (status := ref.advance(until)) != ST_TIME:          # a compiled loop hands back to grow or flush
+        assert status in (ST_GROW, ST_FLUSH, ST_YIELD)
+        ref.grow() if status == ST_GROW else ref.flush()
     ref.meter_in_flight()
     meter = Meter(n, nx.to_numpy_array(G, nodelist=range(n), dtype=bool))
     plan = faults.bind(n, seed)
     hosts, states = [], []
     for me, xbatch in enumerate(xbatches):
-        h, st, _ = python_host(G, program, owner=owner, me=me, meter=meter, plan=plan, xbatch_bytes=xbatch, seed=seed)
+        h, st, _ = python_host(G, program, owner=owner, me=me, meter=meter, plan=plan, xbatch_bytes=xbatch, seed=seed,
+                               **kw)
         hosts.append(h)
         states.append(st)
     flushes = []
-    run_hosts(hosts, until, window, flushes, seal)
+    sealed = run_hosts(hosts, until, window, flushes, seal, drain)
+    assert (sealed > 0) == seal                 # sealing left messages for another host to meter in flight
     for h in hosts:
-        assert h.now <= until
+        assert h.now <= until or drain
         h.meter_in_flight()
     return (ref, ref_states, ref_meter), (hosts, states, meter, plan, flushes)
 
@@ -174,10 +202,11 @@ def assert_split_run_is_the_run(G, owner, ref, split):
     (ref, ref_states, ref_meter), (hosts, states, meter, plan, _) = ref, split
     assert meter.ledger().equals(ref_meter.ledger()) and meter.messages > 0
     np.testing.assert_array_equal(meter.ledger().dropped_edges, ref_meter.ledger().dropped_edges)
-    wakes = sorted(w for me, st in enumerate(states) for w in st[0]["wakes"] if owner[w[0]] == me)
-    assert wakes == sorted(ref_states[0]["wakes"])
-    received = sorted(r for me, st in enumerate(states) for r in st[0]["received"] if owner[r[1]] == me)
-    assert received == sorted(ref_states[0]["received"]) and received
+    if isinstance(ref_states[0], dict):          # a Chatter's own records
+        wakes = sorted(w for me, st in enumerate(states) for w in st[0]["wakes"] if owner[w[0]] == me)
+        assert wakes == sorted(ref_states[0]["wakes"])
+        received = sorted(r for me, st in enumerate(states) for r in st[0]["received"] if owner[r[1]] == me)
+        assert received == sorted(ref_states[0]["received"]) and received
     totals = {k: sum(h.counters()[k] for h in hosts) for k in ("wakes", "events", "sent", "sent_scalars", "delayed")}
     assert totals == {k: ref.counters()[k] for k in totals}
     assert all(h.counters()["late"] == 0 and h.counters()["lateness"] == 0.0 for h in hosts)
@@ -191,9 +220,55 @@ def test_two_python_hosts_with_faults_give_the_run_of_one_host(seal):
     G = nx.random_regular_graph(4, 12, seed=2)
     owner = np.arange(12, dtype=np.int64) % 2
     faults = FaultModel(drop=0.2, duplicate=0.1, delay=0.2, delay_time={"kind": "exponential", "mean": 0.3})
-    ref, split = split_run(G, Chatter(G, fanout=2), owner, (900, 50_000), faults=faults, until=12.0, seal=seal)
+    ref, split = split_run(G, Chatter(G, fanout=2, dtype=np.float32), owner, (900, 50_000), faults=faults,
+                           until=13.5, seal=seal)
     assert split[4]
     assert_split_run_is_the_run(G, owner, ref, split)
+
+
+@pytest.mark.parametrize("seal", [False, True])
+def test_two_compiled_hosts_with_faults_give_the_run_of_one_compiled_host(iris, seal):
+    dep = pushsum_engine(iris, nodes=12)[0]
+    (role,) = dep.roles
+    G = dep.topology
+    owner = np.arange(12, dtype=np.int64) % 2
+    faults = FaultModel(drop=0.2, duplicate=0.1, delay=0.2, delay_time={"kind": "exponential", "mean": 0.3},
+                        churn_rate=0.05, churn_downtime=0.5)
+    ref, split = split_run(G, role.program, owner, (100, 50_000), faults=faults, until=13.5, seal=seal,
+                           node_data=list(role.node_data), compiled=True)
+    assert ref[0].compiled and all(h.compiled for h in split[0])
+    assert split[4] and split[2].messages > 100           # the small batch filled up and was handed over early
+    assert_split_run_is_the_run(G, owner, ref, split)
+    ref_view = role.program.observe(ref[1][0])
+    views = [role.program.observe(st[0]) for st in split[1]]
+    for name in ("s", "w"):                                 # Push-Sum's sums and weights, node by node
+        ours = np.stack([views[owner[i]][name][i] for i in range(12)])
+        np.testing.assert_array_equal(ours, ref_view[name])
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_draining_hosts_deliver_what_one_host_meters_in_flight(iris, compiled):
+    """Without node faults, what the hosts deliver while draining is what one host meters as in flight at the end."""
+    faults = FaultModel(drop=0.2, duplicate=0.1, delay=0.2, delay_time={"kind": "exponential", "mean": 0.3})
+    if compiled:
+        (role,) = pushsum_engine(iris, nodes=12)[0].roles
+        G, program = pushsum_engine(iris, nodes=12)[0].topology, role.program
+        kw = {"node_data": list(role.node_data), "compiled": True}
+    else:
+        G = nx.random_regular_graph(4, 12, seed=2)
+        program, kw = Chatter(G, fanout=2), {}
+    owner = np.arange(12, dtype=np.int64) % 2
+    ref, split = split_run(G, program, owner, (100, 50_000), faults=faults, until=7.0, drain=True, **kw)
+    delivered_late = sum(h.counters()["events"] for h in split[0]) - ref[0].counters()["events"]
+    assert delivered_late > 0 and all(h.pending() == 0 for h in split[0])
+    assert split[2].ledger().equals(ref[2].ledger())
+
+
+def test_a_compiled_host_needs_a_program_with_a_kernel():
+    from svmsim.errors import ScenarioError
+    with pytest.raises(ScenarioError, match="^compiled = true needs a single group per host whose program provides "
+                                            "a GossipKernel; allowed: compiled = false$"):
+        python_host(build_topology("ring", 4), compiled=True)
 
 
 def test_a_host_hands_its_outgoing_buffer_back_once_it_holds_a_batch():
@@ -331,6 +406,7 @@ def test_payload_shapes_and_dtypes_reach_the_receiver_and_the_ledger():
             if node == 0:
                 out.send(MessageBatch.broadcast("all", 0, np.array([1, 2, 3]), np.array([7.0, 8.0], np.float32)))
                 out.send(MessageBatch("one", np.array([0, 0]), np.array([2, 3]), np.array([5.0, 6.0])))
+                out.send(MessageBatch("pair", np.array([0, 0]), np.array([1, 3]), np.array([1.0, 2.0, 3.0])))
             else:
                 out.send(MessageBatch("flat", np.array([node]), np.array([0]), np.array([node, 1.0, 2.0])))
             return st, out
@@ -343,6 +419,7 @@ def test_payload_shapes_and_dtypes_reach_the_receiver_and_the_ledger():
         got.setdefault(tag, set()).add((src, dst, row))
     assert got["all"] == {(0, d, (7.0, 8.0)) for d in (1, 2, 3)}                 # every copy carries the row
     assert got["one"] == {(0, 2, (5.0,)), (0, 3, (6.0,))}                         # one scalar per message
+    assert got["pair"] == {(0, 1, (1.0, 2.0, 3.0)), (0, 3, (1.0, 2.0, 3.0))}      # a shared row of three
     assert {row for _, _, row in got["flat"]} == {(float(s), 1.0, 2.0) for s in (1, 2, 3)}   # one row of three
     tags = meter.ledger().summary()["by_tag"]
     hub = sum(1 for w in engine.states[0]["wakes"] if w[0] == 0)
@@ -467,6 +544,20 @@ def test_crash_and_recover_hooks_may_return_a_new_state():
     assert sorted(st["crashes"]) == [2, 5] and sorted(st["recovers"]) == [(2, True), (5, True)]
 
 
+def test_a_compiled_program_sending_off_the_topology_is_a_clear_error(iris):
+    dep = pushsum_engine(iris, nodes=12)[0]
+    ring = build_topology("ring", 12)                 # not the graph the program's mixing rows were built on
+    sched = pushsum_sched(iris, True, topology=ring)[0]
+    assert sched.compiled
+    with pytest.raises(ProtocolError) as caught:
+        sched.run(max_time=50.0)
+    s, d = (int(v) for v in re.match(r"node (\d+) \(\S+\) sent a message to node (\d+) \(\S+\), which are not "
+                                     r"neighbours in the topology; gossip programs may only send along edges$",
+                                     str(caught.value)).groups())
+    assert dep.topology.has_edge(s, d) and not ring.has_edge(s, d)
+    assert f"({dep.node_names[s]})" in str(caught.value) and f"({dep.node_names[d]})" in str(caught.value)
+
+
 def test_the_run_is_done_when_every_group_is():
     G = build_topology("ring", 6)
     quick, slow = Chatter(G, done_after=2), Chatter(G, done_after=40)
@@ -517,6 +608,130 @@ def test_messages_from_another_host_land_alike_on_the_compiled_and_the_python_he
         h.meter_in_flight()
         meters.append(h.meter)
     assert meters[0].ledger().equals(meters[1].ledger()) and meters[0].messages == 4 + room
+
+
+def test_progress_and_outcome_report_the_run_exactly():
+    from svmsim.errors import ScenarioError
+    G = build_topology("ring", 6)
+    sched, engine, meter = gossip_run(G, round_time=2.0, latency=LatencyModel(Distribution.uniform(0.2, 0.4)))
+    reason = sched.run(max_time=5.3)
+    st = engine.states[0]
+    wakes, received = len(st["wakes"]), len(st["received"])
+    in_flight = wakes - received                  # one message of 3 doubles per wake; the meter settles deliveries
+    assert wakes > 0 and in_flight > 0 and in_flight == len(sched.in_flight())
+    expected = {"time": 5.3, "round": 2, "wakes": wakes, "events": wakes + received, "sent": wakes,
+                "sent_scalars": 3 * wakes, "in_flight": in_flight, "messages": received, "scalars": 3 * received,
+                "bytes": 24 * received}
+    assert vars(sched.progress()) == expected
+    assert sched.progress(at=7.0).round == 3      # floor(7.0 / round_time 2.0)
+    outcome = sched.outcome()
+    assert outcome.reason == reason == GossipStopReason.TIME
+    assert outcome.stats == {} and vars(outcome.progress) == expected
+    assert outcome.ledger.totals["messages"] == meter.messages == wakes    # finishing metered those in flight
+    sched.finish()
+    assert meter.messages == wakes                # a second finish meters nothing again
+    with pytest.raises(ScenarioError, match="^this gossip run has been finished; create a new scheduler to run "
+                                            "again$"):
+        sched.run(max_time=10.0)
+
+
+def receipt_latencies(received):
+    """(src, dst, latency) of every message a `Chatter` received (its payload carries its send time)."""
+    return [(src, dst, t - row[1]) for src, dst, row, t, _ in received]
+
+
+def test_a_lost_message_does_not_stop_the_rest_of_its_event():
+    G = build_topology("ring", 6)
+    sched, engine, meter = gossip_run(G, Chatter(G, fanout=3), faults=FaultModel(drop=0.4))
+    sched.run(max_time=20.0)
+    sched.finish()
+    wakes = len(engine.states[0]["wakes"])
+    summary = meter.ledger().summary()
+    lost = summary["dropped_by_tag"]["chat"]["messages"]
+    assert sched.host.counters()["sent"] == 3 * wakes and lost > 10
+    assert summary["totals"]["messages"] + lost == 3 * wakes
+
+
+def test_register_kind_gives_one_id_per_tag_width_and_dtype():
+    from svmsim.schedule.event_host import register_kind
+    kinds, ids = [], {}
+    assert [register_kind(kinds, ids, *k) for k in [("a", 2, np.float64), ("a", 2, "<f8"), ("a", 3, np.float64),
+                                                     ("a", 2, np.float32), ("b", 2, np.float64), ("a", 2, "f8")]] \
+        == [0, 0, 1, 2, 3, 0]
+    assert kinds == [("a", 2, np.dtype("<f8")), ("a", 3, np.dtype("<f8")), ("a", 2, np.dtype("<f4")),
+                     ("b", 2, np.dtype("<f8"))]
+
+
+def test_heap_top_is_the_next_event_time_or_infinity(iris):
+    from svmsim.algorithms.pushsum import TAGS
+    (role,) = pushsum_engine(iris, nodes=6)[0].roles
+    G = pushsum_engine(iris, nodes=6)[0].topology
+    nobody = np.ones(6, dtype=np.int64)               # every node belongs to host 1; these hosts are host 0
+    hosts = [python_host(G, role.program, owner=nobody, xbatch_bytes=10_000, node_data=list(role.node_data),
+                         compiled=c)[0] for c in (False, True)]
+    src, dst = next(iter(G.edges()))
+    for h in hosts:
+        assert h.heap_top() == math.inf and h.pending() == 0
+        h.put_incoming([(TAGS[2], 3, "<f8", np.array([[src, dst, 0, 0]]), np.array([2.5]), np.full((1, 3), 7.0))])
+        assert h.heap_top() == 2.5 and h.pending() == 1
+
+
+def test_messages_from_another_host_are_late_only_before_now_and_writable():
+    G = build_topology("ring", 4)
+
+    class Scribbler(Chatter):
+        def receive(self, st, batch, times):
+            batch.payload[:] += 1.0                   # a program may write to what it receives
+            return super().receive(st, batch, times)
+
+    host, states, _ = python_host(G, Scribbler(G), owner=np.ones(4, dtype=np.int64), xbatch_bytes=10_000)
+    host.set_now(2.0)
+    ints = np.array([[0, 1, 0, 0], [1, 2, 0, 0], [2, 3, 0, 0]])
+    times, payload = np.array([2.0, 1.0, 1.5]), np.zeros((3, 3))
+    for a in (ints, times, payload):
+        a.setflags(write=False)                       # as unpickled from another process
+    host.put_incoming([("chat", 3, "<f8", ints, times, payload)])
+    c = host.counters()
+    assert (c["late"], c["lateness"]) == (2, 1.5)     # at now is on time; 1.0 and 1.5 are late by 1.0 and 0.5
+    host.draining = True
+    host.advance(math.inf)
+    assert sorted((s, d, row, t) for s, d, row, t, _ in states[0]["received"]) == [
+        (0, 1, (1.0, 1.0, 1.0), 2.0), (1, 2, (1.0, 1.0, 1.0), 2.0), (2, 3, (1.0, 1.0, 1.0), 2.0)]
+
+
+def test_extra_delays_are_drawn_from_the_delay_distribution():
+    G = build_topology("ring", 6)
+    faults = FaultModel(delay=1.0, delay_time=Distribution.uniform(1.0, 2.0))      # every copy delayed
+    sched, engine, _ = gossip_run(G, latency=LatencyModel(Distribution.constant(0.3)), faults=faults)
+    sched.run(max_time=30.0)
+    extra = np.array([lat - 0.3 for _, _, lat in receipt_latencies(engine.states[0]["received"])])
+    assert extra.size > 50 and sched.host.counters()["delayed"] == sched.progress().sent
+    assert extra.min() >= 1.0 - 1e-9 and extra.max() <= 2.0 + 1e-9
+    assert extra.std() > 0.2                      # uniform on [1, 2] (std 0.29), not a constant
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_churn_rejoins_keep_or_reset_the_state_as_configured(keep):
+    G = build_topology("ring", 6)
+    faults = FaultModel(churn_rate=0.3, churn_downtime=0.5, churn_state=keep)
+    sched, engine, _ = gossip_run(G, faults=faults)
+    sched.run(max_time=40.0)
+    recovers = engine.states[0]["recovers"]
+    assert len(recovers) >= 5 and all(k is keep for _, k in recovers)
+
+
+def test_edge_spread_gives_each_link_its_own_latency_factor():
+    G = build_topology("ring", 8)
+    sched, engine, _ = gossip_run(G, latency=LatencyModel(Distribution.constant(0.3), edge_spread=0.5))
+    sched.run(max_time=30.0)
+    by_edge = {}
+    for src, dst, lat in receipt_latencies(engine.states[0]["received"]):
+        by_edge.setdefault((min(src, dst), max(src, dst)), []).append(lat)
+    assert len(by_edge) == 8
+    for lats in by_edge.values():                 # one factor per undirected link, both ways
+        np.testing.assert_allclose(lats, lats[0], rtol=1e-9)
+    factors = np.log(np.array([lats[0] for lats in by_edge.values()]) / 0.3)
+    assert factors.std() > 0.1                    # log-normal factors of sigma 0.5, not all links alike
 
 
 # ----------------------------------------------------------------------------------------------------------------

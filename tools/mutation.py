@@ -3,6 +3,7 @@
     mutmut run                                   # all mutants of [tool.mutmut] only_mutate (about an hour, 2 cores)
     python tools/mutation.py summary             # per module: mutants, killed, survived, no test, marked equivalent
     python tools/mutation.py summary --json benchmarks/results/mutation.json
+    python tools/mutation.py survivors svmsim.faults                        # its open survivors, with their diffs
     python tools/mutation.py recheck svmsim.faults tests/test_faults.py     # the module's survivors against tests
 
 `recheck` runs the named tests once per surviving (or untested) mutant of a module, inside mutmut's copy with
@@ -107,9 +108,10 @@ def _is_marked(name: str, source_lines: list[str]) -> bool:
     diff = _diff(name).splitlines()
     changed = [d[1:].strip() for d in diff if d.startswith("-") and not d.startswith("---")]
     changed = [c for c in changed if c.strip(")]}, ")]          # a closing bracket the mutant's layout moved
-    header = next((d[1:].strip() for d in diff if d[1:].lstrip().startswith(("def ", "async def "))), None)
+    function = name.rsplit("__mutmut_", 1)[0].rsplit("ǁ", 1)[-1]      # mutmut's x_func or xǁClassǁmethod
+    function = function if "ǁ" in name else function.rsplit(".", 1)[-1][2:]
     marked, blocks = _marked_lines(source_lines)
-    if header is not None and any(b.split("(")[0] == header.split("(")[0] for b in blocks):
+    if any(b.split("(")[0].split()[-1] == function for b in blocks):
         return True
     return bool(changed) and all(any(c == m or (m and c.startswith(m)) for m in marked) for c in changed)
 
@@ -158,11 +160,27 @@ def summary(json_path: str | None) -> int:
     return 0
 
 
-def recheck(module: str, tests: list[str], show: bool, timeout: float = 300.0) -> int:
-    """Run `tests` against each surviving or untested mutant of `module`; print those that still live."""
+def _open_survivors(module: str) -> list[str]:
+    """The module's mutants that survived (or had no test), were not killed by a recheck and are not marked."""
     done = _rechecked()
-    mutants = [name for mod, name, status in _results() if mod == module and status in ("survived", "no tests")
-               and done.get(name) != "killed"]
+    lines = _module_path(module).read_text().splitlines()
+    return [name for mod, name, status in _results() if mod == module and status in ("survived", "no tests")
+            and done.get(name) != "killed" and not _is_marked(name, lines)]
+
+
+def survivors(module: str) -> int:
+    """Print the diff of each open survivor of `module` (nothing is run)."""
+    names = _open_survivors(module)
+    for name in names:
+        print(name, _diff(name), sep="\n")
+    print(f"{module}: {len(names)} open survivors (survived or untested, not killed by a recheck, not marked)")
+    return 0
+
+
+def recheck(module: str, tests: list[str], show: bool, timeout: float = 300.0, select: str | None = None,
+            only: str | None = None) -> int:
+    """Run `tests` against each surviving or untested mutant of `module`; print those that still live."""
+    mutants = [m for m in _open_survivors(module) if only is None or only in m]
     copy = ROOT / "mutants"
     if not copy.is_dir():
         print("no mutants/ folder: run `mutmut run` first", file=sys.stderr)
@@ -176,8 +194,8 @@ def recheck(module: str, tests: list[str], show: bool, timeout: float = 300.0) -
         env = dict(os.environ, MUTANT_UNDER_TEST=name)
         try:
             r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m",
-                                "not slow and not ray", *tests], cwd=copy, env=env, capture_output=True, text=True,
-                               check=False, timeout=timeout)
+                                "not slow and not ray", *(["-k", select] if select else []), *tests], cwd=copy,
+                               env=env, capture_output=True, text=True, check=False, timeout=timeout)
             passed = r.returncode == 0
         except subprocess.TimeoutExpired:          # an endless loop: caught, as mutmut counts a timeout
             passed = False
@@ -207,10 +225,16 @@ def main() -> int:
     r.add_argument("tests", nargs="+", help="test files, relative to the repository root")
     r.add_argument("--show", action="store_true", help="print the diff of each mutant still alive")
     r.add_argument("--timeout", type=float, default=300.0, help="seconds before a mutant's tests count as hung")
+    r.add_argument("-k", dest="select", default=None, help="only the tests pytest's -k expression selects")
+    r.add_argument("--only", default=None, help="only the mutants whose name contains this (e.g. a function's)")
+    v = sub.add_parser("survivors", help="a module's open survivors, with their diffs")
+    v.add_argument("module", help="e.g. svmsim.schedule.gossip")
     args = ap.parse_args()
     if args.cmd == "summary":
         return summary(args.json)
-    return recheck(args.module, args.tests, args.show, args.timeout)
+    if args.cmd == "survivors":
+        return survivors(args.module)
+    return recheck(args.module, args.tests, args.show, args.timeout, args.select, args.only)
 
 
 if __name__ == "__main__":

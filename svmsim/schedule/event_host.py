@@ -16,6 +16,7 @@ listed as in flight at the end. Records are buffered and handed to the meter in 
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import warnings
 from array import array
@@ -45,6 +46,8 @@ from .event_kernels import (C_CHURN_KEEP, C_DELAY, C_LAT, C_N, C_PERIODIC, CAUSE
 
 __all__ = ["GossipSetting", "EventHost", "register_kind", "grow_pool"]
 
+UNREAD_FLAG = 0    # the flag of a leave or join event, which the loop does not read
+
 
 class GossipSetting:
     """The virtual-time model of one run, in the arrays the loop reads: clocks, the alpha-beta latency model, the
@@ -56,36 +59,42 @@ class GossipSetting:
         self.seed, self.round_time = int(seed), float(round_time)
         lat = latency.distribution
         delay = plan.delay_distribution
-        env = np.zeros(16)
+        env = np.zeros(16)  # pragma: no mutate (equivalent: spare slots are never read)
         env[E_JITTER] = clock.jitter
         env[E_DROP] = plan.drop
         env[E_DUP] = plan.duplicate
         env[E_DELAY] = plan.delay
         env[E_LAT_A], env[E_LAT_B] = lat.a, lat.b
-        env[E_DELAY_A], env[E_DELAY_B] = (delay.a, delay.b) if delay is not None else (0.0, 0.0)
+        if delay is not None:                   # else delay = 0, and the loop reads no delay parameter
+            env[E_DELAY_A], env[E_DELAY_B] = delay.a, delay.b
         env[E_BANDWIDTH] = latency.bandwidth if latency.bandwidth is not None else math.inf
         env[E_SPREAD] = latency.edge_spread
         env[E_ROUND_TIME] = self.round_time
         env[E_CHURN_RATE] = plan.churn_rate
         env[E_CHURN_DOWN] = plan.churn_downtime
+        # pragma: no mutate start (equivalent: spare slots are never read; numba compiles the loop for any dtype)
         cfg = np.zeros(8, dtype=np.int64)
-        cfg[C_PERIODIC] = 1 if clock.kind == "periodic" else 0
-        cfg[C_LAT] = lat.code
-        cfg[C_DELAY] = delay.code if delay is not None else 0
-        cfg[C_N] = n
-        cfg[C_CHURN_KEEP] = 1 if plan.churn_state else 0
         keys = np.empty((n, 4), dtype=np.uint64)
+        # pragma: no mutate end
+        cfg[C_PERIODIC] = clock.kind == "periodic"
+        cfg[C_LAT] = lat.code
+        if delay is not None:
+            cfg[C_DELAY] = delay.code
+        cfg[C_N] = n
+        cfg[C_CHURN_KEEP] = plan.churn_state
         keys[:, K_CLOCK] = stream_keys(self.seed, STREAM_CLOCK, n)
         keys[:, K_LATENCY] = stream_keys(self.seed, STREAM_LATENCY, n)
         keys[:, K_FAULT] = plan.fault_keys
         keys[:, K_CHURN] = plan.churn_keys
         self.env, self.cfg, self.keys = env, cfg, keys
+        # pragma: no mutate start (equivalent: a stream's first key does not depend on how many are drawn)
         self.edge_key = stream_keys(self.seed, STREAM_EDGE, 1)[0]
-        self.rates = (clock.rate / plan.straggler_factors).astype(np.float64)
+        # pragma: no mutate end
+        self.rates = clock.rate / plan.straggler_factors
 
-    def initial_events(self, owned: np.ndarray | None = None) -> list[tuple[float, int, int, int]]:
+    def initial_events(self, owned: np.ndarray) -> list[tuple[float, int, int, int]]:
         """Events pushed before the run, in push order (explicit crashes, their recoveries, the first churn
-        departures, the first clock ticks), of the nodes where `owned` is True (all when None)."""
+        departures, the first clock ticks), of the nodes where `owned` is True."""
         plan = self.plan
         events = []
         for node, start, end, keep in plan.outages:
@@ -95,10 +104,11 @@ class GossipSetting:
                 events.append((end, P_RECOVER, node, 1 if keep else 0))
         if plan.churn_rate > 0:
             for node in range(self.n_nodes):
-                events.append((float(churn_duration(self.env, self.keys[node, K_CHURN], 0)), P_LEAVE, node, 0))
+                events.append((float(churn_duration(self.env, self.keys[node, K_CHURN], 0)), P_LEAVE, node,
+                               UNREAD_FLAG))
         for node in range(self.n_nodes):
             events.append((float(next_tick(self.cfg, self.env, self.keys, self.rates, node, 0)), P_WAKE, node, 0))
-        return events if owned is None else [e for e in events if owned[e[2]]]
+        return [e for e in events if owned[e[2]]]
 
 
 def register_kind(kinds: list, kind_ids: dict, tag: str, spm: int, dtype) -> int:
@@ -120,10 +130,12 @@ def grow_pool(mi, mp, free, ctr, ht, hk):
     new_mi[:pool] = mi
     new_mp = np.empty((2 * pool, mp.shape[1]))
     new_mp[:pool] = mp
-    new_free = np.empty(2 * pool, dtype=np.int64)
+    new_free = np.empty(2 * pool, dtype=np.int64)  # pragma: no mutate (equivalent: a larger list holds the same)
     nf = int(ctr[N_FREE])
     new_free[:nf] = free[:nf]
+    # pragma: no mutate start (equivalent: nf <= pool, so nf - pool wraps to nf + pool in a list of 2 * pool)
     new_free[nf:nf + pool] = np.arange(2 * pool - 1, pool - 1, -1)
+    # pragma: no mutate end
     ctr[N_FREE] = nf + pool
     cap = ht.shape[0]
     new_ht = np.empty(cap + 2 * pool)
@@ -139,20 +151,22 @@ def _program_sends(out, sender: int, kind_id):
     for batch in out.batches:
         src_ids = batch.src.tolist()
         dst_ids = batch.dst.tolist()
+        m = len(src_ids)
         payload = batch.payload
-        if payload.ndim != 2:
-            payload = payload.reshape(len(src_ids) if payload.shape[0] == len(src_ids) else 1, -1)
+        if payload.shape[0] != m:                       # a broadcast: each message carries its own copy of the row
+            payload = np.repeat(payload.reshape(1, payload.size), m, axis=0)
+        elif payload.ndim != 2:                         # a scalar per message
+            payload = payload.reshape(m, payload.size // max(m, 1))
         spm = payload.shape[1]
         nbytes = spm * payload.dtype.itemsize
         kind = kind_id(batch.tag, spm, payload.dtype)
-        shared_row = payload.shape[0] == 1
-        for i in range(len(src_ids)):
+        for i in range(m):
             s = src_ids[i]
             if s != sender:
                 raise ProtocolError(f"message with tag {batch.tag!r} claims to come from node {s}, but the event "
                                     f"being handled is node {sender}'s; a gossip program sends only from the node "
                                     "that woke or received")
-            yield kind, spm, nbytes, s, dst_ids[i], (payload[0:1] if shared_row else payload[i:i + 1])
+            yield kind, spm, nbytes, s, dst_ids[i], payload[i:i + 1]
 
 
 class EventHost:
@@ -169,10 +183,13 @@ class EventHost:
 
     def __init__(self, programs: dict[int, GossipProgram], states, node_group: np.ndarray, owner: np.ndarray,
                  me: int, setting: GossipSetting, adj_ptr: np.ndarray, adj: np.ndarray, meter: Meter, *,
-                 compiled: bool | None = None, xbatch_bytes: int | None = None, yield_every: int = 4096):
+                 compiled: bool | None = None, xbatch_bytes: int | None = None,
+                 yield_every: int = 4096):  # pragma: no mutate (equivalent: where a slice hands back; same run)
         self.programs, self.states = programs, states
+        # pragma: no mutate start (equivalent: the engines pass int64 arrays)
         self.node_group = np.asarray(node_group, dtype=np.int64)
         self.owner = np.ascontiguousarray(owner, dtype=np.int64)
+        # pragma: no mutate end
         self.me = int(me)
         self.setting = setting
         self.plan = setting.plan
@@ -181,7 +198,7 @@ class EventHost:
         self.adj_ptr, self.adj = adj_ptr, adj
         self.meter = meter
         owned = self.owner == self.me
-        self.local = np.flatnonzero(owned).astype(np.int64)
+        self.local = np.flatnonzero(owned)
         self._kinds: list[tuple[str, int, np.dtype]] = []
         self._kind_ids: dict[tuple, int] = {}
         self._stub_payloads: dict[int, np.ndarray] = {}
@@ -193,13 +210,12 @@ class EventHost:
             raise ScenarioError("compiled = true needs a single group per host whose program provides a "
                                 "GossipKernel; allowed: compiled = false")
         self.compiled = self.kernel is not None
-        self.draining = False
+        self.draining = False  # pragma: no mutate (equivalent: None is as false)
         self.return_on_done = xbatch_bytes is None    # a host among several leaves `done` to its engine
-        self.max_time = math.inf
         self.max_messages = self.max_scalars = self.next_eval_msg = NO_LIMIT
         self.next_eval = math.inf
         events = setting.initial_events(owned)
-        pool = 4 * int(self.local.size) + 64
+        pool = 4 * int(self.local.size) + 64  # pragma: no mutate (equivalent: the pool's first size; grow() doubles it)
         if self.compiled:
             self._init_compiled(events, pool, xbatch_bytes)
         else:
@@ -212,17 +228,17 @@ class EventHost:
     def _init_compiled(self, events, pool: int, xbatch_bytes: int | None) -> None:
         k = self.kernel
         self._loop = EK.loop_for(k, remote=xbatch_bytes is not None)
-        self._loop_compiled = False
+        self._loop_compiled = False  # pragma: no mutate (equivalent for every result: see advance)
         self._widths = np.asarray(k.widths, dtype=np.int64)
         for tag, w in zip(k.tags, self._widths):
             self.kind_id(tag, int(w), np.float64)
         self._tag_ids = {tag: i for i, tag in enumerate(k.tags)}
         width = int(self._widths.max())
+        # pragma: no mutate start (equivalent: buffer capacities, dtypes and the free slots' order; any larger buffer
+        # and any slot order give the same run, grow() enlarges what fills up, numba compiles the loop for any dtype)
         cap = len(events) + pool + 2 * k.max_out + 16
         self._ctr = np.zeros(N_COUNTERS, dtype=np.int64)
-        self._ctr[N_FREE] = pool
         self._ni = np.zeros((self.n_nodes, 6), dtype=np.int64)
-        self._ni[:, I_TICKS] = 1
         self._ht, self._hk = np.empty(cap), np.empty((cap, 4), dtype=np.int64)
         self._mi, self._mp = np.empty((pool, 5), dtype=np.int64), np.empty((pool, width))
         self._free = np.arange(pool, dtype=np.int64)[::-1].copy()
@@ -233,25 +249,27 @@ class EventHost:
         self._out_dst = np.zeros(k.max_out, dtype=np.int64)
         self._out_tag = np.zeros(k.max_out, dtype=np.int64)
         self._out_pay = np.zeros((k.max_out, width))
+        # hand-back sizes: a batch for other hosts, a slice (the run is the same for any; tests/test_schedule_exact.py)
         xbatch = NO_LIMIT if xbatch_bytes is None else max(1, int(xbatch_bytes) // (8 * (6 + width)))
         rows = (0 if xbatch_bytes is None else xbatch) + 2 * k.max_out + 8
         self._xi = np.empty((rows, 6), dtype=np.int64)
         self._xf = np.empty((rows, 1 + width))
         self._lim[L_XBATCH] = xbatch
         self._lim[L_YIELD] = 1 << 17 if xbatch_bytes is None else 4096
-        if events:
-            times = np.array([e[0] for e in events], dtype=np.float64)
-            ints = np.array([e[1:] for e in events], dtype=np.int64)
-            EK.push_events(self._ht, self._hk, self._ctr, times, ints)
+        times = np.array([e[0] for e in events], dtype=np.float64)
+        ints = np.array([e[1:] for e in events], dtype=np.int64).reshape(-1, 3)
+        # pragma: no mutate end
+        self._ctr[N_FREE] = pool
+        self._ni[:, I_TICKS] = 1
+        EK.push_events(self._ht, self._hk, self._ctr, times, ints)
 
     def _init_python(self, events, xbatch_bytes: int | None, yield_every: int) -> None:
         n = self.n_nodes
         self._heap: list[tuple] = []
-        self._seq = 0
+        self._seq = itertools.count()    # heap entries that tie on (time, priority) pop in push order
         self._ni_py = [[0] * 6 for _ in range(n)]        # per node: epoch, ticks, sent, down, dead, churn counter
         for t, prio, a, b in events:
-            heapq.heappush(self._heap, (t, prio, self._seq, a, b))
-            self._seq += 1
+            heapq.heappush(self._heap, (t, prio, next(self._seq), a, b))
         for node in range(n):
             self._ni_py[node][I_TICKS] = 1
         # pragma: no mutate start (equivalent: every record field is >= 0, so "Q" stores the same bytes)
@@ -312,7 +330,9 @@ class EventHost:
 
     def node_state(self) -> np.ndarray:
         """Per node: epoch, clock ticks drawn, messages sent, down count, dead flag, churn counter."""
-        return self._ni if self.compiled else np.array(self._ni_py, dtype=np.int64).reshape(-1, 6)
+        if self.compiled:
+            return self._ni
+        return np.array(self._ni_py, dtype=np.int64).reshape(-1, 6)  # pragma: no mutate (equivalent: ints are int64)
 
     def in_flight_rows(self) -> list[tuple[int, int, str, np.ndarray]]:
         """The messages on this host's heap now, as (src, dst, tag, payload row), in no particular order."""
@@ -350,24 +370,21 @@ class EventHost:
         lim[L_NEXT_EVAL_MSG] = self.next_eval_msg
         lim[L_DRAIN] = 1 if self.draining else 0
         st = self.setting
+        # pragma: no mutate start (equivalent for every result: only silences numba's warning at the first compile)
         if not self._loop_compiled:              # numba calls a loop bound to functions "experimental"; it is not
             self._loop_compiled = True
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
                 return self.advance(max_time)
+        # pragma: no mutate end
         return int(self._loop(self.kernel.arrays, self._widths, self._ht, self._hk, self._mi, self._mp, self._free,
                               self._ni, st.rates, st.keys, st.edge_key, st.env, st.cfg, self.adj_ptr, self.adj,
                               self.owner, self.me, self._rec, self._log_t, self._log_i, self._ctr, fc, lim,
                               self._out_dst, self._out_tag, self._out_pay, self._xi, self._xf))
 
-    def grow(self, extra: int = 0) -> None:
+    def grow(self, extra: int = 0) -> None:  # pragma: no mutate (equivalent: room for one more is still room)
         """Grow the compiled loop's message pool and heap until `extra` more messages (and a step's output) fit."""
-        max_out = self.kernel.max_out
-        while True:
-            nh = int(self._ctr[N_HEAP])
-            free = int(self._ctr[N_FREE])
-            if free >= extra + 2 * max_out and self._ht.shape[0] >= nh + extra + 2 * max_out + 2:
-                return
+        while not EK.has_room(self._ctr, self._ht, extra, self.kernel.max_out):
             self._mi, self._mp, self._free, self._ht, self._hk = grow_pool(self._mi, self._mp, self._free,
                                                                            self._ctr, self._ht, self._hk)
 
@@ -411,7 +428,6 @@ class EventHost:
         next_eval, next_eval_msg = self.next_eval, self.next_eval_msg
         yield_every = self._yield_every
         since_yield = 0
-        status = ST_QUIESCENT
         while True:
             if not heap:
                 status = ST_QUIESCENT
@@ -442,8 +458,7 @@ class EventHost:
                 events += 1
                 k = nstate[I_TICKS]
                 nstate[I_TICKS] = k + 1
-                heappush(heap, (t + next_tick(cfg, env, keys, rates, a, k), P_WAKE, seq, a, b))
-                seq += 1
+                heappush(heap, (t + next_tick(cfg, env, keys, rates, a, k), P_WAKE, next(seq), a, b))
                 wakes += 1
                 gid = node_group[a]
                 states[gid], out = programs[gid].wake(states[gid], one_ids[a], np.array((t,)))
@@ -465,7 +480,7 @@ class EventHost:
             else:
                 now = t
                 events += 1
-                seq = self._node_event(heap, seq, t, prio, a, b, ni[a], node_group[a])
+                self._node_event(heap, seq, t, prio, a, b, ni[a], node_group[a])
                 continue
             bin_ = int(t / round_time)
             for kind, spm, nbytes, s, d, row in _program_sends(out, sender, self.kind_id):
@@ -484,10 +499,7 @@ class EventHost:
                 for copy in range(copies):
                     arrive = t + (lat1 if copy == 0 else lat2)
                     if not remote or owner[d] == me:
-                        # pragma: no mutate start (equivalent: a delivery's last field is never read)
-                        heappush(heap, (arrive, P_DELIVER, seq, (s, d, kind, bin_, copy, row), 0))
-                        # pragma: no mutate end
-                        seq += 1
+                        heappush(heap, (arrive, P_DELIVER, next(seq), (s, d, kind, bin_, copy, row), UNREAD_FLAG))
                     else:
                         xout.append((owner[d], kind, s, d, bin_, copy, arrive, row))
             sig = out.signals
@@ -506,16 +518,15 @@ class EventHost:
             if sent >= next_eval_msg:
                 status = ST_EVAL_MSG
                 break
-        self._seq = seq
         self._done_py = all_done
         counts.update(wakes=wakes, sent=sent, sent_scalars=sent_scalars, events=events, delayed=delayed)
         self._now = now
         return status
 
-    def _node_event(self, heap: list, seq: int, t: float, prio: int, node: int, b: int, nstate, gid: int) -> int:
+    def _node_event(self, heap: list, seq, t: float, prio: int, node: int, b: int, nstate, gid: int) -> None:
         """A crash, leave, recover or join of `node` in the Python loop (`event_kernels._node_event`'s twin):
         counts the node down or up, schedules its churn and clock, calls the program's crash or recover hook and
-        logs the change. Returns the next heap sequence number."""
+        logs the change. `seq`: the heap's sequence counter."""
         st = self.setting
         if prio == P_CRASH or prio == P_LEAVE:
             if prio == P_CRASH:
@@ -524,11 +535,10 @@ class EventHost:
                 event = NODE_CRASH
             else:
                 if nstate[I_DEAD] == 1:
-                    return seq                                     # a dead node's churn ends
+                    return                                         # a dead node's churn ends
                 c = nstate[I_CHURN]
-                heapq.heappush(heap, (t + churn_duration(st.env, st.keys[node, K_CHURN], 2 * c + 1), P_JOIN, seq,
-                                      node, 0))
-                seq += 1
+                heapq.heappush(heap, (t + churn_duration(st.env, st.keys[node, K_CHURN], 2 * c + 1), P_JOIN,
+                                      next(seq), node, UNREAD_FLAG))
                 event = NODE_LEAVE
             nstate[I_DOWN] += 1
             if nstate[I_DOWN] == 1:
@@ -537,39 +547,35 @@ class EventHost:
                 if res is not None:
                     self.states[gid] = res
                 self._log.append((t, node, event))
-            return seq
+            return
         if prio == P_RECOVER:
             keep = b == 1
             event = NODE_RECOVER
         else:
             c = nstate[I_CHURN]
             nstate[I_CHURN] = c + 1
-            heapq.heappush(heap, (t + churn_duration(st.env, st.keys[node, K_CHURN], 2 * c + 2), P_LEAVE, seq, node,
-                                  0))
-            seq += 1
+            heapq.heappush(heap, (t + churn_duration(st.env, st.keys[node, K_CHURN], 2 * c + 2), P_LEAVE,
+                                  next(seq), node, UNREAD_FLAG))
             keep = st.cfg[C_CHURN_KEEP] == 1
             event = NODE_JOIN
-        if nstate[I_DOWN] > 0:
+        if nstate[I_DOWN] > 0:  # pragma: no mutate (equivalent: a recover or join follows its crash or leave)
             nstate[I_DOWN] -= 1
             if nstate[I_DOWN] == 0 and nstate[I_DEAD] == 0:
                 nstate[I_EPOCH] += 1
                 k = nstate[I_TICKS]
                 nstate[I_TICKS] = k + 1
-                heapq.heappush(heap, (t + next_tick(st.cfg, st.env, st.keys, st.rates, node, k), P_WAKE, seq, node,
-                                      nstate[I_EPOCH]))
-                seq += 1
+                heapq.heappush(heap, (t + next_tick(st.cfg, st.env, st.keys, st.rates, node, k), P_WAKE,
+                                      next(seq), node, nstate[I_EPOCH]))
                 res = self.programs[gid].recover(self.states[gid], self._one_ids[node], bool(keep))
                 if res is not None:
                     self.states[gid] = res
                 self._log.append((t, node, event))
-        return seq
 
     # -- messages between hosts ------------------------------------------------------------------------------------
     def take_outgoing(self) -> dict[int, list]:
         """The outgoing buffer as ``{host: [(tag, spm, dtype, ints, times, payload), ...]}`` (ints rows: src, dst,
         round bin, duplicate copy; times: arrival times); empties it."""
         out: dict[int, list] = {}
-        # pragma: no mutate start (the compiled branch runs only in Ray actors; held by tests/test_ray_gossip.py)
         if self.compiled:
             x = int(self._ctr[N_OUT])
             if x == 0:
@@ -585,7 +591,6 @@ class EventHost:
                                                      np.ascontiguousarray(xi[sel][:, [X_SRC, X_DST, X_BIN, X_COPY]]),
                                                      xf[sel, 0].copy(), np.ascontiguousarray(xf[sel, 1:1 + w])))
             return out
-        # pragma: no mutate end
         if not self._xout:
             return out
         rows, self._xout = self._xout, []
@@ -594,9 +599,11 @@ class EventHost:
             by.setdefault((r[0], r[1]), []).append(r)
         for (dest, kind), rs in by.items():
             tag, spm, dtype = self._kinds[kind]
-            ints = np.array([r[2:6] for r in rs], dtype=np.int64).reshape(-1, 4)
+            # pragma: no mutate start (equivalent: Python ints and floats make int64 and float64 arrays)
+            ints = np.array([r[2:6] for r in rs], dtype=np.int64)
             times = np.array([r[6] for r in rs], dtype=np.float64)
-            payload = np.concatenate([r[7] for r in rs]).astype(dtype, copy=False).reshape(len(rs), spm)
+            # pragma: no mutate end
+            payload = np.concatenate([r[7] for r in rs])         # rows of the kind's dtype
             out.setdefault(dest, []).append((tag, spm, dtype.str, ints, times, payload))
         return out
 
@@ -605,7 +612,9 @@ class EventHost:
         now): on time when this host's clock has not reached the arrival time yet, late (at once) otherwise."""
         for tag, spm, dtype, ints, times, payload in parts:
             # unpickled arrays may be read-only views of a call's buffer; programs may write to what they get
+            # pragma: no mutate start (equivalent: numpy reads the requirement letters in either case)
             ints, times, payload = (np.require(a, requirements=("C", "W")) for a in (ints, times, payload))
+            # pragma: no mutate end
             if self.compiled:
                 self.grow(ints.shape[0])
                 EK.push_arrivals(self._ht, self._hk, self._ctr, self._fc, self._mi, self._mp, self._free,
@@ -620,8 +629,8 @@ class EventHost:
                     self._lateness += now - t
                     t = now
                 s, d, bin_, dup = (int(v) for v in ints[r])
-                heapq.heappush(self._heap, (t, P_DELIVER, self._seq, (s, d, kind, bin_, dup, payload[r:r + 1]), 0))
-                self._seq += 1
+                heapq.heappush(self._heap, (t, P_DELIVER, next(self._seq), (s, d, kind, bin_, dup, payload[r:r + 1]),
+                                            UNREAD_FLAG))
 
     def meter_parts_in_flight(self, parts: list) -> None:
         """Meter messages for another host that will not be sent (a sealed host) as in flight at the end."""
@@ -639,16 +648,15 @@ class EventHost:
         if self.compiled:
             nr = int(self._ctr[N_REC])
             recs = self._rec[:nr]
-            if extra is not None and extra.shape[0]:
+            if extra is not None:
                 recs = np.concatenate([recs, extra.astype(np.int64)])
             self._ctr[N_REC] = 0
             ng = int(self._ctr[N_LOG])
             log = [(float(self._log_t[i]), int(self._log_i[i, 0]), int(self._log_i[i, 1])) for i in range(ng)]
             self._ctr[N_LOG] = 0
         else:
-            recs = np.frombuffer(self._rec_py, dtype=np.int64).reshape(-1, 4) if len(self._rec_py) else \
-                np.zeros((0, 4), dtype=np.int64)
-            if extra is not None and extra.shape[0]:
+            recs = np.frombuffer(self._rec_py, dtype=np.int64).reshape(-1, 4)
+            if extra is not None:
                 recs = np.concatenate([recs, extra.astype(np.int64)])
             self._rec_py = array("q")
             log, self._log = self._log, []
@@ -668,7 +676,7 @@ class EventHost:
         else:
             rows = [(a[3], a[0], a[1], a[2] * 16 + a[4] * 8 + CAUSE_IN_FLIGHT)
                     for _, prio, _, a, _ in self._heap if prio == P_DELIVER]
-            rec = np.array(rows, dtype=np.int64).reshape(-1, 4)
+            rec = np.array(rows, dtype=np.int64).reshape(-1, 4)  # pragma: no mutate (equivalent: ints make int64)
         self.flush(extra=rec)
 
     def _meter_records(self, recs: np.ndarray) -> None:
@@ -676,7 +684,7 @@ class EventHost:
         cause = code & 7
         dropped = np.isin(cause, DROPPED_CAUSES)
         group = (code >> 4) * 2 + dropped
-        order = np.lexsort((recs[:, 0], group))
+        order = np.lexsort((recs[:, 0], group))  # pragma: no mutate (equivalent: the batches cut by round are fewer)
         group = group[order]
         bins = recs[order, 0]
         src = recs[order, 1]
@@ -686,13 +694,13 @@ class EventHost:
         ends = np.concatenate([cut, [group.shape[0]]])
         for s, e in zip(starts.tolist(), ends.tolist()):
             g = int(group[s])
-            tag, spm, dtype = self._kinds[g >> 1]
-            stub = self._stub_payloads.get(g >> 1)
-            if stub is None:
-                stub = self._stub_payloads[g >> 1] = np.zeros((1, spm), dtype=dtype)
-            batch = MessageBatch(tag, src[s:e], dst[s:e], stub)
-            if g & 1:
-                self.meter.record_dropped(int(bins[s]), batch)
+            kind = g >> 1
+            tag, spm, dtype = self._kinds[kind]
+            if kind not in self._stub_payloads:      # one payload row per kind, which the meter sizes and never reads
+                self._stub_payloads[kind] = np.zeros((1, spm), dtype=dtype)  # pragma: no mutate (equivalent: as said)
+            batch = MessageBatch(tag, src[s:e], dst[s:e], self._stub_payloads[kind])
+            if g & 1:                                # the meter keeps lost traffic per tag and edge, not per round
+                self.meter.record_dropped(int(bins[s]), batch)  # pragma: no mutate (equivalent: as said)
             else:
                 self.meter.record(int(bins[s]), batch)
         codes, counts = np.unique(code, return_counts=True)

@@ -328,10 +328,16 @@ def _enqueue(ht, hk, ctr, mi, mp, free, sender, d, tag, bin_, copy, out_pay, k, 
 
 
 @numba.njit(cache=True, _nrt=False)
+def has_room(ctr, ht, extra, max_out):
+    """Whether the message pool and the heap hold `extra` more messages and then an event's output."""
+    return ctr[N_FREE] >= extra + 2 * max_out and ctr[N_HEAP] + extra + 2 * max_out + 2 <= ht.shape[0]
+
+
+@numba.njit(cache=True, _nrt=False)
 def _no_room(ctr, ht, rec, log_t, max_out):
     """ST_GROW if the pool or the heap may not hold the next event's messages, ST_FLUSH if the records or the
     log may not; -1 if there is room."""
-    if ctr[N_FREE] < 2 * max_out or ctr[N_HEAP] + 2 * max_out + 2 > ht.shape[0]:
+    if not has_room(ctr, ht, 0, max_out):
         return ST_GROW
     if ctr[N_REC] + 2 * max_out + 1 > rec.shape[0] or ctr[N_LOG] + 1 > log_t.shape[0]:
         return ST_FLUSH

@@ -162,17 +162,20 @@ class SyncScheduler:
 
     def _advance_clock(self, outboxes: dict, batches: list[MessageBatch]) -> None:
         stepped = [self.groups[g].node_ids for g in outboxes]
-        if self.clock.model.compute == "measured":       # each group's step, timed by the engine, shared evenly
-            timed = getattr(self.engine, "step_seconds", {})
-            seconds = [np.full(len(self.groups[g].node_ids), timed.get(g, 0.0) / len(self.groups[g].node_ids))
-                       for g in outboxes]
+        if self.clock.model.compute == "measured":    # each group's step, timed by the engine, shared evenly (the
+            timed = self.engine.step_seconds            # runner runs measured time on a timed in-process engine)
+            seconds = [np.full(len(ids), timed[g] / len(ids)) for g, ids in zip(outboxes, stepped)]
         else:
-            seconds = [np.asarray((outboxes[g].signals or {}).get("work", np.zeros(len(self.groups[g].node_ids))),
-                                  np.float64) / self.clock.model.compute_rate for g in outboxes]
-        cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
-        self.clock.advance(cat(stepped, np.int64), cat(seconds, np.float64), cat([b.src for b in batches], np.int64),
-                           cat([b.dst for b in batches], np.int64),
-                           cat([np.full(b.n_messages, b.bytes_per_message) for b in batches], np.float64))
+            rate = self.clock.model.compute_rate
+            seconds = [np.asarray((outboxes[g].signals or {}).get("work", np.zeros(len(ids)))) / rate
+                       for g, ids in zip(outboxes, stepped)]
+
+        def cat(xs: list) -> np.ndarray:
+            return np.concatenate(xs) if xs else np.zeros(0)  # pragma: no mutate (equivalent: advance skips empties)
+
+        self.clock.advance(cat(stepped).astype(np.int64), cat(seconds), cat([b.src for b in batches]).astype(np.int64),
+                           cat([b.dst for b in batches]).astype(np.int64),
+                           cat([np.full(b.n_messages, float(b.bytes_per_message)) for b in batches]))
 
     def _take_mail(self) -> dict[int, Inbox]:
         """This round's inboxes (rows of merged batches ordered by (src, dst)); clears the mailbox."""
