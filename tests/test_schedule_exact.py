@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import time
 
 import networkx as nx
 import numpy as np
@@ -231,10 +232,10 @@ def test_two_compiled_hosts_with_faults_give_the_run_of_one_compiled_host(iris, 
     dep = pushsum_engine(iris, nodes=12)[0]
     (role,) = dep.roles
     G = dep.topology
-    owner = np.arange(12, dtype=np.int64) % 2
+    owner = np.arange(12, dtype=np.int64) % 3
     faults = FaultModel(drop=0.2, duplicate=0.1, delay=0.2, delay_time={"kind": "exponential", "mean": 0.3},
                         churn_rate=0.05, churn_downtime=0.5)
-    ref, split = split_run(G, role.program, owner, (100, 50_000), faults=faults, until=13.5, seal=seal,
+    ref, split = split_run(G, role.program, owner, (100, 50_000, 2_000), faults=faults, until=13.5, seal=seal,
                            node_data=list(role.node_data), compiled=True)
     assert ref[0].compiled and all(h.compiled for h in split[0])
     assert split[4] and split[2].messages > 100           # the small batch filled up and was handed over early
@@ -242,7 +243,7 @@ def test_two_compiled_hosts_with_faults_give_the_run_of_one_compiled_host(iris, 
     ref_view = role.program.observe(ref[1][0])
     views = [role.program.observe(st[0]) for st in split[1]]
     for name in ("s", "w"):                                 # Push-Sum's sums and weights, node by node
-        ours = np.stack([views[owner[i]][name][i] for i in range(12)])
+        ours = np.stack([views[owner[i]][name][i] for i in range(12)])     # three hosts, each its own nodes
         np.testing.assert_array_equal(ours, ref_view[name])
 
 
@@ -407,6 +408,7 @@ def test_payload_shapes_and_dtypes_reach_the_receiver_and_the_ledger():
                 out.send(MessageBatch.broadcast("all", 0, np.array([1, 2, 3]), np.array([7.0, 8.0], np.float32)))
                 out.send(MessageBatch("one", np.array([0, 0]), np.array([2, 3]), np.array([5.0, 6.0])))
                 out.send(MessageBatch("pair", np.array([0, 0]), np.array([1, 3]), np.array([1.0, 2.0, 3.0])))
+                out.send(MessageBatch("solo", np.array([0]), np.array([2]), np.array([9.0])))
             else:
                 out.send(MessageBatch("flat", np.array([node]), np.array([0]), np.array([node, 1.0, 2.0])))
             return st, out
@@ -420,6 +422,7 @@ def test_payload_shapes_and_dtypes_reach_the_receiver_and_the_ledger():
     assert got["all"] == {(0, d, (7.0, 8.0)) for d in (1, 2, 3)}                 # every copy carries the row
     assert got["one"] == {(0, 2, (5.0,)), (0, 3, (6.0,))}                         # one scalar per message
     assert got["pair"] == {(0, 1, (1.0, 2.0, 3.0)), (0, 3, (1.0, 2.0, 3.0))}      # a shared row of three
+    assert got["solo"] == {(0, 2, (9.0,))}                                        # one message, one scalar
     assert {row for _, _, row in got["flat"]} == {(float(s), 1.0, 2.0) for s in (1, 2, 3)}   # one row of three
     tags = meter.ledger().summary()["by_tag"]
     hub = sum(1 for w in engine.states[0]["wakes"] if w[0] == 0)
@@ -460,10 +463,10 @@ def iris():
     return make_dataset({"name": "iris"})
 
 
-def pushsum_engine(iris, nodes=12, seed=1, kind=("random_k_out", {"k": 2})):
+def pushsum_engine(iris, nodes=12, seed=1, kind=("random_k_out", {"k": 2}), **params):
     from svmsim.algorithms.pushsum import PushSumParams, build_pushsum
     from svmsim.deployment import Problem
-    dep = build_pushsum(PushSumParams(nodes=nodes, values="random", dim=3),
+    dep = build_pushsum(PushSumParams(nodes=nodes, values="random", dim=3, **params),
                         Problem(iris, seed=seed, topology_kind=kind[0], topology_params=kind[1]))
     engine = InProcessEngine()
     groups = engine.plan(dep.roles)
@@ -566,6 +569,17 @@ def test_the_run_is_done_when_every_group_is():
     assert sched.run(max_time=3.0) == GossipStopReason.TIME and not sched.host.done   # only one group is done
     assert sched.run(max_time=100.0) == GossipStopReason.DONE and sched.host.done is True
     assert len(engine.states[1]["wakes"]) == 40
+    assert sched.host.counters()["done"] is True
+
+
+def test_a_compiled_run_is_done_when_every_node_is(iris):
+    dep, engine, groups = pushsum_engine(iris, nodes=6, max_wakes=3)
+    meter = Meter(6, nx.to_numpy_array(dep.topology, nodelist=range(6), dtype=bool), dep.node_names)
+    sched = GossipScheduler(engine, groups, meter, dep.topology, compiled=True)
+    counters = sched.host.counters()
+    assert set(counters) == {"wakes", "events", "sent", "sent_scalars", "delayed", "late", "lateness", "done"}
+    assert counters["done"] is False
+    assert sched.run(max_time=1000.0) == GossipStopReason.DONE and sched.host.counters()["done"] is True
 
 
 def test_messages_from_another_host_land_alike_on_the_compiled_and_the_python_heap(iris):
@@ -602,6 +616,12 @@ def test_messages_from_another_host_land_alike_on_the_compiled_and_the_python_he
     assert c._mi.shape[0] == pool and c.pending() == 3 + room
     c.put_incoming(many(1))
     assert c._mi.shape[0] == 2 * pool and c.pending() == 4 + room
+    big = int(c._ctr[N_FREE]) + 1                        # more than the whole free list: grows before it pushes
+    c.put_incoming(many(big))
+    assert c.pending() == 4 + room + big and c._mi.shape[0] >= 4 * pool
+    from svmsim.schedule.event_kernels import has_room
+    assert has_room(c._ctr, c._ht, 0, max_out)           # the loop can go on without growing first
+    room += big
     meters = []
     hosts[1].put_incoming(many(room + 1))
     for h in hosts:
@@ -697,6 +717,90 @@ def test_messages_from_another_host_are_late_only_before_now_and_writable():
     host.advance(math.inf)
     assert sorted((s, d, row, t) for s, d, row, t, _ in states[0]["received"]) == [
         (0, 1, (1.0, 1.0, 1.0), 2.0), (1, 2, (1.0, 1.0, 1.0), 2.0), (2, 3, (1.0, 1.0, 1.0), 2.0)]
+
+
+def test_messages_for_another_host_sealed_at_the_end_are_metered_in_flight_by_tag_round_and_copy():
+    G = build_topology("ring", 6)
+    host, _, meter = python_host(G)
+    host.kind_id("other kind first", 5, "<f8")          # so that the sealed kinds have ids 1 and 2
+    host.meter_parts_in_flight([
+        ("chat", 3, "<f8", np.array([[0, 1, 5, 0], [1, 2, 5, 1]]), np.array([1.0, 2.0]), np.zeros((2, 3))),
+        ("ack", 2, "<f4", np.array([[2, 3, 7, 1]]), np.array([3.0]), np.zeros((1, 2), np.float32))])
+    ledger = meter.ledger()
+    assert ledger.summary()["by_tag"] == {"chat": {"messages": 2, "scalars": 6, "bytes": 48},
+                                          "ack": {"messages": 1, "scalars": 2, "bytes": 8}}
+    np.testing.assert_array_equal(ledger.rounds, [[5, 2, 6, 48], [7, 1, 2, 8]])      # by the send's round
+    summary = host.plan.summary(delayed=0, down_now=[])
+    assert summary["in_flight_at_end"] == {"chat": {"messages": 2, "scalars": 6}, "ack": {"messages": 1, "scalars": 2}}
+    assert summary["duplicated"] == {"chat": {"messages": 1, "scalars": 3}, "ack": {"messages": 1, "scalars": 2}}
+    assert summary["dropped_total"] == {"messages": 0, "scalars": 0}
+
+
+def test_the_gossip_scheduler_refuses_what_it_cannot_run_in_one_clear_sentence():
+    from svmsim.errors import ScenarioError
+    G = build_topology("ring", 6)
+
+    def refused(message, build):
+        with pytest.raises(ScenarioError, match="^" + re.escape(message) + "$"):
+            build()
+
+    hub = [("hub", Hub(2, 1.0, True), np.array([0])), ("peer", Chatter(G), np.arange(1, 6))]
+    refused("role 'hub' runs Hub, which is not a gossip program; the gossip scheduler needs GossipProgram peers "
+            "(use [schedule] kind = \"sync\" for server-client algorithms)", lambda: gossip_run(G, groups=hub))
+    refused("2 node(s) of the topology run no program (e.g. node 4); every node of a gossip topology must be a peer",
+            lambda: gossip_run(G, groups=[("peer", Chatter(G), np.arange(4))]))
+    two = [("a", Chatter(G), np.arange(3)), ("b", Chatter(G), np.arange(3, 6))]
+    refused("compiled = true needs a single group whose program provides a GossipKernel; there are 2 groups "
+            "(allowed: compiled = false)", lambda: gossip_run(G, groups=two, compiled=True))
+    for bad in (0.0, -1.0):
+        refused(f"round_time = {bad!r} is out of range; allowed: a number > 0",
+                lambda bad=bad: gossip_run(G, round_time=bad))
+    refused("the fault plan was bound for 5 nodes but the topology has 6",
+            lambda: gossip_run(G, faults=FaultModel().bind(5, 0)))
+    sched, engine, meter = gossip_run(G)
+    groups = sched.groups
+    refused("the meter counts 5 nodes but the topology has 6", lambda: GossipScheduler(
+        engine, groups, Meter(5, np.ones((5, 5), dtype=bool)), G))
+    refused("the groups' ids must be 0..k-1 in order (as engines plan them); got [1, 0]", lambda: GossipScheduler(
+        engine, list(reversed(gossip_run(G, groups=two)[0].groups)), meter, G))
+
+    class Remote:
+        name = "far"
+    refused("the gossip scheduler steps the states of an in-process engine; engine 'far' hosts its own (its `gossip` "
+            "method runs gossip)", lambda: GossipScheduler(Remote(), groups, meter, G))
+    refused("eval_time = 0 is out of range; allowed: a number > 0",
+            lambda: sched.run(max_time=1.0, eval_time=0, on_observe=lambda p: False))
+    refused("eval_messages = 0 is out of range; allowed: an integer >= 1",
+            lambda: sched.run(max_time=1.0, eval_messages=0, on_observe=lambda p: False))
+
+
+def test_gossip_scheduler_defaults_and_observation_grids():
+    G = build_topology("ring", 6)
+    sched, engine, meter = gossip_run(G, clock=Clock(rate=2.0))
+    assert sched.round_time == 0.5 and sched.n_nodes == 6 and sched.outcome().reason == ""
+    plain, engine, meter = gossip_run(G)
+    default = GossipScheduler(engine, plain.groups, meter, G)          # seed 0 unless told
+    default.run(max_time=5.0)
+    seeded = gossip_run(G, seed=0)[0]
+    seeded.run(max_time=5.0)
+    assert default.meter.ledger().equals(seeded.meter.ledger()) and default.meter.messages > 0
+    plan = FaultModel(drop=0.3).bind(6, 5)
+    assert gossip_run(G, faults=plan)[0].faults is plan                # a bound plan is used as it is
+    sched, _, _ = gossip_run(G)
+    assert sched.run(max_time=3.3, max_seconds=1e6) == GossipStopReason.TIME
+    times, sent = [], []
+    sched.run(max_time=6.0, eval_time=0.5, on_observe=lambda p: times.append(p.time) and False)
+    assert times == [3.5, 4.0, 4.5, 5.0, 5.5, 6.0]                    # the grid of step 0.5 from where the run is
+    before = sched.progress().sent
+    sched.run(max_time=9.0, eval_messages=4, on_observe=lambda p: sent.append(p.sent) and False)
+    assert sent[0] == (before // 4 + 1) * 4 and all(b - a == 4 for a, b in itertools.pairwise(sent))
+    every = []
+    sched.run(max_time=10.0, eval_messages=1, on_observe=lambda p: every.append(p.sent) and False)
+    assert every == list(range(every[0], every[0] + len(every))) and len(every) >= 2
+    # slices hand back every 4096 events; the wall-clock budget is checked there and is not met here
+    budget = 60.0 + time.perf_counter()           # longer than the run, and larger than any reading of the clock so far
+    assert sched.run(max_time=400.0, max_seconds=budget) == GossipStopReason.TIME
+    assert sched.host.counters()["events"] > 4096
 
 
 def test_extra_delays_are_drawn_from_the_delay_distribution():

@@ -107,7 +107,7 @@ def _is_marked(name: str, source_lines: list[str]) -> bool:
     """Whether the line a mutant changes, or its function, is now marked ``# pragma: no mutate``."""
     diff = _diff(name).splitlines()
     changed = [d[1:].strip() for d in diff if d.startswith("-") and not d.startswith("---")]
-    changed = [c for c in changed if c.strip(")]}, ")]          # a closing bracket the mutant's layout moved
+    changed = [c for c in changed if c.strip(")]}, ") and not c.startswith(PRAGMA)]  # layout the mutant moved
     function = name.rsplit("__mutmut_", 1)[0].rsplit("ǁ", 1)[-1]      # mutmut's x_func or xǁClassǁmethod
     function = function if "ǁ" in name else function.rsplit(".", 1)[-1][2:]
     marked, blocks = _marked_lines(source_lines)

@@ -155,7 +155,7 @@ def _program_sends(out, sender: int, kind_id):
         payload = batch.payload
         if payload.shape[0] != m:                       # a broadcast: each message carries its own copy of the row
             payload = np.repeat(payload.reshape(1, payload.size), m, axis=0)
-        elif payload.ndim != 2:                         # a scalar per message
+        elif payload.ndim != 2:  # pragma: no mutate (equivalent: a row per message reshapes to itself)
             payload = payload.reshape(m, payload.size // max(m, 1))
         spm = payload.shape[1]
         nbytes = spm * payload.dtype.itemsize
@@ -198,7 +198,7 @@ class EventHost:
         self.adj_ptr, self.adj = adj_ptr, adj
         self.meter = meter
         owned = self.owner == self.me
-        self.local = np.flatnonzero(owned)
+        self.local = np.flatnonzero(owned)  # pragma: no mutate (read by Ray hosts only: test_ray_gossip.py)
         self._kinds: list[tuple[str, int, np.dtype]] = []
         self._kind_ids: dict[tuple, int] = {}
         self._stub_payloads: dict[int, np.ndarray] = {}
@@ -229,9 +229,9 @@ class EventHost:
         k = self.kernel
         self._loop = EK.loop_for(k, remote=xbatch_bytes is not None)
         self._loop_compiled = False  # pragma: no mutate (equivalent for every result: see advance)
-        self._widths = np.asarray(k.widths, dtype=np.int64)
+        self._widths = np.asarray(k.widths, dtype=np.int64)  # pragma: no mutate (equivalent: widths are ints)
         for tag, w in zip(k.tags, self._widths):
-            self.kind_id(tag, int(w), np.float64)
+            self.kind_id(tag, int(w), np.float64)  # pragma: no mutate (equivalent: np.dtype(None) is float64)
         self._tag_ids = {tag: i for i, tag in enumerate(k.tags)}
         width = int(self._widths.max())
         # pragma: no mutate start (equivalent: buffer capacities, dtypes and the free slots' order; any larger buffer
@@ -368,7 +368,7 @@ class EventHost:
         lim[L_MAX_MESSAGES] = self.max_messages
         lim[L_MAX_SCALARS] = self.max_scalars
         lim[L_NEXT_EVAL_MSG] = self.next_eval_msg
-        lim[L_DRAIN] = 1 if self.draining else 0
+        lim[L_DRAIN] = 1 if self.draining else 0  # pragma: no mutate (equivalent: the loop tests it against 0)
         st = self.setting
         # pragma: no mutate start (equivalent for every result: only silences numba's warning at the first compile)
         if not self._loop_compiled:              # numba calls a loop bound to functions "experimental"; it is not
@@ -589,7 +589,7 @@ class EventHost:
                     w = int(self._widths[tag])
                     out.setdefault(dest, []).append((self.kernel.tags[tag], w, "<f8",
                                                      np.ascontiguousarray(xi[sel][:, [X_SRC, X_DST, X_BIN, X_COPY]]),
-                                                     xf[sel, 0].copy(), np.ascontiguousarray(xf[sel, 1:1 + w])))
+                                                     xf[sel, 0].copy(), np.ascontiguousarray(xf[sel, 1:][:, :w])))
             return out
         if not self._xout:
             return out
@@ -655,7 +655,9 @@ class EventHost:
             log = [(float(self._log_t[i]), int(self._log_i[i, 0]), int(self._log_i[i, 1])) for i in range(ng)]
             self._ctr[N_LOG] = 0
         else:
+            # pragma: no mutate start (equivalent: numpy reads any negative size as -1)
             recs = np.frombuffer(self._rec_py, dtype=np.int64).reshape(-1, 4)
+            # pragma: no mutate end
             if extra is not None:
                 recs = np.concatenate([recs, extra.astype(np.int64)])
             self._rec_py = array("q")

@@ -95,15 +95,18 @@ class GossipOutcome:
     stats: dict
 
 
+NO_GROUP = -1    # the group of a node that runs no program
+
+
 def check_gossip_groups(groups: list[Group], n: int, where: str = "the gossip scheduler") -> np.ndarray:
     """Every group runs a `GossipProgram` and every node of the topology belongs to one; returns each node's gid."""
-    node_group = np.full(n, -1, dtype=np.int64)
+    node_group = np.full(n, NO_GROUP, dtype=np.int64)  # pragma: no mutate (equivalent: the host keeps int64)
     for g in groups:
         if not isinstance(g.program, GossipProgram):
             raise ScenarioError(f"role {g.role!r} runs {type(g.program).__name__}, which is not a gossip program; "
                                 f"{where} needs GossipProgram peers (use [schedule] kind = \"sync\" for "
                                 "server-client algorithms)")
-        node_group[np.asarray(g.node_ids, dtype=np.int64)] = g.gid
+        node_group[np.asarray(g.node_ids, dtype=np.int64)] = g.gid  # pragma: no mutate (equivalent: ids are ints)
     if (node_group < 0).any():
         missing = np.flatnonzero(node_group < 0)
         raise ScenarioError(f"{missing.size} node(s) of the topology run no program (e.g. node {int(missing[0])});"
@@ -165,13 +168,16 @@ class GossipScheduler:
         if compiled and len(groups) != 1:
             raise ScenarioError("compiled = true needs a single group whose program provides a GossipKernel; "
                                 f"there are {len(groups)} groups (allowed: compiled = false)")
-        self.host = EventHost(programs, engine.states, node_group, np.zeros(n, dtype=np.int64), 0, setting,
-                              adj_ptr, adj, meter, compiled=compiled)
+        owner = np.zeros(n, dtype=np.int64)  # pragma: no mutate (equivalent: the host keeps int64)
+        self.host = EventHost(programs, engine.states, node_group, owner, 0, setting, adj_ptr, adj, meter,
+                              compiled=compiled)
         self.compiled = self.host.compiled
-        self._finished = False
+        self._finished = False  # pragma: no mutate (equivalent: None is as false)
         self._reason = ""
+        # pragma: no mutate start (equivalent: both are set before they are read, and None differs from any step)
         self._next_eval = math.inf                 # the next point of the observation grid of step _eval_time
         self._eval_time = math.inf
+        # pragma: no mutate end
 
     # -- state ----------------------------------------------------------------------------------------------------
     @property
@@ -227,7 +233,7 @@ class GossipScheduler:
              with_observations) -> str:
         if self._finished:
             raise ScenarioError("this gossip run has been finished; create a new scheduler to run again")
-        started = time.perf_counter()
+        deadline = math.inf if max_seconds is None else time.perf_counter() + max_seconds
         host = self.host
         limit = math.inf if max_time is None else float(max_time)
         host.max_messages = NO_LIMIT if max_messages is None else int(max_messages)
@@ -267,7 +273,7 @@ class GossipScheduler:
                     host.grow()
                 else:
                     host.flush()
-                if max_seconds is not None and time.perf_counter() - started >= max_seconds:
+                if time.perf_counter() >= deadline:  # pragma: no mutate (equivalent for >: a continuous clock)
                     host.flush()
                     return GossipStopReason.WALL
             elif status == ST_BAD_EDGE:

@@ -265,7 +265,7 @@ class SyncScheduler:
 
         tags, widths = kernels[0].tags, kernels[0].widths
         if not C.kernels_compatible(kernels):
-            self._compiled_allowed = False      # the Python loop runs them (same results)
+            self._compiled_allowed = False  # pragma: no mutate (equivalent: the Python loop runs them either way)
             return None
         if self._compiled_mail is None:
             capacity = sum(k.max_out for k in kernels)
@@ -274,7 +274,9 @@ class SyncScheduler:
                                    C.CompiledMail(len(self.groups), capacity, width))
         mail, scratch = self._compiled_mail
         mail.from_inboxes(self._take_mail(), self._wake, {t: i for i, t in enumerate(tags)})
+        # pragma: no mutate start (equivalent: without an observer, handing back at its points changes nothing)
         observed = observe_every if on_iteration is not None else 0
+        # pragma: no mutate end
         status, self.round, completed, done = C.run_compiled_rounds(
             kernels, mail, scratch, self.node_group, self.meter, round_=self.round, iteration=self.iteration,
             max_rounds=max_rounds, max_scalars=max_scalars, max_iterations=max_iterations, observe_every=observed)
