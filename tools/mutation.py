@@ -1,6 +1,6 @@
 """Mutation testing of svmsim's core (README "Mutation testing"): figures per module, and a quick re-check.
 
-    mutmut run                                   # all mutants of [tool.mutmut] only_mutate (about an hour, 2 cores)
+    mutmut run                                   # all mutants of [tool.mutmut] only_mutate (over an hour on 2 cores)
     python tools/mutation.py summary             # per module: mutants, killed, survived, no test, marked equivalent
     python tools/mutation.py summary --json benchmarks/results/mutation.json
     python tools/mutation.py survivors svmsim.faults                        # its open survivors, with their diffs
