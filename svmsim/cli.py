@@ -314,6 +314,13 @@ def main(argv: list[str] | None = None) -> int:
         if rest:
             print(rest, file=sys.stderr)
         return 2
+    except MemoryError as e:
+        # the run directory is removed as for any failure; the sizes that do not fit are the user's to change
+        detail = f" ({e})" if str(e) else ""
+        print(textwrap.fill(f"svmsim: error: out of memory{detail}: this scenario needs more memory than the "
+                            "machine has; allowed: smaller data (n, d), fewer nodes or hosts", width=110,
+                            subsequent_indent="  "), file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("svmsim: interrupted; the run directory was not written", file=sys.stderr)
         return 130

@@ -594,7 +594,8 @@ class GadgetParams(BaseModel):
     @model_validator(mode="after")
     def _average_needs_iterations(self):
         if self.average and self.iterations is None:
-            raise ValueError("average = true averages the last half of T local steps; set iterations = T")
+            raise ValueError("average = true averages the last half of T local steps, so T must be known; allowed: "
+                             "iterations = T, or average = false")
         return self
 
 

@@ -17,7 +17,7 @@ from svmsim.errors import ScenarioError
 from .messages import error_from_validation
 from .schema import Scenario
 from .sweep_table import check_sweep_table
-from .values import normalise, show
+from .values import normalise, out_of_machine_range, show
 
 
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
@@ -91,16 +91,36 @@ def load_scenario(source: str | os.PathLike | Mapping[str, Any],
     else:
         raise ScenarioError(f"a scenario must be a TOML file path or a dict, got {type(source).__name__}")
     raw = apply_overrides(raw, overrides, where)
+    # TOML's 64-bit integers and finite floats, everywhere (tomllib reads any size, and nan and inf)
+    out_of_range = _machine_range_lines(out_of_machine_range(raw), overrides)
     if "sweep" in raw:                 # a sweep file's [sweep] table: checked here, used by `svmsim sweep`
         raw = dict(raw)
-        check_sweep_table(raw.pop("sweep"), where)
+        sweep = raw.pop("sweep")
+        if not any(key.startswith("[sweep]") for key, _ in out_of_range):
+            check_sweep_table(sweep, where)
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise error_from_validation(exc, where, overrides, Scenario) from None
+        raise error_from_validation(exc, where, overrides, Scenario, out_of_range) from None
+    if out_of_range:
+        raise error_from_validation(None, where, overrides, Scenario, out_of_range)
     if path is not None:
         scenario._source = str(path)
     return scenario
+
+
+def _machine_range_lines(bad: list[tuple[tuple, Any, str]], overrides: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(key as error lines begin, error line)`` for each value outside TOML's machine range."""
+    lines = []
+    for path, value, problem in bad:
+        section = f"[{path[0]}] " if len(path) > 1 else ""
+        key = f"{section}{'.'.join(path[1:] if section else path)} ="
+        text = f"{key} {show(value)} {problem}"
+        dotted = ".".join(path)
+        if dotted in overrides:
+            text += f" (set by the override {dotted}={show(overrides[dotted])})"
+        lines.append((key, text))
+    return lines
 
 
 def validate_file(path: str | os.PathLike, overrides: Mapping[str, Any] | None = None) -> Scenario:

@@ -168,7 +168,7 @@ def _allowed_keys(section: str, params_model: type[BaseModel] | None, algorithm:
     if section == "algorithm":
         names = sorted(params_model.model_fields) if params_model is not None else []
         return f"allowed keys for {algorithm}: {', '.join(names) if names else '(none besides name)'}"
-    model = root.model_fields[section].annotation
+    model = _base_type(root.model_fields[section].annotation)        # [network] is NetworkSection | None
     return f"allowed keys: {', '.join(model.model_fields)}"
 
 
@@ -254,10 +254,11 @@ def _merge_unions(items: list[tuple[dict, Any, Any]]) -> list[tuple[dict, Any, A
     return out
 
 
-def error_from_validation(exc: ValidationError, where: str, overrides: Mapping[str, Any],
-                          root: type[BaseModel]) -> ScenarioError:
-    """One ScenarioError for all the problems of ``exc`` (one line each), prefixed with ``where`` (the file)."""
-    items = _merge_unions(list(_flatten_errors(exc.errors(include_url=False))))
+def error_from_validation(exc: ValidationError | None, where: str, overrides: Mapping[str, Any],
+                          root: type[BaseModel], more: Iterable[tuple[str, str]] = ()) -> ScenarioError:
+    """One ScenarioError for all the problems of ``exc`` (one line each), prefixed with ``where`` (the file);
+    ``more`` adds ``(key, line)`` problems found outside pydantic, each unless a line already names its key."""
+    items = _merge_unions(list(_flatten_errors(exc.errors(include_url=False)))) if exc is not None else []
     lines = []
     for e, pm, alg in items:
         text = _format_error(e, pm, alg, root)
@@ -268,6 +269,9 @@ def error_from_validation(exc: ValidationError, where: str, overrides: Mapping[s
         elif dotted and any(k.startswith(dotted + ".") for k in overrides):
             text += " (set by an override " + ", ".join(k for k in overrides if k.startswith(dotted + ".")) + ")"
         if text not in lines:
+            lines.append(text)
+    for key_text, text in more:
+        if not any(line.startswith(key_text) for line in lines):
             lines.append(text)
     if len(lines) == 1:
         return ScenarioError(f"{where}: {lines[0]}")

@@ -107,6 +107,11 @@ class DataSection(SectionModel):
                 errors.append(issue(("data", "beta"), (
                     f"beta = {show(self.beta)} is out of range for synthetic kind 'separable'; "
                     "allowed: a number in (0, 1]")))
+        if self.data_dir is not None and (self.name == "synthetic" or self.name in BUILTIN_DATASETS):
+            source = "synthetic data is generated" if self.name == "synthetic" else f"{self.name!r} ships with svmsim"
+            errors.append(issue(("data", "data_dir"), (
+                f"data_dir = {show(self.data_dir)} does not apply: {source}, not read from a data directory; "
+                "allowed: no data_dir for this set (it applies to LIBSVM sets read by name)")))
         test_given = self.test.strip().lower() not in ("", "auto", "none")
         if self.holdout is not None and test_given:
             errors.append(issue(("data", "holdout"), (

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from svmsim.errors import ScenarioError
 
+from .messages import error_from_validation
 from .values import show
 
 
@@ -121,10 +122,14 @@ def check_sweep_table(table: Any, where: str) -> SweepSpec:
         raise ScenarioError(f"{where}: sweep = {show(table)} is not a table; allowed: a [sweep] table with grid, "
                             "variants, plot, x, title")
     try:
-        return SweepSpec.model_validate(dict(table))
+        return _SweepFile.model_validate({"sweep": dict(table)}).sweep
     except ScenarioError as exc:
         raise ScenarioError(f"{where}: sweep.grid: {exc}") from None
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in ("sweep",) + tuple(err["loc"]))
-        raise ScenarioError(f"{where}: {loc}: {err['msg']}") from None
+        raise error_from_validation(exc, where, {}, _SweepFile) from None
+
+
+class _SweepFile(BaseModel):
+    """The root that error messages name keys from (``sweep.title``, ``sweep.variants[0].label``)."""
+
+    sweep: SweepSpec

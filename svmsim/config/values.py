@@ -41,6 +41,25 @@ def is_number(value: Any) -> bool:
     return is_int(value) or isinstance(value, (float, np.floating))
 
 
+#: TOML integers are signed 64-bit (the TOML 1.0 specification); tomllib itself reads any size
+INT64_RANGE = (-2**63, 2**63 - 1)
+
+
+def out_of_machine_range(value: Any, path: tuple = ()) -> list[tuple[tuple, Any, str]]:
+    """Every value in a scenario (tables and lists walked) that no key accepts: an integer outside TOML's signed
+    64-bit range, or a float that is nan or infinite. Returns ``(key path, value, what is wrong)`` triples."""
+    if isinstance(value, Mapping):
+        return [p for k, v in value.items() for p in out_of_machine_range(v, path + (str(k),))]
+    if isinstance(value, (list, tuple)):
+        return [p for v in value for p in out_of_machine_range(v, path)]
+    if is_int(value) and not INT64_RANGE[0] <= int(value) <= INT64_RANGE[1]:
+        return [(path, value, "is outside TOML's 64-bit integer range; allowed: integers from -2^63 to 2^63 - 1")]
+    if isinstance(value, (float, np.floating)) and not np.isfinite(value):
+        return [(path, value, ("is not a finite number; allowed: finite numbers (nan and inf are refused "
+                               "everywhere in a scenario)"))]
+    return []
+
+
 def plain(value: Any, *, toml: bool = False) -> Any:
     """A model, dict or value as plain TOML/JSON-friendly Python data; ``None`` entries of tables are dropped (with
     ``toml``, ``None`` items of lists too: TOML has no null)."""

@@ -83,7 +83,7 @@ def load_libsvm(
                 fh, n_features=None if n_features is None else int(n_features), dtype=dtype, zero_based="auto"
                 # pragma: no mutate end
             )
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:     # OverflowError: an index beyond the 64-bit range
         raise DataError(_malformed_message(p, exc)) from None
     except (OSError, EOFError, lzma.LZMAError) as exc:
         raise DataError(
@@ -91,6 +91,8 @@ def load_libsvm(
         ) from None
     if X.shape[0] == 0:
         raise DataError(f"LIBSVM file '{p}' contains no data rows")
+    if not (np.isfinite(X.data).all() and np.isfinite(y).all()):
+        raise DataError(_malformed_message(p, ValueError("a value is nan or infinite")))
     # pragma: no mutate start (equivalent: sklearn's loader already returns float64 labels for any dtype)
     return sp.csr_matrix(X), np.asarray(y, dtype=np.float64)
     # pragma: no mutate end
@@ -112,6 +114,10 @@ def _malformed_message(path: Path, exc: ValueError) -> str:
     return f"LIBSVM file '{path}' is malformed at line {lineno} ({text!r}): {problem} [loader: {reason}]"
 
 
+#: feature indices must fit a signed 64-bit integer (the loader's index type)
+_INDEX_LIMIT = 2**63 - 1
+
+
 def _first_bad_line(lines: Iterable[bytes]) -> tuple[int, str, str] | None:
     """Locate the first line that breaks the LIBSVM syntax ``label idx:val idx:val ...``.
 
@@ -128,6 +134,8 @@ def _first_bad_line(lines: Iterable[bytes]) -> tuple[int, str, str] | None:
             float(tokens[0])
         except ValueError:
             return lineno, text, f"the label {tokens[0]!r} is not a number"
+        if not np.isfinite(float(tokens[0])):
+            return lineno, text, f"the label {tokens[0]!r} is not a finite number"
         # pragma: no mutate start (equivalent: negative indices are refused first)
         last = -1
         # pragma: no mutate end
@@ -142,11 +150,15 @@ def _first_bad_line(lines: Iterable[bytes]) -> tuple[int, str, str] | None:
             except ValueError:
                 return lineno, text, f"the feature index in {tok!r} is not an integer"
             try:
-                float(val_text)
+                value = float(val_text)
             except ValueError:
                 return lineno, text, f"the feature value in {tok!r} is not a number"
+            if not np.isfinite(value):
+                return lineno, text, f"the feature value in {tok!r} is not a finite number"
             if idx < 0:
                 return lineno, text, f"the feature index in {tok!r} is negative"
+            if idx >= _INDEX_LIMIT:
+                return lineno, text, f"the feature index in {tok!r} is too large; allowed: indices below 2^63 - 1"
             if idx <= last:
                 return lineno, text, "feature indices are not strictly increasing"
             last = idx

@@ -13,6 +13,7 @@ and a uniformly random position inside the slice of the unit ball parallel to ``
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,12 +24,34 @@ from svmsim.errors import ScenarioError
 MAX_OFFSET = 0.3
 
 
-def _check_size(n, d, min_n=2):
+def _check_size(n, d, min_n=2, density=1.0):
+    """n and d as ints; a ScenarioError when they are not, or when the set (n rows of about density*d stored
+    values, plus d-vectors) would not fit in this machine's memory with room for the generator's temporaries."""
     if int(n) != n or n < min_n:
         raise ScenarioError(f"synthetic data: n = {n!r} is invalid: it must be an integer >= {min_n}")
     if int(d) != d or d < 1:
         raise ScenarioError(f"synthetic data: d = {d!r} is invalid: it must be an integer >= 1")
-    return int(n), int(d)
+    n, d = int(n), int(d)
+    stored = n * max(1, round(density * d)) + d
+    need, have = _BYTES_WITH_TEMPORARIES * stored, _machine_memory()
+    if need > have:
+        raise ScenarioError(
+            f"synthetic data: n = {n:,} and d = {d:,} make {stored:,} stored values, which need about "
+            f"{need / 2**30:,.1f} GiB to generate; this machine has {have / 2**30:,.1f} GiB; allowed: "
+            f"n * density * d up to about {have // _BYTES_WITH_TEMPORARIES:,} (reduce n or d)")
+    return n, d
+
+
+#: bytes per stored value while a set is generated: float64 data plus about two temporaries of the same size
+_BYTES_WITH_TEMPORARIES = 24
+
+
+def _machine_memory() -> int:
+    """Physical memory in bytes (POSIX), or a very large number where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):       # pragma: no cover - non-POSIX systems
+        return 2**62
 
 
 def _check_unit(name, value, lo_open=False):
@@ -129,8 +152,8 @@ def make_sparse_nonseparable(
     points sit close to any dense plane, the random-label band is relative here: points whose distance to
     the plane is below ``flip_band * D`` (``D`` = largest distance) get a random label.
     """
-    n, d = _check_size(n, d)
     density = _check_unit("density", density, lo_open=True)
+    n, d = _check_size(n, d, density=density)
     flip_band = _check_unit("flip_band", flip_band)
     rng = np.random.default_rng(seed)
     k = int(min(d, max(1, round(density * d))))
