@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import textwrap
 
-from .errors import SvmsimError
+from .errors import ScenarioError, SvmsimError
 
 EPILOG = """\
 examples:
@@ -89,6 +90,8 @@ def _parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="list algorithms, topologies, data sets, partitions or engines")
     ls.add_argument("what", nargs="?", default="all",
                     choices=("all", "algorithms", "topologies", "datasets", "partitions", "engines"))
+    ls.add_argument("name", nargs="?", help="with 'algorithms': one algorithm, each of its keys with its "
+                                            "description, default and allowed values")
     ls.add_argument("--data-dir", help="data directory to list (default: $SVMSIM_DATA_DIR)")
     return p
 
@@ -125,7 +128,8 @@ def _cmd_run(args) -> int:
     warning = _unbounded_gossip_warning(scenario)
     if warning:
         print(textwrap.fill(f"svmsim: warning: {warning}", width=110, subsequent_indent="  "), file=sys.stderr)
-    result = run(scenario, out_dir=args.out, progress=not (args.no_progress or args.quiet))
+    # the flags switch the bar off; otherwise the scenario's [output] progress decides
+    result = run(scenario, out_dir=args.out, progress=False if (args.no_progress or args.quiet) else None)
     if args.quiet:
         print(result.run_dir)
         return 0
@@ -253,8 +257,41 @@ def _cmd_validate(args) -> int:
     return 0
 
 
+def _paper(citation: str) -> str:
+    """``000_ff8f....txt, Algorithm 1`` -> ``paper 000, Algorithm 1`` (the papers are not part of svmsim)."""
+    return "paper " + re.sub(r"(\d{3})_[0-9a-f]+\.txt", r"\1", citation)
+
+
+def _describe_algorithm(name: str) -> list[str]:
+    from .algorithms.registry import get_algorithm
+    from .config.messages import describe_field
+
+    info = get_algorithm(name)
+    out = [f"{info.name}: {info.description}", f"  {_paper(info.paper)}; "
+           + ("distributed" if info.distributed else "one machine")
+           + (f"; topologies: {', '.join(info.topologies)}" if info.topologies else ""),
+           "  [algorithm] keys (name = \"" + info.name + "\" and):"]
+    for key, field in info.Params.model_fields.items():
+        default = "required" if field.is_required() else f"default {_show(field.get_default(call_default_factory=True))}"
+        out.append(f"    {key:<20} {default}; allowed: {describe_field(field)}")
+        if field.description:
+            out.append(f"    {'':<20} {field.description}")
+    return out
+
+
+def _show(value) -> str:
+    from .config.values import show
+
+    return "none" if value is None else show(value)
+
+
 def _cmd_list(args) -> int:
     what = args.what
+    if args.name is not None:
+        if what != "algorithms":
+            raise ScenarioError(f"list {what} {args.name}: a name is only taken by 'svmsim list algorithms NAME'")
+        print("\n".join(_describe_algorithm(args.name)))
+        return 0
     out = []
     if what in ("all", "algorithms"):
         from .algorithms.registry import load_all
@@ -263,7 +300,7 @@ def _cmd_list(args) -> int:
         for name, info in sorted(load_all().items()):
             keys = ", ".join(info.Params.model_fields)
             out.append(f"  {name:<18} {info.description}")
-            out.append(f"  {'':<18} paper {info.paper}; keys: {keys}")
+            out.append(f"  {'':<18} {_paper(info.paper)}; keys: {keys}")
     if what in ("all", "topologies"):
         from .topology import TOPOLOGIES
 
@@ -324,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("svmsim: interrupted; the run directory was not written", file=sys.stderr)
         return 130
+    except BrokenPipeError:                 # output piped into a reader that stopped (svmsim list | head)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,16 +13,18 @@ class ScenarioError(SvmsimError):
     """A scenario file or dictionary is invalid (unknown key, wrong type, value out of range)."""
 
 
-class DataError(SvmsimError):
-    """A data set is missing, malformed, or not usable for the requested task (e.g. labels not binary)."""
+class DataError(SvmsimError, ValueError):
+    """A data set is missing, malformed, or not usable for the requested task (e.g. labels not binary); a
+    ValueError, as scikit-learn's estimators raise for bad data."""
 
 
 class TopologyError(SvmsimError):
     """A topology cannot be built or is unusable (e.g. disconnected, unknown kind, bad parameter)."""
 
 
-class InfeasibleParameterError(SvmsimError):
-    """A parameter is outside the range where the problem is defined (e.g. nu below 1/min(n1, n2))."""
+class InfeasibleParameterError(SvmsimError, ValueError):
+    """A parameter is outside the range where the problem is defined (e.g. nu below 1/min(n1, n2)); a ValueError,
+    as scikit-learn's estimators raise for bad parameters."""
 
 
 class ProtocolError(SvmsimError):

@@ -65,22 +65,57 @@ def _problem(scenario: Scenario, topology: nx.Graph | None) -> Problem:
 
 
 class _Progress:
-    """A tqdm bar over iterations (or over the round budget) that also shows the certified gap."""
+    """A tqdm bar over the stopping rule that is furthest along: the iteration budget, the time budget, or the
+    certified gap's way from its first value to the target on a log scale. With none of them (a run that stops on
+    a scalar budget, say) it counts iterations. The postfix shows the iteration, gap, scalars and test accuracy."""
 
-    def __init__(self, enabled: bool, total: int | None, desc: str):
+    STEPS = 1000
+
+    def __init__(self, enabled: bool, total: int | None, desc: str, gap: float | None = None,
+                 seconds: float | None = None):
         self.bar = None
+        self.total, self.gap, self.seconds = total, gap, seconds
+        self.first_gap: float | None = None
+        self.started = time.perf_counter()
+        self.fraction_known = bool(total or gap or seconds)
         if enabled:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, desc=desc, unit="it", dynamic_ncols=True, leave=True)
+            if self.fraction_known:
+                self.bar = tqdm(total=self.STEPS, desc=desc, dynamic_ncols=True, leave=True,
+                                bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}{postfix}")
+            else:
+                self.bar = tqdm(total=None, desc=desc, unit="it", dynamic_ncols=True, leave=True)
         self.last = 0
+
+    def fraction(self, iteration: int, metrics: dict) -> float:
+        """How far the run is towards its first stop, in [0, 1]."""
+        parts = [0.0]
+        if self.total:
+            parts.append(iteration / self.total)
+        if self.seconds:
+            parts.append((time.perf_counter() - self.started) / self.seconds)
+        gap = metrics.get("rel_gap")
+        if self.gap and isinstance(gap, (int, float)) and math.isfinite(gap) and gap > 0:
+            if self.first_gap is None:
+                self.first_gap = max(gap, self.gap * 10)
+            span = math.log(self.first_gap / self.gap)
+            parts.append(math.log(self.first_gap / max(gap, self.gap)) / span if span > 0 else 1.0)
+        elif self.gap and gap == 0:
+            parts.append(1.0)
+        return min(1.0, max(parts))
 
     def update(self, iteration: int, metrics: dict) -> None:
         if self.bar is None:
             return
-        self.bar.update(max(0, iteration - self.last))
-        self.last = iteration
-        post = {}
+        if self.fraction_known:
+            step = round(self.STEPS * self.fraction(iteration, metrics))
+            self.bar.update(max(0, step - self.last))
+            self.last = max(self.last, step)
+        else:
+            self.bar.update(max(0, iteration - self.last))
+            self.last = iteration
+        post = {"it": iteration}
         if "rel_gap" in metrics:
             post["gap"] = f"{metrics['rel_gap']:.2e}"
         if "scalars" in metrics:
@@ -136,7 +171,7 @@ class _Recorder:
         self.scenario = scenario
         self.rows: list[dict] = []
         self.started = time.perf_counter()
-        self.bar = _Progress(progress, total, scenario.name)
+        self.bar = _Progress(progress, total, scenario.name, gap=scenario.stop.gap, seconds=scenario.stop.max_seconds)
         self.max_iterations = max_iterations
         self.why: str | None = None
 
@@ -145,9 +180,10 @@ class _Recorder:
 
     def add(self, step: int, m: dict) -> bool:
         previous = self.rows[-1] if self.rows else None
+        diagnosis = m.pop("diagnosis", None)    # an evaluation that says the run cannot reach any target
         self.rows.append(m)
         self.bar.update(step, m)
-        why = _stop_by_metrics(self.scenario, m, self.started, previous)
+        why = diagnosis or _stop_by_metrics(self.scenario, m, self.started, previous)
         if why is None and self.max_iterations is not None and m["iteration"] >= self.max_iterations:
             why = StopReason.ITERATIONS
         if why and self.why is None:
@@ -363,7 +399,8 @@ def _run_single(scenario: Scenario, solver: SingleMachineRun, progress: bool):
 def _prepare_run_dir(scenario: Scenario, out_dir: Path | None) -> tuple[Path, Path]:
     final = Path(out_dir) if out_dir is not None else scenario.run_directory()
     return final, rundir.begin(final, scenario.output.overwrite, "run directory",
-                               "set output.overwrite = true, choose another output.run_dir, or remove it")
+                               "allowed: svmsim run --overwrite (or output.overwrite = true in the scenario) to "
+                               "replace it, --out DIR (or output.run_dir) for another directory, or remove it")
 
 
 def _json_default(o: Any):

@@ -398,7 +398,9 @@ def _columns(rows: list[dict], keys: list[str]) -> list[str]:
 
 def _sweep_dir(name: str, out: str | Path | None, base_dir: str, overwrite: bool) -> tuple[Path, Path]:
     final = Path(out) if out is not None else Path(base_dir) / f"sweep-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    return final, rundir.begin(final, overwrite, "sweep directory", "pass --overwrite or choose another --out")
+    return final, rundir.begin(final, overwrite, "sweep directory",
+                               "allowed: svmsim sweep --overwrite to replace it, --out DIR for another directory, "
+                               "or remove it")
 
 
 def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None = None,

@@ -10,10 +10,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.linalg import hadamard
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from svmsim import load_scenario, run
-from svmsim.algorithms.bqo import DualCDSVC
 from svmsim.algorithms.bqo.objective import as_csr
 from svmsim.algorithms.bundle import BMRMSVC, PragamSVC
 from svmsim.algorithms.bundle.objective import best_bias, objective, optimum
@@ -277,14 +275,6 @@ def test_estimators_warn_when_the_budget_ends_first():
     X, y = _heart()
     with pytest.warns(ConvergenceWarning, match="did not certify"):
         PragamSVC(lam=1e-3, tol=1e-9, max_iter=20).fit(X, y)
-
-
-@parametrize_with_checks([PragamSVC(max_iter=2000), PragamSVC(fit_intercept=True, max_iter=2000),
-                          BMRMSVC(max_iter=300), BMRMSVC(solver="ls", max_iter=300), DualCDSVC(max_iter=2000)])
-def test_sklearn_compatible(estimator, check):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        check(estimator)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -163,3 +163,54 @@ def test_validate_list_and_help(shared_data_dir):
     assert r.returncode == 0 and "scenario" in r.stdout
     r = run_cli("list", "datasets", "--data-dir", str(shared_data_dir))
     assert "a9a" in r.stdout
+
+
+def test_list_algorithms_name_explains_every_key(capsys):
+    from svmsim.algorithms.registry import get_algorithm
+
+    assert main(["list", "algorithms", "saddle-svc"]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[1].startswith("  paper 000, Algorithms 1-2; one machine")
+    keys = {line.split()[0]: line for line in said if line.startswith("    ") and not line.startswith("     ")}
+    assert list(keys) == list(get_algorithm("saddle-svc").Params.model_fields)
+    assert keys["eps"].endswith("default 0.001; allowed: a number in (0, 1)")
+    assert keys["q"].endswith('default "data"; allowed: "data", "log" or a number')
+    assert keys["projection"].endswith('default "newton"; allowed: "newton", "rule3", "sort"')
+    assert main(["list", "algorithms"]) == 0
+    assert ".txt" not in capsys.readouterr().out                      # the papers are cited, not their files
+    assert main(["list", "algorithms", "no-such"]) == 2
+    assert "is not a known algorithm; allowed: bqo-a" in capsys.readouterr().err
+    assert main(["list", "topologies", "ring"]) == 2
+
+
+def test_the_progress_bar_follows_the_rule_that_stops_first():
+    """The bar's fraction is the largest of: iterations over the budget, and the certified gap's way from its first
+    value to the target on a log scale -- so a run that stops on its gap ends near 100 %, not at 0.1 % of a
+    budget it was never going to use."""
+    from svmsim.runner import _Progress
+
+    bar = _Progress(False, total=1_000_000, desc="x", gap=1e-3)
+    assert bar.fraction(100, {"rel_gap": 1.0}) == pytest.approx(1e-4)            # the first gap: 0 of the way
+    assert bar.fraction(200, {"rel_gap": 1e-2}) == pytest.approx(2 / 3)           # two of three decades
+    assert bar.fraction(300, {"rel_gap": 1e-3}) == 1.0
+    assert bar.fraction(900_000, {"rel_gap": 0.5}) == pytest.approx(0.9)          # the budget binds
+    counting = _Progress(False, total=None, desc="x")
+    assert not counting.fraction_known
+
+
+def test_the_scenarios_progress_setting_is_kept_by_the_cli(monkeypatch, tmp_path):
+    import svmsim.runner
+
+    seen = {}
+
+    def fake_run(scenario, out_dir=None, progress=None, **kw):
+        seen["progress"] = progress
+        raise SystemExit(0)
+
+    monkeypatch.setattr(svmsim.runner, "run", fake_run)
+    with pytest.raises(SystemExit):
+        main(["run", str(QUICK)])
+    assert seen["progress"] is None                         # None: the scenario's [output] progress decides
+    with pytest.raises(SystemExit):
+        main(["run", str(QUICK), "--no-progress"])
+    assert seen["progress"] is False

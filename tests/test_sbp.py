@@ -202,28 +202,6 @@ def test_estimator_matches_libsvm_accuracy_on_real_data():
     assert KernelPegasosClassifier(sigma2=0.5, epochs=3).fit(ds.X, ds.y).score(ds.X_test, ds.y_test) > 0.9
 
 
-from sklearn.utils.estimator_checks import parametrize_with_checks
-
-from svmsim.algorithms.sbp.estimator import (
-    KernelPegasosClassifier,
-    KernelPerceptron,
-    KernelSDCAClassifier,
-    SBPClassifier,
-)
-
-
-@parametrize_with_checks([SBPClassifier(epochs=5), SBPClassifier(epochs=5, fit_intercept=True, nu=0.05),
-                          SBPClassifier(kernel="polynomial", degree=2, epochs=3, nu=0.1),
-                          KernelPegasosClassifier(epochs=5), KernelPerceptron(epochs=5),
-                          KernelSDCAClassifier(epochs=10)])
-def test_sklearn_compatible(estimator, check):
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        check(estimator)
-
-
 @pytest.mark.parametrize("data", [{"name": "synthetic", "kind": "mnist_shaped", "n": 400, "d": 64, "holdout": 0.25},
                                   {"name": "heart_scale"}], ids=["dense", "sparse"])
 def test_distributed_sbp_follows_single_machine_sbp_and_its_ledger(data, monkeypatch, shared_data_dir):

@@ -498,3 +498,16 @@ def test_dump_toml_drops_none_and_puts_scalars_before_tables():
 def test_resolved_scenario_dumps_and_reloads():
     s = load_scenario(FULL)
     assert tomllib.loads(dump_toml(s.to_dict())) == s.to_dict()
+
+
+def test_relative_data_paths_are_read_beside_the_scenario_file(tmp_path, monkeypatch):
+    (tmp_path / "exp" / "data").mkdir(parents=True)
+    (tmp_path / "exp" / "data" / "tiny.svm").write_text("+1 1:1\n-1 1:-1\n")
+    (tmp_path / "exp" / "s.toml").write_text('name = "rel"\n[data]\nname = "./data/tiny.svm"\ntest = "none"\n'
+                                             '[algorithm]\nname = "fake-dsvc"\n[stop]\nmax_iterations = 1\n')
+    monkeypatch.chdir(tmp_path)                        # the file lies in exp/, the working directory above it
+    s = load_scenario(Path("exp") / "s.toml")
+    assert Path(s.data.name) == Path("exp") / "data" / "tiny.svm"
+    (tmp_path / "exp" / "s.toml").write_text('name = "rel"\n[data]\nname = "./elsewhere.svm"\n'
+                                             '[algorithm]\nname = "fake-dsvc"\n[stop]\nmax_iterations = 1\n')
+    assert load_scenario(Path("exp") / "s.toml").data.name == "./elsewhere.svm"     # nothing beside it: as given

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 
-from ..errors import DataError
 from .registry import AlgorithmInfo, register
-from .saddle.certificate import hull_lower_bound
+from .saddle.certificate import HullDiagnosis, hull_lower_bound
+from .sklearn_api import LinearBinaryClassifier, binary_fit_data
 
 __all__ = ["GilbertSVC", "GilbertParams"]
 
@@ -37,7 +38,7 @@ def _row(X, i: int) -> np.ndarray:
     return np.asarray(X[i], dtype=np.float64).ravel()
 
 
-class GilbertSVC(ClassifierMixin, BaseEstimator):
+class GilbertSVC(LinearBinaryClassifier):
     """Hard-margin linear SVM by Gilbert's algorithm on the Minkowski difference of the two classes' hulls.
 
     tol: stop when the certified relative gap (upper - lower)/upper of the hull distance is <= tol.
@@ -48,17 +49,23 @@ class GilbertSVC(ClassifierMixin, BaseEstimator):
     classes_, hull_distance_, hull_lower_, margin_, rel_gap_, n_iter_, history_.
     """
 
+    ties_to_positive = True
+
     def __init__(self, tol=1e-3, max_iter=1_000_000, check_every=100):
         self.tol = tol
         self.max_iter = max_iter
         self.check_every = check_every
 
     def fit(self, X, y, callback=None, eval_set=None):
+        if not (isinstance(self.tol, (int, float)) and self.tol >= 0):
+            raise ValueError(f"tol = {self.tol!r}; allowed: a number >= 0")
+        for name in ("max_iter", "check_every"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, np.integer)) and value >= 1):
+                raise ValueError(f"{name} = {value!r}; allowed: an integer >= 1")
         t_start = time.perf_counter()
-        classes = np.unique(y)
-        if classes.size != 2:
-            raise DataError(f"GilbertSVC needs exactly two classes; found {classes.size}")
-        ypm = np.where(np.asarray(y) == classes[1], 1.0, -1.0)
+        X, classes, ypm = binary_fit_data(self, X, y)
+        diagnosis = HullDiagnosis(X, ypm, math.inf)
         pos, neg = np.flatnonzero(ypm > 0), np.flatnonzero(ypm < 0)
         Xp, Xq = X[pos], X[neg]
         if sp.issparse(X):
@@ -90,9 +97,15 @@ class GilbertSVC(ClassifierMixin, BaseEstimator):
                     st = np.asarray(eval_set[0] @ x).ravel() - b
                     yt = np.where(np.asarray(eval_set[1]) == classes[1], 1.0, -1.0)
                     info["test_accuracy"] = float(np.mean(np.where(st >= 0, 1.0, -1.0) == yt))
+                why = diagnosis.update(lower)
+                if why:
+                    info["diagnosis"] = why
                 history.append(info)
                 if callback is not None and callback(info):
                     self.stop_reason_ = "callback"
+                    break
+                if why:
+                    self.stop_reason_ = why
                     break
             if rel <= self.tol:
                 self.stop_reason_ = "certified gap"
@@ -116,13 +129,10 @@ class GilbertSVC(ClassifierMixin, BaseEstimator):
         self.coef_ = (factor * x).reshape(1, -1)
         self.intercept_ = np.array([-factor * 0.5 * (lo_p + hi_q)])
         self.fit_time_ = time.perf_counter() - t_start
+        if self.stop_reason_ not in ("certified gap", "callback"):
+            warnings.warn(f"GilbertSVC stopped without reaching its target (relative gap {self.rel_gap_:.3g}, asked "
+                          f"{self.tol:g}): {self.stop_reason_}", ConvergenceWarning, stacklevel=2)
         return self
-
-    def decision_function(self, X):
-        return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
-
-    def predict(self, X):
-        return np.where(self.decision_function(X) >= 0, self.classes_[1], self.classes_[0])
 
 
 class GilbertParams(BaseModel):
@@ -300,10 +310,15 @@ def build_dgilbert(params: DGilbertParams, problem):
              RoleSpec("client", GilbertClient(), clients,
                       [{"X": ds.X[idx], "y": ds.y[idx]} for idx in parts])]
 
+    diagnosis = HullDiagnosis(ds.X, ds.y, math.inf)
+
     def evaluate(obs):
         srv = obs["server"][0]
         out = certificate(ds.X, ds.y, srv["x"], ds.X_test, ds.y_test)
         out["iteration"] = srv["iteration"]
+        why = diagnosis.update(out["hull_lower"])
+        if why:
+            out["diagnosis"] = why
         return out
 
     def declared(obs):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numba
 import numpy as np
@@ -34,10 +35,10 @@ import scipy.sparse as sp
 from numba import types
 from numba.extending import overload
 from pydantic import BaseModel, ConfigDict, Field
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 
-from ..errors import DataError
 from .registry import AlgorithmInfo, register
+from .sklearn_api import LinearBinaryClassifier, binary_fit_data
 
 __all__ = ["PegasosSVC", "SGDSVC", "primal_objective", "hinge_accuracy", "as_rows", "PegasosParams",
            "SGDParams", "PAPER_EPS", "PAPER_PATIENCE"]
@@ -307,21 +308,26 @@ def _sgd_steps(X, y, order, v, st, lam, eta0, decay, bias_rate, eps, patience):
 # Estimators
 # ---------------------------------------------------------------------------------------------------------------
 
-def _binary_labels(y, who: str):
-    classes = np.unique(y)
-    if classes.size != 2:
-        raise DataError(f"{who} needs exactly two classes; found {classes.size}")
-    return classes, np.where(np.asarray(y) == classes[1], 1.0, -1.0)
+class _PrimalLinearSVC(LinearBinaryClassifier):
+    """Shared parts: validation, evaluation records and the warning of a stopping rule that did not fire."""
 
+    ties_to_positive = True
 
-class _PrimalLinearSVC(ClassifierMixin, BaseEstimator):
-    """Shared parts: labels, decision function, evaluation records."""
+    def _check_params(self):
+        if not (isinstance(self.lam, (int, float)) and self.lam > 0 and math.isfinite(self.lam)):
+            raise ValueError(f"lam = {self.lam!r}; allowed: a finite number > 0")
+        if self.eps is not None and not (isinstance(self.eps, (int, float)) and self.eps >= 0):
+            raise ValueError(f"eps = {self.eps!r}; allowed: None or a number >= 0")
+        for name in ("patience", "check_every", "max_iter"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, np.integer)) and value >= 1):
+                raise ValueError(f"{name} = {value!r}; allowed: None or an integer >= 1")
 
-    def decision_function(self, X):
-        return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
-
-    def predict(self, X):
-        return np.where(self.decision_function(X) >= 0, self.classes_[1], self.classes_[0])
+    def _warn_if_unconverged(self):
+        if self.eps and self.stop_reason_ == "iteration budget":
+            warnings.warn(f"{type(self).__name__} used its whole budget (max_iter = {self.max_iter}) without meeting "
+                          f"its stopping rule (eps = {self.eps:g}); allowed: a larger max_iter or eps",
+                          ConvergenceWarning, stacklevel=3)
 
     def _record(self, iteration, w, b, X, ypm, eval_set, t_start):
         info = {"iteration": int(iteration), "objective": primal_objective(w, X, ypm, self.lam, b),
@@ -358,8 +364,9 @@ class PegasosSVC(_PrimalLinearSVC):
         self.random_state = random_state
 
     def fit(self, X, y, callback=None, eval_set=None):
+        self._check_params()
         t_start = time.perf_counter()
-        self.classes_, ypm = _binary_labels(y, "PegasosSVC")
+        X, self.classes_, ypm = binary_fit_data(self, X, y)
         n, d = X.shape
         k = int(self.batch_size)
         T = int(self.max_iter) if self.max_iter is not None else int(math.ceil(10 * n / k))
@@ -398,6 +405,7 @@ class PegasosSVC(_PrimalLinearSVC):
         self.intercept_ = np.zeros(1)
         self.n_iter_, self.history_ = it, history
         self.fit_time_ = time.perf_counter() - t_start
+        self._warn_if_unconverged()
         return self
 
     def _current(self, v, U, st):
@@ -458,17 +466,18 @@ class SGDSVC(_PrimalLinearSVC):
         self.random_state = random_state
 
     def fit(self, X, y, callback=None, eval_set=None):
+        self._check_params()
+        if self.max_iter is None:
+            raise ValueError("max_iter = None; allowed: an integer >= 1 (epochs)")
         t_start = time.perf_counter()
-        self.classes_, ypm = _binary_labels(y, "SGDSVC")
+        X, self.classes_, ypm = binary_fit_data(self, X, y)
         n, d = X.shape
         rows = as_rows(X)
         rng = np.random.default_rng(self.random_state)
         lam = float(self.lam)
         bias_rate = float(self.bias_rate) if self.fit_intercept else 0.0
         orders = (rng.permutation(n) if self.shuffle else np.arange(n) for _ in range(int(self.max_iter)))
-        first = next(orders, None)
-        if first is None:
-            raise DataError("SGDSVC needs max_iter >= 1 epochs")
+        first = next(orders)                  # max_iter >= 1 epochs (checked above)
         self.eta0_ = float(self.eta0) if self.eta0 else _determine_eta0(rows, ypm, first[:min(1000, n)], lam,
                                                                         bias_rate, self.fit_intercept, X)
         self.t0_ = 1.0 / (lam * self.eta0_)
@@ -500,6 +509,7 @@ class SGDSVC(_PrimalLinearSVC):
         self.intercept_ = np.array([st[_S_BIAS]])
         self.n_iter_, self.n_epochs_, self.history_ = steps, epochs, history
         self.fit_time_ = time.perf_counter() - t_start
+        self._warn_if_unconverged()
         return self
 
 

@@ -22,7 +22,10 @@ def binary_fit_data(estimator, X, y):
 
 
 class BinaryClassifier(ClassifierMixin, BaseEstimator):
-    """A binary classifier that accepts sparse input and predicts classes_[1] where its decision_function is > 0."""
+    """A binary classifier that accepts sparse input and predicts classes_[1] where its decision_function is > 0
+    (>= 0 where the class sets `ties_to_positive`, as the solvers of paper 000's sign convention do)."""
+
+    ties_to_positive = False
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -31,7 +34,9 @@ class BinaryClassifier(ClassifierMixin, BaseEstimator):
         return tags
 
     def predict(self, X):
-        return np.where(self.decision_function(X) > 0, self.classes_[1], self.classes_[0])
+        score = self.decision_function(X)
+        positive = score >= 0 if self.ties_to_positive else score > 0
+        return np.where(positive, self.classes_[1], self.classes_[0])
 
 
 class LinearBinaryClassifier(BinaryClassifier):

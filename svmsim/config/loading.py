@@ -106,7 +106,23 @@ def load_scenario(source: str | os.PathLike | Mapping[str, Any],
         raise error_from_validation(None, where, overrides, Scenario, out_of_range)
     if path is not None:
         scenario._source = str(path)
+        _beside_the_file(scenario, path.parent)
     return scenario
+
+
+def _beside_the_file(scenario: Scenario, directory: Path) -> None:
+    """A relative data path of a scenario file (``[data] name``, ``test``, ``data_dir``) names what lies next to
+    the file when something is there, as configuration files do; otherwise it stays relative to the working
+    directory. Output directories stay relative to the working directory."""
+    data = scenario.data
+    for key in ("name", "test", "data_dir"):
+        value = getattr(data, key)
+        if not isinstance(value, str) or not value or Path(value).is_absolute() or not (
+                os.sep in value or (os.altsep and os.altsep in value) or value.startswith(".")):
+            continue                                    # a data set name, "auto", "none", or an absolute path
+        beside = directory / value
+        if beside.exists() and directory.resolve() != Path.cwd().resolve():
+            setattr(data, key, str(beside))
 
 
 def _machine_range_lines(bad: list[tuple[tuple, Any, str]], overrides: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -8,7 +8,7 @@ overrides that set a bad value. ``root`` is the scenario model whose fields are 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Literal, Mapping
 
 import annotated_types
 from pydantic import BaseModel, ValidationError
@@ -108,6 +108,14 @@ def _field_for(loc: tuple, params_model: type[BaseModel] | None, root: type[Base
     return None
 
 
+def _literal_choices(annotation: Any) -> list:
+    """The values of a ``Literal[...]`` annotation, also inside a union (``Literal["a", "b"] | float``)."""
+    if getattr(annotation, "__origin__", None) is Literal:
+        return list(annotation.__args__)
+    return [c for a in getattr(annotation, "__args__", ()) if getattr(a, "__origin__", None) is Literal
+            for c in a.__args__]
+
+
 def _base_type(annotation: Any) -> Any:
     """``int | None`` -> ``int``; anything else unchanged."""
     args = [a for a in getattr(annotation, "__args__", ()) if a is not type(None)]
@@ -139,6 +147,11 @@ def describe_field(field: FieldInfo | None, ctx: Mapping[str, Any] | None = None
             if attr in ctx:
                 hi = (side, ctx[attr])
     base = _base_type(field.annotation) if field is not None else None
+    choices = _literal_choices(field.annotation) if field is not None else []
+    if choices and lo is None and hi is None:
+        others = [TYPE_WORDS[a] for a in getattr(field.annotation, "__args__", ())
+                  if a in TYPE_WORDS and a is not str]
+        return ", ".join(show(c) for c in choices) + "".join(f" or {w}" for w in others)
     noun = "an integer" if base is int else "a number"
     if lo and hi:
         return f"{noun} in {lo[0]}{_num(lo[1])}, {_num(hi[1])}{hi[0]}"

@@ -56,6 +56,8 @@ class DataSection(SectionModel):
     zero_plane: bool | None = None
     positive_class: int | None = Field(None, ge=0, le=9)
     noise: float | None = Field(None, ge=0, le=1)
+    positive_fraction: float | None = Field(None, gt=0, lt=1)
+    max_norm: float | None = Field(None, ge=1)
 
     @field_validator("name", "data_dir", "test", mode="before")
     @classmethod

@@ -157,16 +157,7 @@ def make_sparse_nonseparable(
     flip_band = _check_unit("flip_band", flip_band)
     rng = np.random.default_rng(seed)
     k = int(min(d, max(1, round(density * d))))
-    indices = np.empty((n, k), dtype=np.int32)
-    chunk = max(1, (1 << 22) // d)
-    for start in range(0, n, chunk):  # loop over blocks of rows only, to bound memory
-        stop = min(n, start + chunk)
-        keys = rng.random((stop - start, d))
-        indices[start:stop] = np.sort(np.argpartition(keys, k - 1, axis=1)[:, :k], axis=1)
-    G = rng.standard_normal((n, k))
-    G /= np.linalg.norm(G, axis=1, keepdims=True)
-    G *= (rng.random(n) ** (1.0 / k))[:, None]
-    X = sp.csr_matrix((G.ravel(), indices.ravel(), np.arange(n + 1) * k), shape=(n, d))
+    X = _sparse_rows(n, d, k, rng)
     u = _random_unit(d, rng)
     proj = X @ u
     b = float(np.quantile(proj, rng.uniform(0.3, 0.7)))
@@ -178,6 +169,48 @@ def make_sparse_nonseparable(
     D = float(dist.max())
     y, n_band = _randomise_band(side, dist, flip_band * D, rng)
     info = {"normal": u, "offset": b, "D": D, "nnz_per_row": k, "flip_band": flip_band, "n_in_band": n_band}
+    return (X, y, info) if return_info else (X, y)
+
+
+def _sparse_rows(n: int, d: int, k: int, rng) -> sp.csr_matrix:
+    """n rows with k non-zeros each on a uniformly random support, values uniform in the unit ball of it."""
+    indices = np.empty((n, k), dtype=np.int32)
+    chunk = max(1, (1 << 22) // d)
+    for start in range(0, n, chunk):  # loop over blocks of rows only, to bound memory
+        stop = min(n, start + chunk)
+        keys = rng.random((stop - start, d))
+        indices[start:stop] = np.sort(np.argpartition(keys, k - 1, axis=1)[:, :k], axis=1)
+    G = rng.standard_normal((n, k))
+    G /= np.linalg.norm(G, axis=1, keepdims=True)
+    G *= (rng.random(n) ** (1.0 / k))[:, None]
+    return sp.csr_matrix((G.ravel(), indices.ravel(), np.arange(n + 1) * k), shape=(n, d))
+
+
+def make_tiny_margin(n: int, d: int, density: float = 0.05, positive_fraction: float = 0.03,
+                     max_norm: float = 10.0, seed: int = 0, return_info: bool = False):
+    """Sparse, imbalanced, separable data with a tiny margin and uneven row norms: the awkward shape on which a
+    solver's defaults meet a tiny OPT (hull distance relative to the largest row norm). ``X`` is CSR with
+    ``round(density*d)`` non-zeros per row (as :func:`make_sparse_nonseparable`), each row then scaled by a factor
+    uniform in [1, max_norm]; the +1 class is then the top ``positive_fraction`` of the projections on a random unit
+    normal u, so the classes are separated by a plane with nothing but the quantile's spacing as margin.
+    ``info``: normal, threshold, margin (half the gap between the classes' projections).
+    """
+    density = _check_unit("density", density, lo_open=True)
+    positive_fraction = _check_unit("positive_fraction", positive_fraction, lo_open=True)
+    n, d = _check_size(n, d, density=density)
+    if not (max_norm >= 1 and math.isfinite(max_norm)):
+        raise ScenarioError(f"synthetic data: max_norm = {max_norm!r} is out of range: it must be a number >= 1")
+    rng = np.random.default_rng(seed)
+    X = _sparse_rows(n, d, int(min(d, max(1, round(density * d)))), rng)
+    X = sp.csr_matrix(sp.diags(rng.uniform(1.0, float(max_norm), n)) @ X)
+    u = _random_unit(d, rng)
+    proj = np.asarray(X @ u).ravel()
+    n_pos = min(n - 1, max(1, round(positive_fraction * n)))
+    order = np.argsort(proj, kind="stable")
+    y = -np.ones(n)
+    y[order[n - n_pos:]] = 1.0
+    info = {"normal": u, "threshold": 0.5 * (proj[order[n - n_pos - 1]] + proj[order[n - n_pos]]),
+            "margin": 0.5 * (proj[order[n - n_pos]] - proj[order[n - n_pos - 1]])}
     return (X, y, info) if return_info else (X, y)
 
 
@@ -266,6 +299,7 @@ SYNTHETIC_KINDS = {
     "separable": make_separable,
     "nonseparable": make_nonseparable,
     "sparse_nonseparable": make_sparse_nonseparable,
+    "tiny_margin": make_tiny_margin,
     "bmrm_lower_bound": make_bmrm_lower_bound,
     "mnist_shaped": make_mnist_shaped,
 }

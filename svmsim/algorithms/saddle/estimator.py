@@ -4,24 +4,69 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
+from array import array
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
 
 from ...errors import DataError
+from ..sklearn_api import LinearBinaryClassifier, binary_fit_data
 from . import single
 from .certificate import SaddleEvaluator, capped_min
 from .preprocess import CoordinateStream, Rotation, _q_value, _row_norms, resolve_cap, saddle_constants
 
 
-class SaddleSVC(ClassifierMixin, BaseEstimator):
+#: beta = "auto" (see `SaddleSVC._lower_beta`): a restart at least divides beta by RESTART_RATIO, aims RESTART_MARGIN
+#: below the gap asked for, and only follows a plateau within SMOOTHING_REACH * eps * beta of the optimum
+RESTART_RATIO = 2.0
+RESTART_MARGIN = 0.5
+SMOOTHING_REACH = 4.0
+#: ... and happens when, after at least STALL_CHECKS checks and 2T iterations, the best gap of the second half of
+#: the iterations since the last restart is above STALL_FACTOR times the best of the first half
+STALL_CHECKS = 8
+STALL_FACTOR = 0.9
+
+
+class _StallWatch:
+    """The certified gaps of a run since its last restart, and beta = "auto"'s test of a stall."""
+
+    def __init__(self):
+        self.iterations, self.gaps = array("d"), array("d")
+        self.start = self.since = 0
+
+    def add(self, iteration: int, gap: float) -> None:
+        self.iterations.append(iteration)
+        self.gaps.append(gap)
+
+    def restart(self, iteration: int) -> None:
+        self.start, self.since = len(self.gaps), iteration
+
+    def stalled(self, patience: int) -> bool:
+        """Whether the gap has stopped improving since the last restart: after at least STALL_CHECKS checks and
+        `patience` iterations, the best gap of the second half of them is above STALL_FACTOR times the best of the
+        first half (a gap falling like 1/t halves when the iterations double, a geometric one falls further, a
+        plateau does not move; the best of each half smooths the noise of single certificates)."""
+        its = np.frombuffer(self.iterations)[self.start:]
+        gaps = np.frombuffer(self.gaps)[self.start:]
+        if its.size < STALL_CHECKS or its[-1] - self.since < patience:
+            return False
+        cut = int(np.searchsorted(its, self.since + (its[-1] - self.since) / 2, side="right"))
+        return 0 < cut < its.size and gaps[cut:].min() > STALL_FACTOR * gaps[:cut].min()
+
+
+class SaddleSVC(LinearBinaryClassifier):
     """Saddle-SVC (paper 000, Algorithms 1-2): hard-margin SVM or nu-SVM by randomized primal-dual saddle steps.
 
     Parameters
     ----------
     nu: weight cap of the nu-SVM (this paper's nu, in [1/min(n1,n2), 1]); None with alpha None = hard margin.
     alpha: alternative to nu: nu = 1/(alpha*min(n1,n2)) (the paper uses alpha = 0.85).
-    eps, beta: accuracy and the paper's beta; they set gamma = eps*beta/(2 ln n) and the step sizes.
+    eps, beta: accuracy and the paper's beta; they set gamma = eps*beta/(2 ln n) and the step sizes. Lemma 3
+        needs beta <= OPT, which nobody knows before solving; beta = "auto" (the default) starts at 1 and, when the
+        certified gap stalls where the smoothing can hold it, restarts from the current iterate with a smaller
+        beta read off the certificate (see `_lower_beta`; never below the certified L^2/2 <= OPT). A number
+        fixes beta for the whole run, as the paper does.
     q: "data" (sqrt(d)*max|X_ij| after rotation), "log" (sqrt(ln n)) or a number.
     tol: stop when the certified relative gap (upper-lower)/upper of the hull distance is <= tol.
     stop: "gap" (certified, default), "paper" (every T iterations, stop when the objective moved less than
@@ -33,10 +78,13 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
 
     Fitted attributes: coef_, intercept_ (sklearn convention: decision = X @ coef_ + intercept_), classes_,
     hull_distance_, hull_lower_, margin_, rel_gap_, objective_, n_iter_, history_, w_ (rotated iterate),
-    weights_ (eta and xi in the training order), constants_.
+    weights_ (eta and xi in the training order), constants_, beta_ (the last beta), restarts_, stop_reason_.
+    A fit that stops short of its target (budget; intersecting hulls, found by an LP) warns ConvergenceWarning.
     """
 
-    def __init__(self, nu=None, alpha=None, eps=1e-3, beta=1.0, q="data", tol=1e-3, stop="gap",
+    ties_to_positive = True          # predict sign(<v, x> - b) with sign(0) = +1 (the paper's convention)
+
+    def __init__(self, nu=None, alpha=None, eps=1e-3, beta="auto", q="data", tol=1e-3, stop="gap",
                  max_iter=1_000_000, check_every=None, projection="newton", seed=0, refresh_every=20000):
         self.nu = nu
         self.alpha = alpha
@@ -52,11 +100,7 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
         self.refresh_every = refresh_every
 
     # -- preparation ---------------------------------------------------------------------------------------------
-    def _prepare(self, X, y):
-        classes = np.unique(y)
-        if classes.size != 2:
-            raise DataError(f"SaddleSVC needs exactly two classes; found {classes.size}: {classes[:10].tolist()}")
-        ypm = np.where(y == classes[1], 1.0, -1.0)
+    def _prepare(self, X, ypm):
         pos = np.flatnonzero(ypm > 0)
         neg = np.flatnonzero(ypm < 0)
         cap = resolve_cap(pos.size, neg.size, self.nu, self.alpha)
@@ -67,8 +111,7 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
             raise DataError("every training point is zero; there is nothing to separate")
         S = rot.rotate_columns(X, order, ypm[order] / scale)
         q = _q_value(self.q, rot.d_pad, order.size, float(np.abs(S).max()))
-        const = saddle_constants(rot.d_pad, order.size, self.eps, self.beta, q)
-        return classes, ypm, order, S, rot, scale, cap, const, pos.size
+        return order, S, rot, scale, cap, q, pos.size
 
     def fit(self, X, y, callback=None, eval_set=None):
         """Fit on X (dense or sparse, n x d) and binary labels y.
@@ -76,20 +119,21 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
         callback: ``callback(info: dict) -> bool`` is called at every check with the certificate; True stops.
         eval_set: optional (X_test, y_test) whose accuracy is added to every check record.
         """
-        if self.stop not in ("gap", "paper", "iterations"):
-            raise ValueError(f"stop = {self.stop!r}; allowed: 'gap', 'paper', 'iterations'")
-        if self.projection not in ("newton", "rule3", "sort"):
-            raise ValueError(f"projection = {self.projection!r}; allowed: 'newton', 'rule3', 'sort'")
+        self._check_params()
         t_start = time.perf_counter()
-        classes, ypm, order, S, rot, scale, cap, const, n1 = self._prepare(X, y)
+        X, classes, ypm = binary_fit_data(self, X, y)
+        order, S, rot, scale, cap, q, n1 = self._prepare(X, ypm)
         n = order.size
         d = rot.d_pad
+        seg_lo = np.array([0, n1], dtype=np.int64)
+        seg_hi = np.array([n1, n], dtype=np.int64)
+        auto = isinstance(self.beta, str)
+        beta = 1.0 if auto else float(self.beta)      # "auto" starts at the paper's scale (OPT <= 2 in the ball)
+        const = saddle_constants(d, n, self.eps, beta, q)
         evaluator = SaddleEvaluator(X, ypm, cap, rot)
         if eval_set is not None:
             evaluator.X_test = eval_set[0]
             evaluator.y_test = np.where(np.asarray(eval_set[1]) == classes[1], 1.0, -1.0)
-        seg_lo = np.array([0, n1], dtype=np.int64)
-        seg_hi = np.array([n1, n], dtype=np.int64)
         counts = np.array([n1, n - n1], dtype=np.float64)
         # state (Algorithm 1 line 5): w = 0, eta = 1/n1, xi = 1/n2 (log domain, lazily normalised)
         Lr = np.concatenate([np.full(n1, -math.log(n1)), np.full(n - n1, -math.log(n - n1))])
@@ -110,6 +154,8 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
         t_iter = 0.0
         done = 0
         since_refresh = 0
+        restarts = 0
+        watch = _StallWatch()
         self.stop_reason_ = "iteration budget"
         while done < self.max_iter:
             m = min(check, self.max_iter - done)
@@ -124,14 +170,32 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
                 u[:] = w @ S                        # remove the drift of the one-coordinate updates
                 since_refresh = 0
             info = self._certificate(S, w, u, pr, st.mult, n1, cap, scale, evaluator)
-            info.update(iteration=done, time=time.perf_counter() - t_start, iteration_time=t_iter)
+            info.update(iteration=done, time=time.perf_counter() - t_start, iteration_time=t_iter, beta=beta)
+            why = evaluator.diagnose(info["hull_lower"])
+            if why:
+                info["diagnosis"] = why
             history.append(info)
+            watch.add(done, info["rel_gap"])
             if callback is not None and callback(info):
                 self.stop_reason_ = "callback"
+                break
+            if why and self.stop != "iterations":
+                self.stop_reason_ = why
                 break
             if self.stop == "gap" and info["rel_gap"] <= self.tol:
                 self.stop_reason_ = "certified gap"
                 break
+            new_beta = self._lower_beta(beta, info, scale) if auto and watch.stalled(2 * T) else None
+            if new_beta is not None:
+                # the certified gap stalled where the smoothing could hold it: restart from the current (w, p)
+                beta = new_beta
+                watch.restart(done)
+                const = saddle_constants(d, n, self.eps, beta, q)
+                prm = prm._replace(sigma=const.sigma, kappa=const.kappa, gamma=const.gamma, theta=const.theta)
+                T = const.iterations_estimate()
+                p_now = np.concatenate([np.minimum(cap, st.mult[0] * pr[:n1]), np.minimum(cap, st.mult[1] * pr[n1:])])
+                delta = float(S[coords.peek(1)[0]] @ p_now)         # no momentum: eta[t-1] = eta[t]
+                restarts += 1
             if self.stop == "paper" and done % T < check:
                 if prev_obj is not None and abs(info["objective"] - prev_obj) < self.eps:
                     self.stop_reason_ = "objective change below eps"
@@ -148,6 +212,8 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
         self.cap_ = cap
         self.constants_ = const
         self.n_iter_ = done
+        self.beta_ = beta
+        self.restarts_ = restarts
         self.history_ = history
         last = history[-1] if history else self._certificate(S, w, u, pr, st.mult, n1, cap, scale, evaluator)
         self.hull_distance_ = last["hull_distance"]
@@ -165,7 +231,44 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
             factor = 2.0 / gap if gap > 0 else 1.0
         self.coef_ = (factor * v).reshape(1, -1)
         self.intercept_ = np.array([-factor * b])
+        if self.stop_reason_ not in ("certified gap", "objective change below eps", "callback") \
+                and self.stop != "iterations":
+            warnings.warn(f"SaddleSVC stopped without reaching its target (relative gap {self.rel_gap_:.3g}, asked "
+                          f"{self.tol:g}): {self.stop_reason_}", ConvergenceWarning, stacklevel=2)
         return self
+
+    def _lower_beta(self, beta: float, info: dict, scale: float) -> float | None:
+        """beta = "auto": the beta to restart with when the certificate has stalled at `beta`, or None when the
+        stall is not beta's doing.
+
+        In unit-ball units the certified bounds L <= dist <= U give L^2/2 <= OPT <= U^2/2 and an objective gap
+        G = (U^2 - L^2)/2. The entropy smoothing of weight gamma = eps*beta/(2 ln n) moves the optimum by at most
+        eps*beta (notes section 6, Lemma 3), so a plateau with G above SMOOTHING_REACH*eps*beta is not beta's
+        doing. A plateau that is scales with beta, so beta is cut by the ratio of the gap asked for to the gap
+        reached (relative gaps r of the distance: G = U^2 r (2 - r)/2), with a margin, by at least RESTART_RATIO,
+        and never below L^2/2, which already satisfies Lemma 3's beta <= OPT."""
+        upper, lower = info["hull_distance"] / scale, info["hull_lower"] / scale
+        opt_low, gap = 0.5 * lower * lower, 0.5 * (upper * upper - lower * lower)
+        if not beta > opt_low or gap > SMOOTHING_REACH * self.eps * beta:
+            return None
+        reached = min(info["rel_gap"], 1.0)
+        asked = min(self.tol, 1.0)
+        cut = RESTART_MARGIN * asked * (2.0 - asked) / (reached * (2.0 - reached))
+        return max(opt_low, beta * min(cut, 1.0 / RESTART_RATIO))
+
+    def _check_params(self):
+        if self.stop not in ("gap", "paper", "iterations"):
+            raise ValueError(f"stop = {self.stop!r}; allowed: 'gap', 'paper', 'iterations'")
+        if self.projection not in ("newton", "rule3", "sort"):
+            raise ValueError(f"projection = {self.projection!r}; allowed: 'newton', 'rule3', 'sort'")
+        if isinstance(self.beta, str) and self.beta != "auto":
+            raise ValueError(f"beta = {self.beta!r}; allowed: 'auto' or a number > 0")
+        for name, value, lo, hi in (("eps", self.eps, 0.0, 1.0), ("tol", self.tol, 0.0, math.inf),
+                                    ("beta", 1.0 if self.beta == "auto" else self.beta, 0.0, math.inf)):
+            if not (isinstance(value, (int, float)) and lo < value < hi):
+                raise ValueError(f"{name} = {value!r}; allowed: a number in ({lo:g}, {hi:g})")
+        if not (isinstance(self.max_iter, (int, np.integer)) and self.max_iter >= 1):
+            raise ValueError(f"max_iter = {self.max_iter!r}; allowed: an integer >= 1")
 
     @staticmethod
     def _certificate(S, w, u, pr, cls_mult, n1, cap, scale, evaluator) -> dict:
@@ -207,9 +310,3 @@ class SaddleSVC(ClassifierMixin, BaseEstimator):
         p[order] = p_sorted
         return p
 
-    # -- prediction ---------------------------------------------------------------------------------------------
-    def decision_function(self, X):
-        return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
-
-    def predict(self, X):
-        return np.where(self.decision_function(X) >= 0, self.classes_[1], self.classes_[0])
