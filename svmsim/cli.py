@@ -238,7 +238,8 @@ def _cmd_sweep(args) -> int:
         return 0
     res = run_sweep(args.scenario, params, ov, out=args.out, overwrite=args.overwrite,
                     progress=not args.no_progress, keep_runs=not args.no_runs)
-    print((res.directory / "sweep.md").read_text())
+    print((res.directory / "summary.txt").read_text(), end="")
+    print(f"every column, slopes and fits: {res.directory / 'sweep.md'}")
     print(f"sweep dir  {res.directory}")
     return 0
 

@@ -383,6 +383,34 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join(lines)
 
 
+#: what the terminal summary of a sweep shows after the variant and grid keys, most wanted first
+_SUMMARY_COLUMNS = ("reached", "cost_scalars", "cost_units", "scalars", "iterations", "rel_gap", "objective",
+                    "test_accuracy", "wall_time", "stop_reason")
+
+
+def summary_table(rows: list[dict], keys: list[str], width: int = 100, cell: int = 28) -> str:
+    """The sweep in at most `width` columns for a terminal: the variant and grid keys, then as many of
+    `_SUMMARY_COLUMNS` (those the rows have) as fit; cells cut to `cell` characters. sweep.md has every column."""
+    def text(v: Any) -> str:
+        t = _fmt(v)
+        return t if len(t) <= cell else t[:cell - 1] + "~"
+
+    present = {k for r in rows for k in r}
+    wanted = ["variant"] + [k for k in keys if k != "variant"] + [c for c in _SUMMARY_COLUMNS if c in present]
+    shown: list[str] = []
+    for c in wanted:
+        cols = shown + [c]
+        widths = [max(len(h), *(len(text(r.get(h))) for r in rows)) for h in cols]
+        if shown and sum(widths) + 2 * (len(cols) - 1) > width:
+            break
+        shown = cols
+    widths = [max(len(h), *(len(text(r.get(h))) for r in rows)) for h in shown]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(shown, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(text(r.get(h)).ljust(w) for h, w in zip(shown, widths)).rstrip() for r in rows]
+    return "\n".join(line[:width] for line in lines)
+
+
 def _columns(rows: list[dict], keys: list[str]) -> list[str]:
     first = ["variant"] + keys
     preferred = ["nodes", "spectral_gap", "inv_spectral_gap", "mixing_time", "iterations", "scalars", "comm_units",
@@ -477,6 +505,11 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
         scols = list(dict.fromkeys(k for s in result.slopes for k in s))
         text += ["", "## slope of communication against 1/eps (log-log least squares)", "",
                  markdown_table(result.slopes, scols)]
+        few = [s["variant"] for s in result.slopes if s.get("points", 0) == 2]
+        if few:
+            text += ["", (f"Fitted from two points only ({', '.join(map(str, dict.fromkeys(few)))}): a line through "
+                          "two points has no residual, so such a slope is a ratio, not evidence of a power law; add "
+                          "eps values to test one.")]
     if result.scaling:
         what = ""
         if spec.target is not None or "eps" in keys:
@@ -502,6 +535,7 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
     if tags:
         text += ["", "## communication by message tag", "", tags]
     (directory / "sweep.md").write_text("\n".join(text) + "\n")
+    (directory / "summary.txt").write_text(summary_table(result.rows, keys) + "\n")
     (directory / "sweep.json").write_text(json.dumps(
         {"spec": spec.model_dump(), "slopes": result.slopes, "scaling": result.scaling, "trials": result.trials,
          "rows": result.rows}, indent=2, default=_plain))

@@ -27,3 +27,32 @@ def test_a_run_without_a_certificate_gets_no_gap_panel(tmp_path):
     two, three = mpimg.imread(tmp_path / "a.png"), mpimg.imread(tmp_path / "b.png")
     assert two.shape[1] == 1100 and three.shape[1] == 1650       # 5 inches a panel at 110 dpi
     assert np.ptp(two[..., :3]) > 0
+
+
+def _figures(monkeypatch):
+    """The figures a plot function draws, kept when it closes them."""
+    import matplotlib.pyplot as plt
+
+    kept, close = [], plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: kept.append(fig) or close(fig))
+    return kept
+
+
+def test_the_bounds_are_drawn_once_in_the_gap_panel_as_orders(tmp_path, monkeypatch):
+    kept = _figures(monkeypatch)
+    plot_run(_rows(gap=True), tmp_path / "b.png", eps=1e-3, bound={"upper": 300.0, "lower": 150.0})
+    objective, gap, accuracy = kept[0].axes
+    labels = {ax: [line.get_label() for line in ax.get_lines()] for ax in kept[0].axes}
+    assert "k(d+sqrt(d/eps)), constants and logs left out" in labels[gap]
+    assert not any("bound" in lab or "sqrt" in lab for lab in labels[objective] + labels[accuracy])
+
+
+def test_the_cost_plot_fits_the_bounds_constant_and_says_it(tmp_path, monkeypatch):
+    from svmsim.report import plot_cost_vs_eps
+
+    kept = _figures(monkeypatch)
+    rows = [{"variant": "v", "eps": e, "cost_scalars": 7.0 * (10 + (10 / e) ** 0.5), "bound_upper": 10 + (10 / e) ** 0.5,
+             "bound_lower": min(10, 1 / e)} for e in (1e-1, 1e-2, 1e-3)]
+    plot_cost_vs_eps(rows, [], tmp_path / "c.png", group_keys=[])
+    labels = [line.get_label() for line in kept[0].axes[0].get_lines()]
+    assert "bound shape x 7 (constant fitted; v)" in labels      # measured = 7 x bound: the constant is 7

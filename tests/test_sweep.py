@@ -77,6 +77,14 @@ def test_eps_sweep_measures_cost_to_the_certified_gap_and_fits_a_slope(tmp_path)
     assert len(list((d / "runs").iterdir())) == 3
     md = (d / "sweep.md").read_text()
     assert "## communication by message tag" in md and "saddle-dsvc__eps=0.001" in md
+    assert "two points only" not in md                   # three eps values: a fit, no caveat
+    summary = (d / "summary.txt").read_text().splitlines()
+    assert summary[0].split()[:3] == ["variant", "eps", "reached"] and max(map(len, summary)) <= 100
+
+
+def test_a_slope_from_two_points_says_so(tmp_path):
+    run_sweep(IRIS, [("eps", [1e-1, 1e-2])], out=tmp_path / "sw", progress=False)
+    assert "Fitted from two points only" in (tmp_path / "sw" / "sweep.md").read_text()
 
 
 def test_variants_compare_algorithms_on_each_grid_point(tmp_path):
@@ -96,3 +104,18 @@ def test_variants_compare_algorithms_on_each_grid_point(tmp_path):
 def test_fit_slope_ignores_points_that_did_not_reach_eps():
     assert fit_slope([10, 100, 1000], [1.0, 10.0, math.nan]) == pytest.approx(1.0)
     assert math.isnan(fit_slope([10, 100], [1.0, math.nan]))
+
+
+def test_the_terminal_summary_fits_100_columns_and_keeps_what_matters_first():
+    from svmsim.sweep import summary_table
+
+    rows = [{"variant": f"variant-{i}", "algorithm.loss": "squared_hinge", "reached": i % 2 == 0,
+             "cost_scalars": 1234567.0 * i, "cost_units": 12.5 * i, "scalars": 9876543, "iterations": 1000 + i,
+             "rel_gap": 1e-4 / (i + 1), "objective": 1769.35, "test_accuracy": 0.9398, "wall_time": 12.3,
+             "stop_reason": "certified relative gap <= 0.001 and a long explanation"} for i in range(4)]
+    text = summary_table(rows, ["algorithm.loss"])
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 100 and len(lines) == 2 + len(rows)
+    assert lines[0].split()[:4] == ["variant", "algorithm.loss", "reached", "cost_scalars"]
+    assert "stop_reason" not in lines[0]                 # the columns that do not fit are left to sweep.md
+    assert summary_table(rows, ["algorithm.loss"], width=400).splitlines()[0].split()[-1] == "stop_reason"
