@@ -108,6 +108,20 @@ def _field_for(loc: tuple, params_model: type[BaseModel] | None, root: type[Base
     return None
 
 
+def _member_words(member: Any) -> str:
+    """What a non-literal member of a union allows: ``float`` -> ``a number``, ``Annotated[float, Field(gt=0)]``
+    -> ``a number > 0``; empty for literals, strings and None."""
+    base = getattr(member, "__origin__", member) if hasattr(member, "__metadata__") else member
+    if base not in TYPE_WORDS or base is str:
+        return ""
+    if hasattr(member, "__metadata__"):
+        infos = [m for m in member.__metadata__ if isinstance(m, FieldInfo)]
+        inner = FieldInfo.merge_field_infos(*infos) if infos else FieldInfo(annotation=base)
+        inner.annotation = base
+        return describe_field(inner)
+    return TYPE_WORDS[base]
+
+
 def _literal_choices(annotation: Any) -> list:
     """The values of a ``Literal[...]`` annotation, also inside a union (``Literal["a", "b"] | float``)."""
     if getattr(annotation, "__origin__", None) is Literal:
@@ -149,9 +163,8 @@ def describe_field(field: FieldInfo | None, ctx: Mapping[str, Any] | None = None
     base = _base_type(field.annotation) if field is not None else None
     choices = _literal_choices(field.annotation) if field is not None else []
     if choices and lo is None and hi is None:
-        others = [TYPE_WORDS[a] for a in getattr(field.annotation, "__args__", ())
-                  if a in TYPE_WORDS and a is not str]
-        return ", ".join(show(c) for c in choices) + "".join(f" or {w}" for w in others)
+        others = [_member_words(a) for a in getattr(field.annotation, "__args__", ())]
+        return ", ".join(show(c) for c in choices) + "".join(f" or {w}" for w in others if w)
     noun = "an integer" if base is int else "a number"
     if lo and hi:
         return f"{noun} in {lo[0]}{_num(lo[1])}, {_num(hi[1])}{hi[0]}"
@@ -264,7 +277,20 @@ def _merge_unions(items: list[tuple[dict, Any, Any]]) -> list[tuple[dict, Any, A
             e = dict(e, ctx=dict(e.get("ctx") or {}, _expected=_EXPECTED[e["type"]]))
             by_loc[loc] = e
         out.append((e, pm, alg))
-    return out
+    # a union of literals and a type ("auto" or a number): one line naming both
+    literal = {_clean_loc((e.get("ctx") or {}).get("loc", e.get("loc", ()))): e for e, _, _ in out
+               if e["type"] == "literal_error"}
+    merged = []
+    for e, pm, alg in out:
+        loc = _clean_loc((e.get("ctx") or {}).get("loc", e.get("loc", ())))
+        if loc in literal and (e["type"] in _EXPECTED or e["type"] in _RANGE):
+            lit = literal[loc]
+            lit["ctx"] = dict(lit.get("ctx") or {})
+            other = e["ctx"]["_expected"] if e["type"] in _EXPECTED else describe_field(None, e.get("ctx"))
+            lit["ctx"]["expected"] = f"{lit['ctx'].get('expected', '?')} or {other}"
+            continue
+        merged.append((e, pm, alg))
+    return merged
 
 
 def error_from_validation(exc: ValidationError | None, where: str, overrides: Mapping[str, Any],

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -22,7 +22,9 @@ class SaddleParams(BaseModel):
     nu: float | None = Field(None, gt=0, le=1, description="weight cap of the nu-SVM (this paper's nu)")
     alpha: float | None = Field(None, gt=0, le=1, description="nu = 1/(alpha*min(n1,n2)); the paper uses 0.85")
     eps: float = Field(1e-3, gt=0, lt=1, description="accuracy epsilon (sets gamma = eps*beta/(2 ln n))")
-    beta: float = Field(1.0, gt=0, description="the paper's beta (tune over 10^-k)")
+    beta: Literal["auto"] | Annotated[float, Field(gt=0)] = Field(
+        "auto", description="the paper's beta: 'auto' restarts with a smaller beta read off the certificate when "
+                            "the gap stalls (see SaddleSVC), or a number fixed for the whole run")
     q: Literal["data", "log"] | float = Field("data", description="q = sqrt(d)max|X| ('data'), sqrt(ln n) or a number")
     projection: Literal["newton", "rule3", "sort"] = Field("newton", description="nu-projection rule")
 
@@ -37,6 +39,8 @@ class SaddleDSVCParams(SaddleParams):
     """``[algorithm]`` keys of saddle-dsvc: those of saddle-svc plus the number of clients k."""
 
     clients: int = Field(20, ge=1, description="number of clients k")
+    # Saddle-DSVC keeps beta fixed: restarts would need the certificate (U and L) on the server
+    beta: float = Field(1.0, gt=0, description="the paper's beta (tune over 10^-k), fixed for the whole run")
     projection: Literal["rule3", "newton"] = Field(
         "rule3", description="distributed nu-projection: Rule 3 rounds from c = 1 (Algorithm 4), or Newton steps "
                              "from the previous iteration's multiplier (the single machine's rule)")
