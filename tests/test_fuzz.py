@@ -255,18 +255,49 @@ def test_a_sweep_table_error_names_its_key_and_what_is_allowed():
 
 
 @pytest.mark.parametrize("line, problem", [
+    # read by the reader, refused by svmsim: no "[loader: ...]" part
     ("+1 1:0.5 2:nan", "line 2 ('+1 1:0.5 2:nan'): the feature value in '2:nan' is not a finite number"),
     ("+1 1:-inf", "line 2 ('+1 1:-inf'): the feature value in '1:-inf' is not a finite number"),
     ("inf 1:1", "line 2 ('inf 1:1'): the label 'inf' is not a finite number"),
+    # refused by the reader, explained by svmsim
     ("+1 1:1 12345678901234567890:1", ("line 2 ('+1 1:1 12345678901234567890:1'): the feature index in "
-                                       "'12345678901234567890:1' is too large; allowed: indices below 2^63 - 1")),
+                                       "'12345678901234567890:1' is too large; allowed: indices up to 2^31 - 1 "
+                                       "[loader: Python int too large to convert to C long]")),
+    ("+1 1:1 2147483648:1", ("line 2 ('+1 1:1 2147483648:1'): the feature index in '2147483648:1' is too large; "
+                             "allowed: indices up to 2^31 - 1 [loader: value too large to convert to int]")),
 ])
 def test_libsvm_values_that_no_solver_can_use_are_refused_with_the_line(tmp_path, line, problem):
     path = tmp_path / "bad.svm"
     path.write_text(f"-1 1:0.25\n{line}\n-1 2:1\n")
     with pytest.raises(DataError) as err:
         load_libsvm(path)
-    assert str(err.value).startswith(f"LIBSVM file '{path}' is malformed at {problem} [loader: ")
+    assert str(err.value) == f"LIBSVM file '{path}' is malformed at {problem}"
+
+
+def test_the_largest_index_the_reader_takes_is_taken(tmp_path):
+    path = tmp_path / "wide.svm"
+    path.write_text("-1 1:0.25\n+1 2147483647:1\n")
+    X, _ = load_libsvm(path)
+    assert X.shape == (2, 2**31 - 1) and X[1, 2**31 - 2] == 1.0
+    path.write_text("-1 1:0.25\n+1 2147483647:1\n-1 1:abc\n")          # the error is on line 3, not line 2
+    with pytest.raises(DataError, match=r"malformed at line 3 \('-1 1:abc'\): the feature value in '1:abc' is not"):
+        load_libsvm(path)
+
+
+@pytest.mark.parametrize("value, refused", [(2**63 - 1, False), (-2**63, False), (2**63, True), (-2**63 - 1, True)])
+def test_the_64_bit_range_is_inclusive(value, refused):
+    raw = _quickstart()
+    raw["data"]["positive_label"] = value
+    raw["sweep"] = {"targets": [0.5, math.nan], "exclude": [{"seed": value}]}      # inside lists and tables too
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(raw)
+    lines = [line.strip().removeprefix("scenario: ") for line in str(err.value).splitlines()
+             if not line.startswith("scenario has ")]
+    assert ("[sweep] targets = nan is not a finite number; allowed: finite numbers (nan and inf are refused "
+            "everywhere in a scenario)") in lines
+    outside = [line for line in lines if "outside TOML's 64-bit integer range" in line]
+    assert [line.split(" = ")[0] for line in outside] == (["[data] positive_label", "[sweep] exclude.seed"]
+                                                          if refused else [])
 
 
 def test_synthetic_data_larger_than_the_machine_is_refused_before_it_is_generated():

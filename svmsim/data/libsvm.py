@@ -83,7 +83,7 @@ def load_libsvm(
                 fh, n_features=None if n_features is None else int(n_features), dtype=dtype, zero_based="auto"
                 # pragma: no mutate end
             )
-    except (ValueError, OverflowError) as exc:     # OverflowError: an index beyond the 64-bit range
+    except (ValueError, OverflowError) as exc:     # OverflowError: an index beyond what the reader takes
         raise DataError(_malformed_message(p, exc)) from None
     except (OSError, EOFError, lzma.LZMAError) as exc:
         raise DataError(
@@ -91,16 +91,20 @@ def load_libsvm(
         ) from None
     if X.shape[0] == 0:
         raise DataError(f"LIBSVM file '{p}' contains no data rows")
-    if not (np.isfinite(X.data).all() and np.isfinite(y).all()):
-        raise DataError(_malformed_message(p, ValueError("a value is nan or infinite")))
+    if not (np.isfinite(X.data).all() and np.isfinite(y).all()):     # the reader takes nan and inf
+        raise DataError(_malformed_message(p, None))
     # pragma: no mutate start (equivalent: sklearn's loader already returns float64 labels for any dtype)
     return sp.csr_matrix(X), np.asarray(y, dtype=np.float64)
     # pragma: no mutate end
 
 
-def _malformed_message(path: Path, exc: ValueError) -> str:
-    """One-sentence description of why ``path`` is not valid LIBSVM text, naming the first bad line if found."""
-    reason = str(exc).rstrip(".")
+def _malformed_message(path: Path, exc: Exception | None) -> str:
+    """One-sentence description of why ``path`` is not valid LIBSVM text, naming the first bad line if found;
+    ``exc`` is the reader's error (None when the reader took the file and svmsim refuses what it read)."""
+    # pragma: no mutate start (equivalent: without the reader's error the line scan always finds the non-finite
+    # value, so this fallback reason is never printed)
+    reason = str(exc).rstrip(".") if exc is not None else "a value is not finite"
+    # pragma: no mutate end
     try:
         with open_maybe_compressed(path) as fh:
             found = _first_bad_line(fh)
@@ -111,11 +115,12 @@ def _malformed_message(path: Path, exc: ValueError) -> str:
     lineno, text, problem = found
     if len(text) > 60:
         text = text[:57] + "..."
-    return f"LIBSVM file '{path}' is malformed at line {lineno} ({text!r}): {problem} [loader: {reason}]"
+    loader = f" [loader: {reason}]" if exc is not None else ""
+    return f"LIBSVM file '{path}' is malformed at line {lineno} ({text!r}): {problem}{loader}"
 
 
-#: feature indices must fit a signed 64-bit integer (the loader's index type)
-_INDEX_LIMIT = 2**63 - 1
+#: the largest feature index the loader takes (scikit-learn's svmlight reader keeps 32-bit indices)
+_INDEX_LIMIT = 2**31 - 1
 
 
 def _first_bad_line(lines: Iterable[bytes]) -> tuple[int, str, str] | None:
@@ -157,8 +162,8 @@ def _first_bad_line(lines: Iterable[bytes]) -> tuple[int, str, str] | None:
                 return lineno, text, f"the feature value in {tok!r} is not a finite number"
             if idx < 0:
                 return lineno, text, f"the feature index in {tok!r} is negative"
-            if idx >= _INDEX_LIMIT:
-                return lineno, text, f"the feature index in {tok!r} is too large; allowed: indices below 2^63 - 1"
+            if idx > _INDEX_LIMIT:
+                return lineno, text, f"the feature index in {tok!r} is too large; allowed: indices up to 2^31 - 1"
             if idx <= last:
                 return lineno, text, "feature indices are not strictly increasing"
             last = idx
