@@ -389,3 +389,22 @@ def test_train_test_split_indices():
     assert np.array_equal(te, te2)
     with pytest.raises(ScenarioError, match=r"\(0, 1\)"):
         train_test_split_indices(10, 1.5, seed=0)
+
+
+def test_tiny_margin_keeps_its_promises():
+    """Separable by a plane (a positive margin between the classes' projections), the asked fraction of +1, rows
+    of uneven norm within max_norm, density*d non-zeros a row; and reachable from a scenario."""
+    from svmsim.config import load_scenario
+    from svmsim.data.synthetic import make_tiny_margin
+
+    X, y, info = make_tiny_margin(4000, 60, density=0.1, positive_fraction=0.05, max_norm=4.0, seed=2,
+                                  return_info=True)
+    proj = np.asarray(X @ info["normal"]).ravel()
+    assert info["margin"] > 0 and proj[y > 0].min() - proj[y < 0].max() == pytest.approx(2 * info["margin"])
+    assert (y > 0).sum() == 200 and np.all(np.diff(X.indptr) == 6)
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    assert norms.max() <= 4.0 and norms.max() / norms.min() > 4.0       # 1..4 times unit-ball rows
+    s = load_scenario({"name": "t", "data": {"name": "synthetic", "kind": "tiny_margin", "n": 500, "d": 20},
+                       "algorithm": {"name": "saddle-svc"}, "stop": {"max_iterations": 1}})
+    assert s.data.synthetic_params() == {"kind": "tiny_margin", "n": 500, "d": 20, "density": 0.05,
+                                         "positive_fraction": 0.03, "max_norm": 10.0}

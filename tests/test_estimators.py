@@ -166,3 +166,21 @@ def test_a_scenario_on_intersecting_hulls_stops_with_the_reason(algorithm, tmp_p
     assert result.stop_reason.startswith("the convex hulls of the two classes intersect"), result.stop_reason
     assert all("diagnosis" not in row for row in result.metrics)
     assert result.metrics[-1]["iteration"] <= 3 * 200 + 200
+
+
+@pytest.mark.parametrize("estimator, message", [
+    (PegasosSVC(batch_size=0), "batch_size = 0; allowed: an integer >= 1"),
+    (PegasosSVC(lam=float("inf")), "lam = inf; allowed: a finite number > 0"),
+    (SGDSVC(eta0=-1.0), "eta0 = -1.0; allowed: None (Bottou's heuristic) or a finite number > 0"),
+    (SGDSVC(bias_rate=-0.5), "bias_rate = -0.5; allowed: a finite number >= 0"),
+    (SGDSVC(max_iter=None), "max_iter = None; allowed: an integer >= 1 (epochs)"),
+    (SaddleSVC(beta="tiny"), "beta = 'tiny'; allowed: 'auto' or a number > 0"),
+    (SaddleSVC(check_every=0), "check_every = 0; allowed: an integer >= 1 or None (the paper's T, at least 250)"),
+    (SaddleSVC(refresh_every=2.5), "refresh_every = 2.5; allowed: an integer >= 1"),
+    (GilbertSVC(tol=-1e-3), "tol = -0.001; allowed: a number >= 0"),
+], ids=lambda v: v if isinstance(v, str) and len(v) < 20 else None)
+def test_bad_estimator_parameters_are_refused_with_what_is_allowed(estimator, message):
+    X, y = _random_labels(40, 3)
+    with pytest.raises(ValueError) as err:
+        estimator.fit(X, y)
+    assert str(err.value) == message

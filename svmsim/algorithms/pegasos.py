@@ -322,6 +322,15 @@ class _PrimalLinearSVC(LinearBinaryClassifier):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, np.integer)) and value >= 1):
                 raise ValueError(f"{name} = {value!r}; allowed: None or an integer >= 1")
+        batch = getattr(self, "batch_size", 1)                                 # Pegasos only
+        if not (isinstance(batch, (int, np.integer)) and batch >= 1):
+            raise ValueError(f"batch_size = {batch!r}; allowed: an integer >= 1")
+        eta0 = getattr(self, "eta0", None)                                     # SVM-SGD only
+        if eta0 is not None and not (isinstance(eta0, (int, float)) and 0 < eta0 < math.inf):
+            raise ValueError(f"eta0 = {eta0!r}; allowed: None (Bottou's heuristic) or a finite number > 0")
+        rate = getattr(self, "bias_rate", 0.0)
+        if not (isinstance(rate, (int, float)) and 0 <= rate < math.inf):
+            raise ValueError(f"bias_rate = {rate!r}; allowed: a finite number >= 0")
 
     def _warn_if_unconverged(self):
         if self.eps and self.stop_reason_ == "iteration budget":

@@ -267,8 +267,11 @@ class SaddleSVC(LinearBinaryClassifier):
                                     ("beta", 1.0 if self.beta == "auto" else self.beta, 0.0, math.inf)):
             if not (isinstance(value, (int, float)) and lo < value < hi):
                 raise ValueError(f"{name} = {value!r}; allowed: a number in ({lo:g}, {hi:g})")
-        if not (isinstance(self.max_iter, (int, np.integer)) and self.max_iter >= 1):
-            raise ValueError(f"max_iter = {self.max_iter!r}; allowed: an integer >= 1")
+        for name, value in (("max_iter", self.max_iter), ("refresh_every", self.refresh_every),
+                            ("check_every", 1 if self.check_every is None else self.check_every)):
+            if not (isinstance(value, (int, np.integer)) and value >= 1):
+                raise ValueError(f"{name} = {value!r}; allowed: an integer >= 1" +
+                                 (" or None (the paper's T, at least 250)" if name == "check_every" else ""))
 
     @staticmethod
     def _certificate(S, w, u, pr, cls_mult, n1, cap, scale, evaluator) -> dict:
