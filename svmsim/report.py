@@ -157,6 +157,7 @@ _MARKERS = "osD^v<>phX*"
 def plot_scaling(rows: list[dict], fits: list[dict], path: Path, x: str, ys: list[str], by: str | None = None,
                  title: str = "") -> Path:
     """One log-log panel per column in `ys` against column `x`: every run a point (colour by the grid key `by`,
+    each colour's markers smaller than the last and drawn above them so that coinciding runs stay visible;
     marker by variant), the least-squares line of each variant with its slope in the legend, and a slope-1 guide
     through the points' geometric mean. Runs that did not reach the target (NaN cost) are left out."""
     plt = _pyplot()
@@ -173,11 +174,13 @@ def plot_scaling(rows: list[dict], fits: list[dict], path: Path, x: str, ys: lis
                 continue
             c = colours.index(r.get(by) if by else r["variant"])
             m = _MARKERS[variants.index(r["variant"]) % len(_MARKERS)]
-            ax.loglog([xv], [yv], linestyle="none", marker=m, color=f"C{c % 10}", alpha=0.85)
+            ax.loglog([xv], [yv], linestyle="none", marker=m, color=f"C{c % 10}", alpha=0.85,
+                      markersize=_nested_size(c), zorder=3 + c)
             allx.append(xv)
             ally.append(yv)
         for i, c in enumerate(colours):                      # legend entries for the colours
-            ax.plot([], [], linestyle="none", marker="o", color=f"C{i % 10}", label=f"{by}={c}" if by else str(c))
+            ax.plot([], [], linestyle="none", marker="o", color=f"C{i % 10}", markersize=_nested_size(i),
+                    label=f"{by}={c}" if by else str(c))
         if allx:
             lo, hi = min(allx), max(allx)
             grid = np.geomspace(lo, hi, 50) if hi > lo else np.array([lo])
@@ -200,6 +203,12 @@ def plot_scaling(rows: list[dict], fits: list[dict], path: Path, x: str, ys: lis
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return Path(path)
+
+
+def _nested_size(colour: int) -> float:
+    """Marker size of the colour-th series: each smaller than the one before and drawn above it, so runs that
+    land on the same point stay visible as nested markers."""
+    return max(3.0, 10.0 - 1.75 * colour)
 
 
 def _is_gap(name: str) -> bool:

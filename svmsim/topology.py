@@ -269,6 +269,13 @@ def _build_tree(n: int, seed: int, branching: int) -> nx.Graph:
     return _canonical_graph(n, (((i - 1) // branching, i) for i in range(1, n)))
 
 
+def _build_hypercube(n: int, seed: int) -> nx.Graph:
+    """Node i is linked to i XOR 2^j for every j with i XOR 2^j < n: the hypercube for n a power of two, its first
+    n nodes otherwise (connected: clearing i's bits one at a time walks to node 0)."""
+    return _canonical_graph(n, ((i, i ^ (1 << j)) for i in range(n) for j in range(max(1, n - 1).bit_length())
+                                if i < i ^ (1 << j) < n))
+
+
 def _build_complete(n: int, seed: int) -> nx.Graph:
     return _canonical_graph(n, ((i, j) for i in range(n) for j in range(i + 1, n)))
 
@@ -443,6 +450,8 @@ TOPOLOGIES: dict[str, TopologySpec] = {
             {"branching": ParamSpec(int, 2, "children per inner node", "branching >= 1")},
         ),
         TopologySpec("complete", _build_complete, "Complete graph: every pair of nodes is connected."),
+        TopologySpec("hypercube", _build_hypercube,
+                     "Hypercube: node i is linked to i XOR 2^j (below N); carries the binomial all-reduce."),
         TopologySpec("line", _build_line, "Path 0-1-...-(N-1)."),
         TopologySpec("path", _build_line, "Alias of 'line': path 0-1-...-(N-1)."),
         TopologySpec(

@@ -130,10 +130,10 @@ def _closed_form(pattern, k, width):
         return 0, 0
     if pattern == "ring":
         return 2 * (k - 1) * width, 2 * (k - 1) * k
-    return 2 * (k - 1) * width, 2 * (k - 1)          # star and tree: up and down once per edge
+    return 2 * (k - 1) * width, 2 * (k - 1)          # star, tree and binomial: up and down once per edge
 
 
-@pytest.mark.parametrize("pattern", ["star", "ring", "tree"])
+@pytest.mark.parametrize("pattern", ["star", "ring", "tree", "binomial"])
 @pytest.mark.parametrize("k", [2, 5, 8])
 def test_ledger_equals_the_allreduce_closed_form(pattern, k):
     d = 13                                                     # heart_scale
@@ -171,6 +171,25 @@ def test_bad_input_is_refused_clearly():
     scenario["topology"] = {"kind": "grid"}
     with pytest.raises(TopologyError, match=r"allreduce = 'auto' has no pattern for topology kind 'grid'"):
         svmsim.run(scenario, write=False)
+    scenario = _scenario(allreduce="binomial", workers=8)
+    scenario["topology"] = {"kind": "ring"}
+    with pytest.raises(TopologyError, match=r"binomial all-reduce over 8 workers needs the link 0-2 .* which the "
+                                            r"ring topology lacks"):
+        svmsim.run(scenario, write=False)
+
+
+def test_a_hypercube_runs_the_binomial_allreduce():
+    """allreduce = "auto" on a hypercube is the binomial tree: 2 log2 K rounds and 2 (K - 1) messages an
+    iteration, and the same iterates as the ring (the sum's order differs only in rounding)."""
+    cube = {**_scenario(workers=8), "topology": {"kind": "hypercube"}}
+    res = svmsim.run(cube, write=False)
+    assert res.summary["ledger_matches_declared"] is True
+    assert (np.diff(res.ledger.iteration_rounds[:, 1]) == 2 * 3).all() and res.ledger.iteration_rounds[0, 1] == 6
+    rounds = res.ledger.rounds
+    assert int(rounds[rounds[:, 0] < 6 * 40, 1].sum()) == 40 * 2 * 7
+    ring = svmsim.run(_scenario(workers=8, allreduce="ring"), write=False)
+    assert res.final["iteration"] == ring.final["iteration"]
+    assert abs(res.final["dual"] - ring.final["dual"]) <= 1e-9 * abs(ring.final["dual"])
 
 
 def test_one_class_is_refused(tmp_path):

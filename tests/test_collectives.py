@@ -24,6 +24,8 @@ D = 37
 def _topology(pattern, k):
     if pattern == "ring":
         return build_topology("ring" if k >= 3 else "line", k)
+    if pattern == "binomial":
+        return build_topology("hypercube", k)
     return build_topology(pattern, k) if pattern == "star" else build_topology("tree", k, branching=2)
 
 
@@ -156,12 +158,32 @@ def test_closed_form_counts():
     assert plan("allgather", "tree", np.arange(k), d).scalars() == d * depths + 15 * 16 * d
 
 
+@pytest.mark.parametrize("k", [2, 3, 5, 16, 17])
+def test_the_binomial_tree(k):
+    """Index h's parent is h with its lowest bit cleared (root elsewhere: indices over [root] + the others), so the
+    tree's height is the most set bits of an index below K; a parent lists its tallest subtree first (the order
+    it sends down in); every link is a hypercube link; counts are the tree's closed forms."""
+    d = 2 * k + 1
+    p = plan("allreduce", "binomial", np.arange(k), d)
+    assert p.parent.tolist() == [-1] + [h & (h - 1) for h in range(1, k)]
+    height = max(bin(h).count("1") for h in range(k))
+    assert p.height() == height and p.rounds() == 2 * height
+    assert p.messages() == 2 * (k - 1) and p.scalars() == 2 * (k - 1) * d
+    tall = p._heights()
+    assert list(p.children[0]) == sorted(p.children[0], key=lambda c: (-tall[c], -c))
+    cube = build_topology("hypercube", k)
+    assert all(cube.has_edge(s, t) for _, s, t, _, _ in p.schedule())
+    assert p.schedule()[-1][0] == 2 * height - 1
+    moved = plan("allreduce", "binomial", [4, 0, 1, 2, 3], 3, root=2)
+    assert moved.parent.tolist() == [3, 3, 1, -1, 3]     # node 2 (position 3) is index 0; positions 0, 1, 2, 4: 1-4
+
+
 @pytest.mark.parametrize("args, match", [
     (("allreduce", "star", [], 3), r"K = 0 participants; allowed: K >= 1"),
     (("allreduce", "star", [0, 1, 2], 0), r"d = 0 scalars per node; allowed: an integer d >= 1"),
     (("allreduce", "tree", [0, 1, 2], 3, 7), r"root 7 is not a participant; allowed: one of the nodes \[0, 1, 2\]"),
     (("allreduce", "ring", [0, 1, 2], 2), r"splits d = 2 scalars into K = 3 chunks; allowed: d >= K"),
-    (("allreduce", "mesh", [0, 1], 3), r"pattern 'mesh' is unknown; allowed: star, ring, tree"),
+    (("allreduce", "mesh", [0, 1], 3), r"pattern 'mesh' is unknown; allowed: star, ring, tree, binomial"),
     (("scan", "ring", [0, 1], 3), r"operation 'scan' is unknown; allowed: reduce, broadcast, allreduce"),
     (("reduce", "star", [0, 1, 1], 3), r"not distinct non-negative integer node ids"),
 ])

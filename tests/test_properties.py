@@ -95,7 +95,7 @@ def test_the_simplex_projection_is_the_closest_point_for_any_targets_with_ties(v
 @settings(max_examples=8, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(alg=st.sampled_from(["pragam", "ls-bmrm", "qp-bmrm", "pegasos-n"]), workers=st.integers(1, 5),
-       pattern=st.sampled_from(["star", "ring", "tree"]), eval_every=st.integers(1, 7),
+       pattern=st.sampled_from(["star", "ring", "tree", "binomial"]), eval_every=st.integers(1, 7),
        iterations=st.integers(3, 40))
 def test_metrics_rows_move_forward_and_the_ledger_is_declared(alg, workers, pattern, eval_every, iterations):
     assume(not (pattern == "ring" and workers > 4))      # iris: d = 4, a ring needs a chunk per worker

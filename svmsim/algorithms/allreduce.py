@@ -29,6 +29,7 @@ __all__ = [
     "FIRST",
     "PATTERN_FOR_TOPOLOGY",
     "WAITING",
+    "WORKER_TOPOLOGIES",
     "AllreduceWorker",
     "WorkerLayout",
     "allreduce_receive",
@@ -101,8 +102,12 @@ class AllreduceWorker(NodeProgram):
 # the layout of a run
 # ---------------------------------------------------------------------------------------------------------------
 
+#: the topology kinds a run of all-reduce workers accepts (the pattern's links are checked against it)
+WORKER_TOPOLOGIES = ("complete", "star", "ring", "tree", "hypercube", "line", "edge_list", "grid", "random_k_out",
+                     "erdos_renyi", "small_world", "expander")
+
 #: the all-reduce pattern that `allreduce = "auto"` picks for a topology kind
-PATTERN_FOR_TOPOLOGY = {"star": "star", "ring": "ring", "tree": "tree", "complete": "ring"}
+PATTERN_FOR_TOPOLOGY = {"star": "star", "ring": "ring", "tree": "tree", "hypercube": "binomial", "complete": "ring"}
 
 
 def check_problem(ds, workers: int) -> None:
@@ -140,7 +145,7 @@ def _pattern(allreduce: str, problem, G) -> str:
         return "ring"
     if kind not in PATTERN_FOR_TOPOLOGY:
         raise TopologyError(f"allreduce = 'auto' has no pattern for topology kind '{kind}'; allowed: set "
-                            "algorithm.allreduce to star, ring or tree (on a topology with its edges, e.g. "
+                            "algorithm.allreduce to star, ring, tree or binomial (on a topology with its edges, e.g. "
                             "[topology] kind = \"complete\")")
     return PATTERN_FOR_TOPOLOGY[kind]
 

@@ -1,4 +1,4 @@
-"""Collectives: reduce (sum), broadcast, all-reduce and all-gather over the star, ring and tree patterns.
+"""Collectives: reduce (sum), broadcast, all-reduce and all-gather over the star, ring, tree and binomial patterns.
 
 Every hop is an ordinary message (a tag, src, dst, payload row) written by a node program's step, so the
 scheduler meters it like any other traffic and the ledger counts collectives exactly. Three pieces:
@@ -21,12 +21,18 @@ Patterns (K participants at positions 0..K-1 of `nodes`):
   star  the root is the hub; the others are its leaves (a tree of height 1).
   tree  heap layout over [root] + the others in the given order: the parent of heap index h is (h - 1) // b
         (b = branching), as `topology` kind "tree" numbers its nodes; reduce up, broadcast down.
+  binomial  the binomial tree over the same order: the parent of index h is h with its lowest set bit cleared
+        (index 0 the root), so index h sits at depth popcount(h), the tree's height is the most set bits of an
+        index below K (log2 K for K a power of two), and every parent-child pair differs in one bit (`topology`
+        kind "hypercube" has these links); a parent sends down to its tallest subtree first, so with one send
+        port a broadcast takes height message times (MPI's binomial reduce and broadcast); `branching` plays no
+        part.
   ring  position p sends to position p + 1 (mod K). Reduce: a chain from root + 1 to the root; broadcast: a
         chain from the root; all-reduce: reduce-scatter then all-gather over K chunks (the first d mod K chunks
         one scalar longer); all-gather: each block travels K - 1 hops.
 
 Summation order (deterministic, the same for any grouping of nodes onto hosts):
-  star / tree  a node's partial sum is its own value, then its children's partial sums added one at a time in
+  star / tree / binomial  a node's partial sum is its own value, then its children's partial sums added one at a time in
                the order they arrive (by round, i.e. by the child's subtree height, then by node id); the star's
                root: own value, then the leaves by node id. `star_reduce` (a hub without a value) starts at 0.0.
   ring         chunk j (all-reduce) or the whole vector (reduce, j = root + 1) is summed left to right along the
@@ -50,11 +56,11 @@ __all__ = ["OPS", "PATTERNS", "COMBINES", "Plan", "plan", "CollectiveArrays", "c
            "send_row", "gather_to", "broadcast_from", "sum_rows", "star_reduce"]
 
 OPS = ("reduce", "broadcast", "allreduce", "allgather")
-PATTERNS = ("star", "ring", "tree")
+PATTERNS = ("star", "ring", "tree", "binomial")
 COMBINES = ("sum", "min", "max")
 SUM, MIN, MAX = range(3)
 REDUCE, BROADCAST, ALLREDUCE, ALLGATHER = range(4)
-TREE, RING = 0, 1          # the star runs as a tree of height 1
+TREE, RING = 0, 1          # the star and the binomial tree run as trees
 
 
 # -- the star's primitives (rows into a step's out arrays; n_out in, n_out out) --------------------------------
@@ -124,8 +130,9 @@ class Plan:
     nodes: np.ndarray
     d: int
     root: int           # the root's position
-    parent: np.ndarray  # tree/star: parent position per position (-1 at the root)
-    children: tuple     # tree/star: children positions per position, ascending node id
+    parent: np.ndarray  # tree/star/binomial: parent position per position (-1 at the root)
+    children: tuple     # tree/star: children positions per position, ascending node id (binomial: tallest
+                        # subtree first, the order a parent sends down in)
     lo: np.ndarray      # ring all-reduce: chunk c is [lo[c], lo[c+1]); else the whole block
     combine: np.ndarray  # (d,) int8: SUM, MIN or MAX per column (reduce, all-reduce)
 
@@ -365,13 +372,20 @@ def plan(op: str, pattern: str, nodes, d: int, root: int | None = None, branchin
     children: list[list[int]] = [[] for _ in range(k)]
     if pattern != "ring":
         b = max(1, k - 1) if pattern == "star" else int(branching)
-        order = [rp] + [p for p in range(k) if p != rp]        # heap layout
+        order = [rp] + [p for p in range(k) if p != rp]        # heap (or binomial) index h -> position
         for h in range(1, k):
-            parent[order[h]] = order[(h - 1) // b]
+            parent[order[h]] = order[h & (h - 1) if pattern == "binomial" else (h - 1) // b]
         for p in range(k):
             if parent[p] >= 0:
                 children[parent[p]].append(p)
-        children = [sorted(c, key=lambda p: ids[p]) for c in children]
+        if pattern == "binomial":       # the tallest subtree first (index h + 2^j: height j unless K cuts it)
+            tall = np.zeros(k, np.int64)
+            for h in range(k - 1, 0, -1):
+                tall[parent[order[h]]] = max(tall[parent[order[h]]], tall[order[h]] + 1)
+            index = {p: h for h, p in enumerate(order)}
+            children = [sorted(c, key=lambda p: (-tall[p], -index[p])) for c in children]
+        else:
+            children = [sorted(c, key=lambda p: ids[p]) for c in children]
     base, rem = divmod(d, k)
     sizes = [base + (1 if c < rem else 0) for c in range(k)] if (pattern == "ring" and op == "allreduce") else [d]
     lo = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)

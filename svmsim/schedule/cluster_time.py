@@ -15,7 +15,8 @@ The modelled time at a point of the run is the latest ready time over all nodes.
 inside the network (switch fabric, shared links between different pairs), the simulator's own costs, and
 stragglers unless a fault model adds them. With it, a star all-reduce of d doubles over K nodes takes
 2 alpha + 2 (K - 1) 8d / beta (the hub's ports serialise), a ring 2 (K - 1) (alpha + 8 (d/K) / beta), a binary tree
-of height h about 2 h (alpha + 2 * 8d / beta): the tree wins for small d, the ring for large d.
+of height h about 2 h (alpha + 2 * 8d / beta), a binomial tree over K = 2^m nodes 2 m (alpha + 8d / beta): the trees
+win for small d, the ring for large d.
 """
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ liblinear   LIBLINEAR (scikit-learn's LinearSVC) on a growing epoch budget, in J
 """
 from __future__ import annotations
 
+from ..allreduce import WORKER_TOPOLOGIES
 from ..registry import AlgorithmInfo, register
 from .build import BMRMParams, PegasosNParams, PragamParams, QPBMRMParams, build_bundle
 from .liblinear import LiblinearParams, build_liblinear
@@ -36,8 +37,6 @@ from .liblinear import LiblinearParams, build_liblinear
 __all__ = ["BMRMSVC", "PragamSVC", "build_bundle"]
 
 _PAPER = "004_042fe5751a405c12.txt"
-_TOPOLOGIES = ("complete", "star", "ring", "tree", "line", "edge_list", "grid", "random_k_out", "erdos_renyi",
-               "small_world", "expander")
 
 
 def _builder(name):
@@ -48,32 +47,32 @@ register(AlgorithmInfo(
     name="pragam", family="bundle", paper=f"{_PAPER}, Algorithm 1 (no bias)", distributed=True,
     Params=PragamParams, build=_builder("pragam"),
     description="Pragam: Nesterov's excessive gap on the SVM dual, O(1/sqrt(eps)); one all-reduce of d + 2",
-    topologies=_TOPOLOGIES))
+    topologies=WORKER_TOPOLOGIES))
 register(AlgorithmInfo(
     name="pragam-b", family="bundle", paper=f"{_PAPER}, Algorithm 1 with the bias (Q2 with y^T alpha = 0, "
     "Algorithm 2)", distributed=True, Params=PragamParams, build=_builder("pragam-b"),
     description="Pragam-b: Pragam with the SVM bias, projections by Algorithm 2's O(n) root finder (one machine)",
-    topologies=_TOPOLOGIES))
+    topologies=WORKER_TOPOLOGIES))
 register(AlgorithmInfo(
     name="ls-bmrm", family="bundle", paper=f"{_PAPER}, section 2 (BMRM with a line search; notes-004 1.5)",
     distributed=True, Params=BMRMParams, build=_builder("ls-bmrm"),
     description="ls-BMRM: cutting planes with a line search in the adjoint, O(1/eps); one all-reduce of d + 2",
-    topologies=_TOPOLOGIES))
+    topologies=WORKER_TOPOLOGIES))
 register(AlgorithmInfo(
     name="qp-bmrm", family="bundle", paper=f"{_PAPER}, section 2 (BMRM solving the inner QP (10); Teo et al.)",
     distributed=True, Params=QPBMRMParams, build=_builder("qp-bmrm"),
     description="qp-BMRM: cutting planes with the full inner simplex QP (SMO), O(1/eps); one all-reduce of d + 2",
-    topologies=_TOPOLOGIES))
+    topologies=WORKER_TOPOLOGIES))
 register(AlgorithmInfo(
     name="pegasos-n", family="bundle", paper=f"{_PAPER}, baseline pegasos-n (Shalev-Shwartz et al., all n "
     "examples per step)", distributed=True, Params=PegasosNParams, build=_builder("pegasos-n"),
     description="Pegasos with the whole data set per step (deterministic subgradient, step 1/(lam t)); one "
-                "all-reduce of d", topologies=_TOPOLOGIES))
+                "all-reduce of d", topologies=WORKER_TOPOLOGIES))
 register(AlgorithmInfo(
     name="liblinear", family="bundle", paper=f"{_PAPER}, baseline liblinear (Hsieh et al. 2008)", distributed=False,
     Params=LiblinearParams, build=build_liblinear,
     description="LIBLINEAR's dual coordinate descent (scikit-learn's LinearSVC, C = 1/(lam n), no bias) on a "
-                "doubling epoch budget, in J's units", topologies=_TOPOLOGIES))
+                "doubling epoch budget, in J's units", topologies=WORKER_TOPOLOGIES))
 
 
 def __getattr__(name: str):

@@ -49,9 +49,10 @@ class BundleParams(BaseModel):
                                                "paper's a9a value is 2^-18 = 3.8147e-06; C = 1/(lam n))")
     workers: int = Field(1, ge=1, description="machines K holding blocks of the examples (1: the paper's single "
                                               "machine); the iterates are the same for every K")
-    allreduce: Literal["auto", "star", "ring", "tree"] = Field(
-        "auto", description="all-reduce pattern; auto: the topology's own (star, ring, tree; ring on complete)")
-    branching: int = Field(2, ge=1, description="the tree all-reduce's branching")
+    allreduce: Literal["auto", "star", "ring", "tree", "binomial"] = Field(
+        "auto", description="all-reduce pattern; auto: the topology's own (star, ring, tree; binomial on a "
+        "hypercube; ring on complete)")
+    branching: int = Field(2, ge=1, description="the tree all-reduce's branching (not the binomial's)")
     band_certificate: bool = Field(False, description="also report rel_band_gap: the gap against a lower bound from "
                                                       "the best iterate's margin band (certified; not metered)")
 
