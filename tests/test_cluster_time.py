@@ -24,7 +24,7 @@ from svmsim.topology import build_topology
 ALPHA, BETA = 50e-6, 1.25e9
 
 
-def _allreduce_time(pattern, k, d, model=None):
+def _allreduce_time(pattern, k, d, model=None, compiled=False):
     p = plan("allreduce", pattern, np.arange(k), d)
     G = build_topology("complete", k)
     roles = [RoleSpec("peer", CollectiveProgram(p), p.nodes, [{"value": np.ones(d)} for _ in range(k)])]
@@ -33,7 +33,7 @@ def _allreduce_time(pattern, k, d, model=None):
     eng.deploy(groups, 0)
     adjacency = nx.to_numpy_array(G, nodelist=range(k)) > 0
     clock = ClusterClock(model or NetworkModel(latency=ALPHA, bandwidth=BETA), k, *edge_index(adjacency, k))
-    SyncScheduler(eng, groups, Meter(k, adjacency), k, clock=clock).run()
+    SyncScheduler(eng, groups, Meter(k, adjacency), k, clock=clock, compiled=compiled).run()
     return clock.now
 
 
@@ -93,6 +93,43 @@ def test_a_slow_link_and_compute_work_count():
     assert math.isclose(clock.now, 3e-3) and math.isclose(clock.ready[1], 3e-3)   # node 1's own compute
     clock.advance(np.array([1]), np.array([0.0]), np.array([1]), np.array([0]), np.array([1e9]))
     assert math.isclose(clock.ready[0], 3e-3 + 1.0)                               # 1 GB at 1 GB/s
+
+
+@pytest.mark.parametrize("pattern", ["star", "ring", "tree", "binomial"])
+def test_the_compiled_rounds_keep_the_same_time_bit_for_bit(pattern):
+    """The compiled loop keeps the modelled time with the Python rounds' functions: the same seconds, to the bit,
+    also with a slow link (whose messages queue at the receive ports in another order)."""
+    slow = NetworkModel(latency=ALPHA, bandwidth=BETA, links={(0, 1): (1e-3, BETA / 10)})
+    for model in (None, slow):
+        for k, d in ((5, 50), (16, 1600)):
+            assert _allreduce_time(pattern, k, d, model, compiled=True) == _allreduce_time(pattern, k, d, model)
+
+
+def test_a_scenario_with_a_network_runs_on_the_compiled_rounds(data_env, monkeypatch):
+    """[network] no longer turns the compiled loop off: paper 001's and 004's steps declare their work, and the
+    metrics (modelled_time included) equal the Python rounds' bit for bit."""
+    from svmsim.schedule import compiled_sync, sync
+
+    calls = []
+    run_rounds = compiled_sync.run_compiled_rounds
+    monkeypatch.setattr(sync, "COMPILE_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(compiled_sync, "run_compiled_rounds", lambda *a, **k: calls.append(1) or run_rounds(*a, **k))
+    for algorithm in ({"name": "bqo-e", "allreduce": "binomial"}, {"name": "pragam", "lam": 1e-2}):
+        scenario = {"name": "net", "data": {"name": "heart_scale"}, "topology": {"kind": "complete"},
+                    "algorithm": {"workers": 4, **algorithm}, "stop": {"max_iterations": 12},
+                    "output": {"eval_every": 3, "progress": False, "plots": False},
+                    "network": {"latency": 1e-4, "bandwidth": 1e8, "compute_rate": 1e8,
+                                "links": [{"a": 0, "b": 1, "latency": 1e-3}]}}
+        runs = {}
+        for compiled in (False, True):
+            calls.clear()
+            runs[compiled] = svmsim.run({**scenario, "schedule": {"compiled": compiled}}, write=False)
+            assert bool(calls) == compiled
+        def rows(res):
+            return [{k: v for k, v in m.items() if k != "wall_time"} for m in res.metrics]
+
+        assert rows(runs[True]) == rows(runs[False]) and len(rows(runs[True])) == 4
+        assert runs[True].summary["modelled_time"] == runs[False].summary["modelled_time"]
 
 
 def test_network_table_in_a_scenario(data_env):

@@ -441,8 +441,9 @@ class LinkOverride(SectionModel):
 
 class NetworkSection(SectionModel):
     """``[network]``: the modelled cluster of synchronous runs (alpha-beta links and compute rate). When the table
-    is given, every metrics row gets ``modelled_time`` (see `svmsim.schedule.cluster_time`); the rounds then run in
-    Python (the compiled loop does not model time)."""
+    is given, every metrics row gets ``modelled_time`` (see `svmsim.schedule.cluster_time`); the compiled rounds
+    keep it as the Python rounds do (with ``compute = "measured"`` the rounds run in Python, where steps are
+    timed)."""
 
     latency: float = Field(50e-6, ge=0, description="alpha: seconds per message on a link")
     bandwidth: float = Field(1.25e9, gt=0, description="beta: bytes per second of a link (1.25e9: 10 Gbit/s)")

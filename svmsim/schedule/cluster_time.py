@@ -22,12 +22,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from ..errors import ScenarioError
 
-__all__ = ["NetworkModel", "ClusterClock", "COMPUTE_MODES"]
+__all__ = [
+    "COMPUTE_MODES",
+    "ClockState",
+    "ClusterClock",
+    "NetworkModel",
+    "clock_compute",
+    "clock_message",
+    "clock_round",
+    "clock_work",
+    "idle_clock_state",
+]
 
 #: how a step's compute time is modelled: from the work the program declares, or measured in this process
 COMPUTE_MODES = ("count", "measured")
@@ -73,51 +85,164 @@ class NetworkModel:
         return alpha, per_byte
 
 
+class ClockState(NamedTuple):
+    """The clock's arrays, as the numba round functions read them (the compiled loop and `ClusterClock.advance`
+    run the same functions on it). Message buffers hold one round's messages in send order."""
+
+    on: np.ndarray          # [1] bool: the compiled loop keeps the time (False: a placeholder state)
+    ready: np.ndarray       # (n_nodes,) when each node is ready for its next step
+    compute: np.ndarray     # (n_nodes,) total modelled compute seconds per node
+    network: np.ndarray     # [1] total seconds messages spent on links (sum over messages)
+    rate: np.ndarray        # [1] operations per second (count mode)
+    alpha: np.ndarray       # (directed edges,) latency per CSR edge id
+    per_byte: np.ndarray    # (directed edges,) seconds per byte
+    port: np.ndarray        # (n_nodes,) a sender's port is busy until then (valid where port_at == stamp)
+    port_at: np.ndarray
+    rx: np.ndarray          # (n_nodes,) a receiver's port is busy until then (valid where rx_at == stamp)
+    rx_at: np.ndarray
+    stamp: np.ndarray       # [1] the round being timed
+    n_msg: np.ndarray       # [1] messages of this round so far
+    m_src: np.ndarray       # (capacity,) this round's messages
+    m_dst: np.ndarray
+    m_edge: np.ndarray
+    m_bytes: np.ndarray
+    m_sent: np.ndarray
+
+
+@numba.njit(cache=True, nogil=True)
+def clock_compute(clock, nodes, seconds):
+    """Nodes `nodes` computed for `seconds` each this round (before they send)."""
+    for j in range(nodes.shape[0]):
+        n = nodes[j]
+        clock.ready[n] = clock.ready[n] + seconds[j]
+        clock.compute[n] += seconds[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def clock_work(clock, nodes, work):
+    """Nodes `nodes` did `work` operations each this round (count mode: work / rate seconds)."""
+    rate = clock.rate[0]
+    for j in range(nodes.shape[0]):
+        n = nodes[j]
+        sec = work[j] / rate
+        clock.ready[n] = clock.ready[n] + sec
+        clock.compute[n] += sec
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def clock_message(clock, src, dst, edge, nbytes):
+    """One message of this round, in send order."""
+    k = clock.n_msg[0]
+    clock.m_src[k] = src
+    clock.m_dst[k] = dst
+    clock.m_edge[k] = edge
+    clock.m_bytes[k] = nbytes
+    clock.n_msg[0] = k + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def clock_round(clock):
+    """The round's messages on the links: each sender's port serialises its messages from the end of its compute
+    (in send order); messages reach the receive ports by earliest arrival (then send order), which serialise
+    them; a receiver is ready once its last message has arrived. Clears the round's messages."""
+    n = clock.n_msg[0]
+    stamp = clock.stamp[0] + 1
+    clock.stamp[0] = stamp
+    if n == 0:
+        return
+    ready, port, port_at, rx, rx_at = clock.ready, clock.port, clock.port_at, clock.rx, clock.rx_at
+    earliest = np.empty(n)
+    for i in range(n):                                  # send ports, in send order per sender
+        s = clock.m_src[i]
+        e = clock.m_edge[i]
+        start = ready[s]
+        if port_at[s] == stamp and port[s] > start:
+            start = port[s]
+        t = start + clock.m_bytes[i] * clock.per_byte[e]
+        port[s] = t
+        port_at[s] = stamp
+        clock.m_sent[i] = t
+        earliest[i] = t + clock.alpha[e]
+    arrive = np.empty(n)
+    for i in np.argsort(earliest, kind="mergesort"):     # receive ports, by earliest arrival then send order
+        d = clock.m_dst[i]
+        t = earliest[i]
+        if rx_at[d] == stamp:
+            t = max(t, rx[d] + clock.m_bytes[i] * clock.per_byte[clock.m_edge[i]])
+        rx[d] = t
+        rx_at[d] = stamp
+        arrive[i] = t
+    total = clock.network[0]
+    for i in range(n):
+        occupy = clock.m_bytes[i] * clock.per_byte[clock.m_edge[i]]
+        total += arrive[i] - (clock.m_sent[i] - occupy)
+        d = clock.m_dst[i]
+        ready[d] = max(ready[d], arrive[i])
+    clock.network[0] = total
+    clock.n_msg[0] = 0
+
+
+def idle_clock_state() -> ClockState:
+    """A state the compiled loop takes when no clock runs (`on` is False; nothing is read)."""
+    f, i = np.zeros(1), np.zeros(1, np.int64)
+    return ClockState(np.zeros(1, np.bool_), f, f, f, np.ones(1), f, f, f, i, f, i, i, i, i, i, i, f, f)
+
+
 class ClusterClock:
-    """Per-node ready times under a `NetworkModel`, advanced one round at a time by the synchronous scheduler."""
+    """Per-node ready times under a `NetworkModel`, advanced one round at a time by the synchronous scheduler
+    (through `advance` on the Python rounds, through `state` inside the compiled rounds: the same functions)."""
 
     def __init__(self, model: NetworkModel, n_nodes: int, ptr: np.ndarray, nbr: np.ndarray):
         self.model = model
         self.ptr, self.nbr = ptr, nbr
-        self.alpha, self.per_byte = model.link_arrays(ptr, nbr)
-        self.ready = np.zeros(n_nodes)
-        self.compute = np.zeros(n_nodes)          # total modelled compute seconds per node
-        self.network = 0.0                        # total seconds messages spent on links (sum over messages)
+        alpha, per_byte = model.link_arrays(ptr, nbr)
+        self._state = ClockState(
+            on=np.ones(1, np.bool_), ready=np.zeros(n_nodes), compute=np.zeros(n_nodes), network=np.zeros(1),
+            rate=np.array([float(model.compute_rate)]), alpha=alpha, per_byte=per_byte,
+            port=np.zeros(n_nodes), port_at=np.full(n_nodes, -1, np.int64), rx=np.zeros(n_nodes),
+            rx_at=np.full(n_nodes, -1, np.int64), stamp=np.zeros(1, np.int64), n_msg=np.zeros(1, np.int64),
+            m_src=np.zeros(0, np.int64), m_dst=np.zeros(0, np.int64), m_edge=np.zeros(0, np.int64),
+            m_bytes=np.zeros(0), m_sent=np.zeros(0))
+
+    @property
+    def ready(self) -> np.ndarray:
+        return self._state.ready
+
+    @property
+    def compute(self) -> np.ndarray:
+        """Total modelled compute seconds per node."""
+        return self._state.compute
+
+    @property
+    def network(self) -> float:
+        """Total seconds messages spent on links (a sum over messages)."""
+        return float(self._state.network[0])
 
     @property
     def now(self) -> float:
         """The modelled time: the latest ready time over all nodes."""
         return float(self.ready.max()) if self.ready.size else 0.0
 
+    def state(self, capacity: int) -> ClockState:
+        """The arrays for a loop that sends up to `capacity` messages a round."""
+        st = self._state
+        if st.m_src.shape[0] < capacity:
+            st = self._state = st._replace(m_src=np.zeros(capacity, np.int64), m_dst=np.zeros(capacity, np.int64),
+                                           m_edge=np.zeros(capacity, np.int64), m_bytes=np.zeros(capacity),
+                                           m_sent=np.zeros(capacity))
+        return st
+
     def advance(self, stepped: np.ndarray, seconds: np.ndarray, src: np.ndarray, dst: np.ndarray,
                 nbytes: np.ndarray) -> None:
         """One round: nodes `stepped` computed for `seconds` each, then sent messages (src, dst, bytes) in the
         order given."""
-        finish = self.ready.copy()
+        st = self.state(src.size)
         if stepped.size:
-            seconds = np.asarray(seconds, np.float64)
-            finish[stepped] = self.ready[stepped] + seconds
-            self.compute[stepped] += seconds
+            clock_compute(st, np.asarray(stepped, np.int64), np.asarray(seconds, np.float64))
         if src.size:
             edge = self.ptr[src] + np.array([np.searchsorted(self.nbr[self.ptr[s]:self.ptr[s + 1]], d)
                                              for s, d in zip(src.tolist(), dst.tolist())], np.int64)
-            occupy = nbytes * self.per_byte[edge]
-            # send ports: each sender's messages one after another, from the end of its compute
-            order = np.lexsort((np.arange(src.size), src))
-            sent = np.empty(src.size)
-            port = {}
-            for i in order.tolist():
-                s = int(src[i])
-                t = max(port.get(s, finish[s]), finish[s]) + occupy[i]
-                port[s] = sent[i] = t
-            earliest = sent + self.alpha[edge]
-            # receive ports: messages in order of earliest arrival (then send order)
-            rx = {}
-            arrive = np.empty(src.size)
-            for i in np.lexsort((np.arange(src.size), earliest)).tolist():
-                d = int(dst[i])
-                arrive[i] = t = max(earliest[i], rx.get(d, -math.inf) + occupy[i])
-                rx[d] = t
-            self.network += float((arrive - (sent - occupy)).sum())
-            np.maximum.at(finish, dst, arrive)
-        np.maximum(self.ready, finish, out=self.ready)
+            n = src.size
+            st.m_src[:n], st.m_dst[:n], st.m_edge[:n], st.m_bytes[:n] = src, dst, edge, nbytes
+            st.n_msg[0] = n
+        clock_round(st)

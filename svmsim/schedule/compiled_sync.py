@@ -8,6 +8,8 @@ metered in that round and delivered in the next; an inbox is ordered by (tag, sr
 the loop into the buffers the meter lends (`Meter.compiled_buffers`: its own per-edge counters, indexed by the
 topology's CSR edge ids, and per-tag, per-round and per-iteration buffers that `Meter.absorb` takes back), so the
 ledger is the one the Python loop would write; bytes follow each tag's payload dtype, as on the Python path.
+With a `cluster_time.ClusterClock` the loop also keeps the modelled time, with the clock's own numba functions
+(each stepped group's declared work, then the round's messages on the links), so it equals the Python rounds'.
 The groups' steps are called directly: the distinct step functions sit in a tuple with the arrays of their groups
 (groups of one program share its step, each with arrays of its own), and the loop has one branch per step.
 
@@ -31,6 +33,7 @@ from ..comm.edges import next_edge_id
 from ..comm.message import Inbox, MessageBatch
 from ..errors import ProtocolError
 from ..program import KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, SyncKernel, kernel_dtypes
+from .cluster_time import clock_message, clock_round, clock_work, idle_clock_state
 
 __all__ = ["CompiledMail", "run_compiled_rounds", "kernels_compatible", "ROUNDS", "QUIESCENT", "COMMUNICATION",
            "DONE", "BOUNDARY", "PAUSE", "FLUSH"]
@@ -182,10 +185,13 @@ def _sort_inbox(tag, src, dst, payload, n):
 
 @numba.njit(cache=True, nogil=True)
 def _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, x_tag, x_src, x_dst, x_pay, x_n, node_group,
-                     n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup, by_tag, counters, error_info):
+                     n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup, by_tag, counters, error_info,
+                     clock):
     """Count a step's messages (edges, tags, this round) and post them to the receivers' next inboxes; returns
     BAD_EDGE (with error_info = tag, src, dst) for a message off the topology, else -1. `convert`: some tag's
-    payload is not float64 (see `rules`; when False the loop is the plain copy)."""
+    payload is not float64 (see `rules`; when False the loop is the plain copy). With the clock on, each message
+    joins the round's messages on the links (`cluster_time.clock_message`)."""
+    timed = clock.on[0]
     e = -1
     s = -1
     for r in range(n_out):
@@ -213,6 +219,8 @@ def _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, x_tag, x_src
         counters[0] += 1
         counters[1] += sc
         counters[2] += by
+        if timed:
+            clock_message(clock, s, d, e, float(by))
         dg = node_group[d]
         k = x_n[dg]
         x_tag[dg, k] = t
@@ -237,15 +245,25 @@ def _STEP_OF_KIND(kinds, kind, slot, *args):  # noqa: N802 - stands for the writ
     raise NotImplementedError("_loop_source runs only as compiled by _loop")
 
 
+def _WORK_OF_KIND(kinds, kind, slot, no_work):  # stands for the written-out branches
+    """A placeholder in `_loop_source`: `_loop` writes it out as the kind's work array (an item of its state, see
+    `_work_slot`), or `no_work` for kinds that declare none."""
+    raise NotImplementedError("_loop_source runs only as compiled by _loop")
+
+
 def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay,
           b_n, b_wake, node_group, n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup, by_tag, out_tag,
-                 out_src, out_dst, out_payload, round_log, iteration_log, limits, state, error_info, max_outs):
+                 out_src, out_dst, out_payload, round_log, iteration_log, limits, state, error_info, max_outs, clock,
+                 group_ptr, group_nodes, no_work):
     """Rounds until Python is needed, for any number of groups. kinds: one (index, step, arrays of its groups)
     entry per distinct step (and arrays type); group g runs the step of entry ``kind_of[g]`` on the entry's arrays
     ``[slot_of[g]]`` (`_loop` compiles this source with the `_STEP_OF_KIND` line written out as direct calls).
     a_*: the mail (and wake flags) in flight; b_*: scratch for the next round (the two swap after each round).
     limits: [max_rounds, max_scalars, max_iterations, observe_every] (-1: none). state: [round, iteration,
     scalars, n_round_log, n_iteration_log, done at the boundary, 1 if the mail now lives in b_*] (updated).
+    clock: a `cluster_time.ClockState` (its `on` False when no modelled time is kept): a stepped group's
+    members (group_nodes[group_ptr[g]:group_ptr[g + 1]]) compute for their step's declared work
+    (`_WORK_OF_KIND`, or `no_work`), and the round's messages then cross the links (`clock_round`).
     Returns why it stopped."""
     max_rounds, max_scalars, max_iterations, observe_every = limits[0], limits[1], limits[2], limits[3]
     kinds = _borrowed(kinds)
@@ -254,6 +272,8 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
         (a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay, b_n, b_wake, node_group, widths,
          itemsizes, rules, edges, ptr, nbr, lookup, by_tag, out_tag, out_src, out_dst, out_payload, round_log,
          iteration_log))
+    clock = _borrowed(clock)
+    timed = clock.on[0]
     counters = np.zeros(3, np.int64)
     res = np.zeros(4, np.int64)
     stepped = np.zeros(3, np.int64)         # (n_out, iteration, flags) of the last step
@@ -284,6 +304,10 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
             _sort_inbox(a_tag[g], a_src[g], a_dst[g], a_pay[g], n_in)
             r = _STEP_OF_KIND(kinds, kind_of[g], slot_of[g], round_, a_tag[g], a_src[g], a_dst[g], a_pay[g], n_in,
                               o_tag, o_src, o_dst, o_pay)
+            if timed:
+                work = _WORK_OF_KIND(kinds, kind_of[g], slot_of[g], no_work)
+                if work.shape[0] > 0:
+                    clock_work(clock, group_nodes[group_ptr[g]:group_ptr[g + 1]], work)
             stepped[0] = r[0]
             stepped[1] = r[1]
             stepped[2] = r[2]
@@ -299,7 +323,7 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
                 return OVERFULL
             bad = _meter_and_route(n_out, o_tag, o_src, o_dst, o_pay, b_tag, b_src, b_dst, b_pay, b_n,
                                    node_group, n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup,
-                                   by_tag, counters, error_info)
+                                   by_tag, counters, error_info, clock)
             if bad >= 0:
                 return bad
             if it >= 0:
@@ -310,6 +334,8 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
                 res[2] = 1
             if flags & KERNEL_PAUSE:
                 res[3] = 1
+        if timed:
+            clock_round(clock)
         if counters[0] > 0:
             k = state[3]
             round_log[k, 0] = round_
@@ -358,44 +384,75 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
 _LOOPS: dict[tuple, object] = {}
 
 
-def _loop(singles: tuple):
+def _placeholder(lines: list[str], name: str) -> tuple[int, int, str, str, list[str]]:
+    """Where the call `target = name(kinds, kind, slot, rest...)` stands in `lines`: (first line, last line,
+    indent, target, [kind, slot, rest])."""
+    at = next(i for i, line in enumerate(lines) if f"{name}(" in line)
+    end = next(i for i in range(at, len(lines)) if lines[i].rstrip().endswith(")"))
+    call = " ".join(x.strip() for x in lines[at:end + 1])
+    indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
+    target, args = call.split("=", 1)
+    args = args[args.index("(") + 1:args.rindex(")")].split(",")
+    return at, end, indent, target.strip(), [args[1].strip(), args[2].strip(), ",".join(args[3:])]
+
+
+def _branches(indent: str, kind: str, calls: list[str]) -> list[str]:
+    """One line per kind when there are several (``if kind == 0: ... else: ...``), the call itself for one."""
+    if len(calls) == 1:
+        return [indent + calls[0]]
+    out = []
+    for i, call in enumerate(calls):
+        out.append(f"{indent}{'if' if i == 0 else 'elif'} {kind} == {i}:" if i < len(calls) - 1 else f"{indent}else:")
+        out.append(f"{indent}    {call}")
+    return out
+
+
+def _loop(singles: tuple, work_slots: tuple):
     """`_loop_source` compiled for kinds of steps with one group (True) or several (False) each: its
     `_STEP_OF_KIND(kinds, kind, slot, ...)` line becomes one branch per kind with a direct call of that kind's step
     on ``kinds[i][2][slot]``; the arrays of a kind with one group are taken out of the tuple once, before the rounds.
+    `_WORK_OF_KIND` likewise becomes item ``work_slots[i]`` of the kind's state (``no_work`` where it is -1).
     (A call through a helper function, or `numba.literal_unroll` over the kinds, cost a quarter of a microsecond per
     step, a quarter of the whole round of a small protocol; a branch on a constant index costs nothing measurable.)"""
-    fn = _LOOPS.get(singles)
+    fn = _LOOPS.get((singles, work_slots))
     if fn is None:
-        n_kinds = len(singles)
         lines = textwrap.dedent(inspect.getsource(_loop_source)).splitlines()
-        at = next(i for i, line in enumerate(lines) if "_STEP_OF_KIND(" in line)
-        end = next(i for i in range(at, len(lines)) if lines[i].rstrip().endswith(")"))
-        call = " ".join(x.strip() for x in lines[at:end + 1])
-        indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
-        target, args = call.split("=", 1)
-        args = args[args.index("(") + 1:args.rindex(")")].split(",")
-        kind, slot, rest = args[1].strip(), args[2].strip(), ",".join(args[3:])
-        calls = [f"{target.strip()} = kinds[{i}][1]({f'arrays_{i}' if single else f'_borrowed(kinds[{i}][2][{slot}])'},"
-                 f"{rest})" for i, single in enumerate(singles)]
-        if n_kinds == 1:
-            branch = [indent + calls[0]]
-        else:
-            branch = []
-            for i in range(n_kinds):
-                branch.append(f"{indent}{'if' if i == 0 else 'elif'} {kind} == {i}:" if i < n_kinds - 1 else
-                              f"{indent}else:")
-                branch.append(f"{indent}    {calls[i]}")
+
+        def state_of(i, slot):
+            return f"arrays_{i}" if singles[i] else f"_borrowed(kinds[{i}][2][{slot}])"
+
+        at, end, indent, target, (kind, slot, rest) = _placeholder(lines, "_STEP_OF_KIND")
+        calls = [f"{target} = kinds[{i}][1]({state_of(i, slot)},{rest})" for i in range(len(singles))]
+        lines = lines[:at] + _branches(indent, kind, calls) + lines[end + 1:]
+        at, end, indent, target, (kind, slot, rest) = _placeholder(lines, "_WORK_OF_KIND")
+        calls = [f"{target} = {state_of(i, slot)}[{w}]" if w >= 0 else f"{target} = {rest.strip()}"
+                 for i, w in enumerate(work_slots)]
+        lines = lines[:at] + _branches(indent, kind, calls) + lines[end + 1:]
         top = next(i for i, line in enumerate(lines) if line.strip().startswith("kinds = "))
         pad = lines[top][:len(lines[top]) - len(lines[top].lstrip())]
         # the steps' arrays borrowed too (`_borrowed` of `kinds` reaches only its top level): reference counting
         # every array of a state at every step cost about a microsecond per Saddle-DSVC iteration
         hoisted = [f"{pad}arrays_{i} = _borrowed(kinds[{i}][2][0])" for i, single in enumerate(singles) if single]
-        lines = lines[:top + 1] + hoisted + lines[top + 1:at] + branch + lines[end + 1:]
+        lines = lines[:top + 1] + hoisted + lines[top + 1:]
         src = "\n".join(lines).replace("def _loop_source(", "def _loop_compiled(")
         namespace = dict(globals())
-        exec(compile(src, f"<compiled_sync._loop for {n_kinds} kinds>", "exec"), namespace)
-        fn = _LOOPS[singles] = numba.njit(nogil=True)(namespace["_loop_compiled"])
+        exec(compile(src, f"<compiled_sync._loop for {len(singles)} kinds>", "exec"), namespace)
+        fn = _LOOPS[singles, work_slots] = numba.njit(nogil=True)(namespace["_loop_compiled"])
     return fn
+
+
+def _work_slot(kernel: SyncKernel) -> int:
+    """The index of the kernel's `work` array among its state's items (-1: it declares no work)."""
+    if kernel.work is None:
+        return -1
+    for i, a in enumerate(kernel.arrays):
+        if a is kernel.work:
+            return i
+    raise ProtocolError("a kernel's work array must be an item of its state (so the compiled loop can read it); "
+                        "allowed: SyncKernel(work=state.<field>)")
+
+
+_NO_WORK = np.zeros(0)
 
 
 def _type_key(x):
@@ -406,16 +463,16 @@ def _type_key(x):
     return numba.typeof(x)
 
 
-def _kinds(kernels: list[SyncKernel]) -> tuple[tuple, np.ndarray, np.ndarray]:
-    """(kinds, kind_of, slot_of) for `_loop`: the groups gathered by step function and arrays type, in order of
-    first appearance; groups of one kind share the compiled call and index their own arrays."""
+def _kinds(kernels: list[SyncKernel]) -> tuple[tuple, np.ndarray, np.ndarray, tuple]:
+    """(kinds, kind_of, slot_of, work_slots) for `_loop`: the groups gathered by step function and arrays type, in
+    order of first appearance; groups of one kind share the compiled call and index their own arrays."""
     index: dict[tuple, int] = {}
     members: list[list] = []
     steps: list = []
     kind_of = np.zeros(len(kernels), np.int64)
     slot_of = np.zeros(len(kernels), np.int64)
     for g, k in enumerate(kernels):
-        key = (id(k.step), tuple(_type_key(a) for a in k.arrays))
+        key = (id(k.step), _work_slot(k), tuple(_type_key(a) for a in k.arrays))
         i = index.get(key)
         if i is None:
             i = index[key] = len(members)
@@ -424,13 +481,17 @@ def _kinds(kernels: list[SyncKernel]) -> tuple[tuple, np.ndarray, np.ndarray]:
         kind_of[g] = i
         slot_of[g] = len(members[i])
         members[i].append(k.arrays)
-    return tuple((i, step, tuple(arrays)) for i, (step, arrays) in enumerate(zip(steps, members))), kind_of, slot_of
+    kinds = tuple((i, step, tuple(arrays)) for i, (step, arrays) in enumerate(zip(steps, members)))
+    return kinds, kind_of, slot_of, tuple(key[1] for key in index)
 
 
 def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: CompiledMail, node_group, meter,
                         *, round_: int, iteration: int, max_rounds, max_scalars, max_iterations,
-                        observe_every: int) -> tuple[int, int, int, bool]:
-    """Run the compiled loop once; meter into `meter`. Returns (status, round, iteration, done)."""
+                        observe_every: int, clock=None, group_nodes: list[np.ndarray] | None = None
+                        ) -> tuple[int, int, int, bool]:
+    """Run the compiled loop once; meter into `meter`; with a `cluster_time.ClusterClock`, keep its modelled
+    time (count mode: each group's declared work; `group_nodes`: each group's node ids, in member order).
+    Returns (status, round, iteration, done)."""
     for g, k in enumerate(kernels):
         nested = [i for i, a in enumerate(k.arrays) if isinstance(a, tuple)]
         if nested:               # `_borrowed` drops the references of the top level's arrays only
@@ -455,17 +516,25 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
                        none if max_iterations is None else max_iterations, observe_every or 0], np.int64)
     state = np.array([round_, iteration, meter.scalars, 0, 0, 0, 0], np.int64)
     error_info = np.full(3, -1, np.int64)
-    kinds, kind_of, slot_of = _kinds(kernels)
+    kinds, kind_of, slot_of, work_slots = _kinds(kernels)
+    if clock is None:
+        clock_state, group_ptr, members = idle_clock_state(), np.zeros(1, np.int64), np.zeros(0, np.int64)
+    else:
+        if not (np.array_equal(clock.ptr, buffers.ptr) and np.array_equal(clock.nbr, buffers.nbr)):
+            raise ValueError("the clock and the meter must number the topology's edges alike")
+        clock_state = clock.state(int(max_outs.sum()))
+        group_ptr = np.concatenate([[0], np.cumsum([len(ids) for ids in group_nodes])]).astype(np.int64)
+        members = np.concatenate([np.asarray(ids, np.int64) for ids in group_nodes]).astype(np.int64)
     with warnings.catch_warnings():
         # numba calls passing jitted functions as arguments "first-class function type: experimental"; the loop
         # makes direct calls to them (each dispatcher is part of the compiled signature)
         warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
-        status = _loop(tuple(len(k[2]) == 1 for k in kinds))(
+        status = _loop(tuple(len(k[2]) == 1 for k in kinds), work_slots)(
             kinds, kind_of, slot_of, len(kernels), mail.tag, mail.src, mail.dst, mail.payload, mail.count, mail.wake,
             scratch.tag, scratch.src, scratch.dst, scratch.payload, scratch.count, scratch.wake, node_group,
             meter.n_nodes, widths, itemsizes, rules, bool(rules.any()), buffers.edges, buffers.ptr, buffers.nbr,
             buffers.lookup, buffers.by_tag, out_tag, out_src, out_dst, out_payload, buffers.rounds, buffers.iterations,
-            limits, state, error_info, max_outs)
+            limits, state, error_info, max_outs, clock_state, group_ptr, members, _NO_WORK)
     meter.absorb(buffers, tags, int(state[3]), int(state[4]))
     if state[6]:
         mail.swap(scratch)

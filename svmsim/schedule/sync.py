@@ -80,7 +80,9 @@ class SyncScheduler:
         self._route_cache: dict[int, tuple] = {}
         self.clock = clock                    # a `cluster_time.ClusterClock`: modelled time, round by round
         # the compiled loop: allowed unless compiled=False; used when every group offers a kernel
-        self._compiled_allowed = (compiled is not False and faults is None and clock is None
+        # (modelled time runs in it too, unless each step's compute time is measured in Python)
+        self._compiled_allowed = (compiled is not False and faults is None
+                                  and (clock is None or clock.model.compute != "measured")
                                   and meter.compiled_view() is not None)
         self._compile_now = compiled is True
         self._python_since: float | None = None    # when this scheduler first ran a Python round
@@ -279,7 +281,8 @@ class SyncScheduler:
         # pragma: no mutate end
         status, self.round, completed, done = C.run_compiled_rounds(
             kernels, mail, scratch, self.node_group, self.meter, round_=self.round, iteration=self.iteration,
-            max_rounds=max_rounds, max_scalars=max_scalars, max_iterations=max_iterations, observe_every=observed)
+            max_rounds=max_rounds, max_scalars=max_scalars, max_iterations=max_iterations, observe_every=observed,
+            clock=self.clock, group_nodes=[g.node_ids for g in self.groups])
         self._mail, self._wake = mail.to_inboxes(tags, widths, kernel_dtypes(kernels[0]))
         self.iteration = completed
         if on_round is not None:
