@@ -35,7 +35,9 @@ topology's facts in every row: ``spectral_gap`` of the gossip chain, ``inv_spect
 
 ``targets = [1e-2, 1e-3, 1e-4]`` adds the cost columns ``cost_iteration``, ``cost_rounds``, ``cost_scalars``,
 ``cost_modelled_time`` (runs with a ``[network]`` table) and ``cost_wall_time`` at each of several thresholds of
-``target_metric``, as ``cost_rounds@0.001`` and so on (paper 001's Tables 2-3: the cost to each accuracy).
+``target_metric``, as ``cost_rounds@0.001`` and so on (paper 001's Tables 2-3: the cost to each accuracy);
+``table_metrics = ["rel_dual", "rel_primal"]`` tabulates them for several metrics at once, the others than
+``target_metric`` named ``cost_rounds@rel_primal<=0.001`` and so on.
 
 Scaling against a column::
 
@@ -114,6 +116,7 @@ from .sweep_costs import (
     eps_slopes,
     fit_loglog,
     fit_slope,
+    parse_target_column,
     scaling_fits,
     sweep_row,
 )
@@ -281,6 +284,9 @@ def _check_spec(spec: SweepSpec, labels: list[str], where: str) -> None:
     if spec.target_metric != "rel_gap" and not (has_cost or spec.targets):
         raise ScenarioError(f"{where}: sweep.target_metric = {spec.target_metric!r} needs a threshold; allowed: set "
                             "sweep.target, or an eps grid")
+    if spec.table_metrics and not spec.targets:
+        raise ScenarioError(f"{where}: sweep.table_metrics = {spec.table_metrics} needs thresholds; allowed: set "
+                            "sweep.targets, e.g. [1e-2, 1e-3, 1e-4]")
     if spec.against is not None:
         allowed_x = keys + list(AGAINST_COLUMNS)
         if spec.against not in allowed_x and spec.against not in FINAL_COLUMNS:
@@ -419,8 +425,11 @@ def _columns(rows: list[dict], keys: list[str]) -> list[str]:
                  "cost_iteration", "cost_modelled_time", "bound_upper", "bound_lower",
                  "wall_time", "virtual_time", "dropped_messages", "crashed_nodes", *FINAL_COLUMNS, "stop_reason"]
     present = {k for r in rows for k in r}
-    by_target = sorted({c for c in present if "@" in c}, key=lambda c: (-float(c.split("@")[1]),
-                                                                          TARGET_COLUMNS.index(c.split("@")[0])))
+    def order(name):
+        column, metric, threshold = parse_target_column(name)
+        return metric or "", -threshold, TARGET_COLUMNS.index(column)
+
+    by_target = sorted({c for c in present if "@" in c}, key=order)
     return first + [c for c in preferred if c in present] + by_target
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "first_reaching",
     "fit_loglog",
     "fit_slope",
+    "parse_target_column",
     "scaling_fits",
     "sweep_row",
 ]
@@ -102,6 +103,19 @@ AGAINST_COLUMNS = INFO_COLUMNS + ("iterations", "rounds", "messages", "scalars",
                                    "virtual_time", "target")
 
 
+def target_column(column: str, metric: str, threshold: float, target_metric: str) -> str:
+    """The name of a cost column at one of ``[sweep] targets``: ``cost_rounds@0.001`` for the sweep's
+    target_metric, ``cost_rounds@rel_primal<=0.001`` for another of ``table_metrics``."""
+    return f"{column}@{threshold:g}" if metric == target_metric else f"{column}@{metric}<={threshold:g}"
+
+
+def parse_target_column(name: str) -> tuple[str, str | None, float]:
+    """(cost column, metric or None for the target_metric, threshold) of a `target_column` name."""
+    column, at = name.split("@", 1)
+    metric, _, threshold = at.rpartition("<=")
+    return column, metric or None, float(threshold)
+
+
 def sweep_row(point, result, spec=None) -> dict:
     """One row of ``sweep.csv``: a `SweepPoint`'s grid values, its run's final metrics and totals, the topology
     facts of peer algorithms, and the cost columns at eps (an eps grid), ``[sweep] target`` and each of ``targets``
@@ -144,10 +158,11 @@ def sweep_row(point, result, spec=None) -> dict:
         rounds = [m.get("round") for m in result.metrics if m.get("round") is not None]
         if rounds:
             row["cost_round_resolution"] = float(np.max(np.diff([0] + rounds)))
-    for t in (spec.targets if spec is not None else []):     # Table 2/3 style: the cost to each of several targets
-        costs = costs_at(result.metrics, float(t), metric)
-        for c in TARGET_COLUMNS:
-            row[f"{c}@{t:g}"] = costs[c]
+    for name in (spec.table_metrics or [metric]) if spec is not None else []:
+        for t in spec.targets:                       # Tables 2/3 style: the cost to each of several targets
+            costs = costs_at(result.metrics, float(t), name)
+            for c in TARGET_COLUMNS:
+                row[target_column(c, name, t, metric)] = costs[c]
     if "eps" in point.values:
         bound = summary.get("bound")
         if bound:

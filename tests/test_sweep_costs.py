@@ -19,6 +19,7 @@ from svmsim.sweep_costs import (
     first_reaching,
     fit_loglog,
     fit_slope,
+    parse_target_column,
     scaling_fits,
     sweep_row,
 )
@@ -112,7 +113,7 @@ def test_a_target_row_of_a_peer_algorithm_has_its_topology_faults_and_per_node_c
                "faults": {"model": "drop", "dropped_total": {"messages": 3, "scalars": 30}, "crashed_nodes": [1, 4]},
                "algorithm_info": {"nodes": 8, "spectral_gap": 0.25, "diameter": True, "mixing_time": "fast",
                                   "mean_degree": 2}}
-    spec = SimpleNamespace(target_metric="consensus", target=0.5, targets=[])
+    spec = SimpleNamespace(target_metric="consensus", target=0.5, targets=[], table_metrics=[])
     row = sweep_row(_point({"seed": 1}, name="pushsum"), _result(summary=summary), spec)
     expected = {"variant": "A", "seed": 1, "algorithm": "pushsum", "stop_reason": "gap", "iterations": 30,
                 "rounds": 70, "scalars": 330, "comm_units": 0.0, "wall_time": 0.75, "messages": 77,
@@ -135,7 +136,7 @@ def test_a_fault_summary_without_a_model_adds_no_fault_columns():
 def test_an_unreached_target_has_no_cost_units_and_a_resolution_without_rounds():
     metrics = [{"iteration": 5, "scalars": 40, "rel_gap": 0.5}, {"iteration": 9, "scalars": 100, "rel_gap": 0.4}]
     summary = {"rounds": 9, "comm_unit": ["d", 10]}
-    spec = SimpleNamespace(target_metric="rel_gap", target=1e-3, targets=[])
+    spec = SimpleNamespace(target_metric="rel_gap", target=1e-3, targets=[], table_metrics=[])
     row = sweep_row(_point({}), _result(metrics=metrics, summary=summary), spec)
     assert row["reached"] is False and "cost_units" not in row and math.isnan(row["cost_scalars"])
     assert row["cost_resolution"] == 60.0 and "cost_round_resolution" not in row
@@ -146,7 +147,7 @@ def test_an_unreached_target_has_no_cost_units_and_a_resolution_without_rounds()
 def test_resolutions_count_from_zero_and_rows_without_scalars_have_none():
     metrics = [{"iteration": 1, "round": 9, "scalars": 200, "rel_gap": 0.5},
                {"iteration": 2, "round": 12, "scalars": 250, "rel_gap": 0.1}]
-    spec = SimpleNamespace(target_metric="rel_gap", target=0.2, targets=[])
+    spec = SimpleNamespace(target_metric="rel_gap", target=0.2, targets=[], table_metrics=[])
     row = sweep_row(_point({}), _result(metrics=metrics, summary={"rounds": 12}), spec)
     assert row["cost_resolution"] == 200.0 and row["cost_round_resolution"] == 9.0
     solo = [{"iteration": 1, "rel_gap": 0.5}, {"iteration": 2, "rel_gap": 0.1}]      # a single-machine solver
@@ -155,13 +156,29 @@ def test_resolutions_count_from_zero_and_rows_without_scalars_have_none():
 
 
 def test_each_target_of_a_table_gets_its_own_cost_columns():
-    spec = SimpleNamespace(target_metric="rel_gap", target=None, targets=[0.5, 0.01, 1e-3])
+    spec = SimpleNamespace(target_metric="rel_gap", target=None, targets=[0.5, 0.01, 1e-3], table_metrics=[])
     row = sweep_row(_point({}), _result(), spec)
     assert [row[f"{c}@0.5"] for c in TARGET_COLUMNS] == [10.0, 20.0, 100.0, 0.125, 0.25]
     assert [row[f"{c}@0.01"] for c in TARGET_COLUMNS][:3] == [30.0, 70.0, 330.0]
     assert math.isnan(row["cost_modelled_time@0.01"]) and row["cost_wall_time@0.01"] == 0.75
     assert all(math.isnan(row[f"{c}@0.001"]) for c in TARGET_COLUMNS)
     assert "reached" not in row and "target" not in row                    # targets alone: no single target
+
+
+def test_table_metrics_tabulate_the_targets_for_each_metric():
+    """Paper 001's Table 2 (relative primal) beside Table 3 (relative dual): the sweep's own metric keeps its
+    plain column names, another metric's columns name it; the names parse back."""
+    spec = SimpleNamespace(target_metric="rel_gap", target=None, targets=[0.5, 0.1],
+                           table_metrics=["rel_gap", "consensus"])
+    row = sweep_row(_point({}), _result(), spec)
+    assert [row[f"{c}@0.1"] for c in TARGET_COLUMNS][:3] == [20.0, 40.0, 250.0]
+    assert [row[f"{c}@consensus<=0.1"] for c in TARGET_COLUMNS][:3] == [30.0, 70.0, 330.0]
+    assert row["cost_iteration@consensus<=0.5"] == 20.0
+    assert parse_target_column("cost_rounds@consensus<=0.1") == ("cost_rounds", "consensus", 0.1)
+    assert parse_target_column("cost_rounds@0.001") == ("cost_rounds", None, 1e-3)
+    alone = sweep_row(_point({}), _result(), SimpleNamespace(target_metric="rel_gap", target=None, targets=[0.1],
+                                                            table_metrics=["consensus"]))
+    assert "cost_rounds@0.1" not in alone and alone["cost_rounds@consensus<=0.1"] == 70.0
 
 
 def test_scalars_are_compared_to_the_first_variant_at_the_same_grid_point():

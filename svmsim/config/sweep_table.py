@@ -58,6 +58,7 @@ class SweepSpec(BaseModel):
     target: float | None = Field(None, gt=0)
     target_metric: str = Field("rel_gap", min_length=1)
     targets: list[float] = Field(default_factory=list)
+    table_metrics: list[str] = Field(default_factory=list)
     against: str | None = Field(None, min_length=1)
     against_y: list[str] = Field(default_factory=list)
     against_by: str | None = Field(None, min_length=1)
@@ -66,6 +67,13 @@ class SweepSpec(BaseModel):
     trials: str | None = Field(None, min_length=1)
     trials_columns: list[str] | None = None
     warmup: bool = False
+
+    @field_validator("table_metrics")
+    @classmethod
+    def _named(cls, value: list[str]) -> list[str]:
+        if any(not m for m in value) or len(set(value)) != len(value):
+            raise ValueError("table_metrics must be distinct metric names, e.g. [\"rel_dual\", \"rel_primal\"]")
+        return value
 
     @field_validator("against_y", mode="before")
     @classmethod
