@@ -20,6 +20,7 @@ import numba
 import numpy as np
 
 from ...core.streams import counter_uniform
+from ...numerics.vectors import CSR_INDEX
 
 __all__ = ["PG_TOLERANCE", "DualCD", "ShrinkingCD", "cd_pass", "row_sqnorms", "shrinking_epoch", "shuffle"]
 
@@ -101,7 +102,7 @@ def concat_shards(shards: list) -> tuple:
     row_lo = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
     nnz = np.concatenate([[0], np.cumsum([X.nnz for X, _ in shards])]).astype(np.int64)
     indptr = np.concatenate([[0]] + [X.indptr[1:].astype(np.int64) + off for (X, _), off in zip(shards, nnz[:-1])])
-    indices = np.concatenate([X.indices.astype(np.int32) for X, _ in shards]) if shards else np.zeros(0, np.int32)
+    indices = np.concatenate([X.indices.astype(CSR_INDEX) for X, _ in shards]) if shards else np.zeros(0, CSR_INDEX)
     data = np.concatenate([X.data.astype(np.float64) for X, _ in shards]) if shards else np.zeros(0)
     y = np.concatenate([np.asarray(yk, np.float64) for _, yk in shards]) if shards else np.zeros(0)
     return indptr.astype(np.int64), indices, data, y, row_lo
@@ -109,12 +110,12 @@ def concat_shards(shards: list) -> tuple:
 
 class DualCD:
     """Shuffled dual coordinate descent over a whole data set on one machine (K = 1, the step taken in full; no
-    shrinking): the reference optimum and the `DualCDSVC` estimator run it. `X` is CSR with int32 indices."""
+    shrinking): the reference optimum and the `DualCDSVC` estimator run it. `X` is CSR."""
 
     def __init__(self, X, y: np.ndarray, s: float, upper: float, seed: int = 0):
         from ...core.streams import STREAM_PROGRAM, stream_keys
 
-        self.indptr, self.indices, self.data = X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data
+        self.indptr, self.indices, self.data = X.indptr.astype(np.int64), X.indices.astype(CSR_INDEX), X.data
         self.y = np.asarray(y, np.float64)
         n, d = X.shape
         self.s, self.upper = float(s), float(upper)
@@ -198,7 +199,7 @@ class ShrinkingCD:
     def __init__(self, X, y: np.ndarray, s: float, upper: float, seed: int = 0, tol: float = 1e-10):
         from ...core.streams import STREAM_PROGRAM, stream_keys
 
-        self.indptr, self.indices, self.data = X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data
+        self.indptr, self.indices, self.data = X.indptr.astype(np.int64), X.indices.astype(CSR_INDEX), X.data
         self.y = np.asarray(y, np.float64)
         n, d = X.shape
         self.s, self.upper = float(s), float(upper)
