@@ -508,3 +508,41 @@ def test_compiled_graph_is_torn_down(ray_local, reference):
         res2 = run_toy(again)
     assert res2["ledger"].equals(reference["ledger"])
     assert np.array_equal(res2["final"]["client"], reference["final"]["client"])
+
+
+def test_without_an_address_the_cli_starts_a_private_ray_even_when_one_is_named(tmp_path):
+    """No --address: svmsim starts a local Ray of its own (Ray's address "local"), whatever RAY_ADDRESS or the
+    machine's latest cluster says; here RAY_ADDRESS names a port where nothing listens, which a plain ray.init()
+    would try to join and fail on."""
+    import os
+    import subprocess
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('name = "private"\n[data]\nname = "synthetic"\nkind = "separable"\nn = 60\nd = 4\n'
+                        '[algorithm]\nname = "saddle-dsvc"\nclients = 2\neps = 0.2\n'
+                        '[stop]\nmax_iterations = 20\n[output]\nplots = false\nprogress = false\n')
+    env = dict(os.environ, RAY_ADDRESS="127.0.0.1:9", RAY_AUTH_MODE="disabled")
+    r = subprocess.run([sys.executable, "-m", "svmsim.cli", "run", str(scenario), "--engine", "ray", "--out",
+                        str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "run" / "ledger.json").exists()
+
+
+def test_an_address_where_no_cluster_answers_is_one_clear_error(tmp_path):
+    """--address HOST:PORT with nothing listening: exit 2 at once with what is allowed (Ray itself retries for
+    minutes), and no run directory; an address that is not HOST:PORT likewise."""
+    import socket
+    import subprocess
+
+    with socket.socket() as s:                     # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('name = "join"\n[data]\nname = "synthetic"\nkind = "separable"\nn = 60\nd = 4\n'
+                        '[algorithm]\nname = "saddle-dsvc"\nclients = 2\n[stop]\nmax_iterations = 5\n')
+    for address, said in ((f"127.0.0.1:{port}", f"no Ray cluster answers at 127.0.0.1:{port}"),
+                          ("nonsense", "engine address = 'nonsense' is not HOST:PORT")):
+        r = subprocess.run([sys.executable, "-m", "svmsim.cli", "run", str(scenario), "--address", address, "--out",
+                            str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and said in " ".join(r.stderr.split()) and "Traceback" not in r.stderr
+        assert not (tmp_path / "run").exists()

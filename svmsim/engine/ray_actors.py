@@ -3,11 +3,13 @@ what failed inside an actor as itself."""
 from __future__ import annotations
 
 import os
+import socket
 import uuid
 
 import ray
 from ray.exceptions import RaySystemError, RayTaskError
 
+from ..errors import ScenarioError
 from ..program import Group
 
 __all__ = ["ensure_ray", "colocate_groups", "placement", "release_actors", "new_namespace", "raise_original",
@@ -17,18 +19,39 @@ _DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
 
 
 def ensure_ray(address: str | None, init_options: dict) -> bool:
-    """Start a local Ray (sized to this machine) or join the cluster at `address`, unless Ray is initialised
-    here already; True if this call started it (then its engine stops it on close)."""
+    """Start a private local Ray (sized to this machine) when no `address` is given, even while another cluster
+    runs on this machine or ``RAY_ADDRESS`` names one (Ray's ``address="local"``), or join the cluster at
+    `address` (``"auto"``: the one Ray finds, ``HOST:PORT``); nothing when Ray is initialised here already. True
+    if this call started or joined it (then its engine disconnects on close)."""
     if ray.is_initialized():
         return False
     if address is None or address == "local":
+        address = "local"
         options = {"num_cpus": os.cpu_count() or 1, "include_dashboard": False,
                    "object_store_memory": _DEFAULT_OBJECT_STORE_BYTES, "log_to_driver": False}
     else:  # joining a running cluster: its resources are not ours to size
+        _check_reachable(address)
         options = {"log_to_driver": False}
     options.update(init_options)
     ray.init(address=address, **options)
     return True
+
+
+def _check_reachable(address: str, seconds: float = 5.0) -> None:
+    """A clear error for an address where no Ray cluster answers (Ray itself retries for minutes, then raises)."""
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=seconds).close()
+    except ValueError:
+        raise ScenarioError(f"engine address = {address!r} is not HOST:PORT; allowed: HOST:PORT of a Ray "
+                            "cluster's head (its GCS port, 6379 by default), 'auto', or no address for a private "
+                            "local Ray") from None
+    except OSError as exc:
+        raise ScenarioError(f"no Ray cluster answers at {address} ({exc.strerror or exc}); allowed: the address "
+                            "`ray start --head` printed, 'auto' for the cluster on this machine, or no address for a "
+                            "private local Ray") from None
 
 
 # -- placement: which host actor carries which groups ---------------------------------------------------------
