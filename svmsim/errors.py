@@ -29,3 +29,12 @@ class InfeasibleParameterError(SvmsimError, ValueError):
 
 class ProtocolError(SvmsimError):
     """A node program broke the messaging rules (e.g. sent along an edge that is not in the topology)."""
+
+
+class EngineFailure(SvmsimError):
+    """The machinery a run was hosted on failed (e.g. a Ray host actor died): `hosts` names the hosts lost and
+    `node_ids` the logical nodes they carried; the run keeps what was measured before."""
+
+    def __init__(self, message: str, hosts: tuple = (), node_ids: tuple = ()):
+        super().__init__(message)
+        self.hosts, self.node_ids = tuple(hosts), tuple(node_ids)

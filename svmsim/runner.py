@@ -23,6 +23,7 @@ from .data import make_dataset
 from .deployment import Deployment, Problem, SingleMachineRun
 from .engine import make_engine
 from .engine.base import Engine
+from .errors import EngineFailure
 from .faults import FaultPlan
 from .config import Scenario, load_scenario
 from .schedule.sync import StopReason, SyncScheduler
@@ -232,7 +233,7 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
             live.update(meter, m, deployment)
         return rec.add(iteration, m)
 
-    failed = None
+    failed = lost = None
     try:
         try:
             reason = scheduler.run(max_iterations=stop.max_iterations, max_rounds=stop.max_rounds,
@@ -242,6 +243,9 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
                 # a budget can run out mid-iteration; finish that iteration so that the final state (and the
                 # certificate computed from it) is a whole iterate, as every evaluation point is
                 scheduler.run(max_iterations=scheduler.iteration + 1, observe_every=0)
+        except EngineFailure as exc:      # the hosts, not the algorithm: keep what was measured, then say so
+            lost = exc
+            failed = reason = f"{exc} (in round {scheduler.round}, after iteration {scheduler.iteration})"
         except Exception as exc:          # noqa: BLE001 - under faults, a broken algorithm is a result
             if faults is None:
                 raise
@@ -260,6 +264,8 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
     reason = rec.reason(reason)
     extra = {"rounds": scheduler.round, "iterations": scheduler.iteration, "declared_scalars": declared,
              "ledger_matches_declared": None if declared is None else bool(declared == meter.scalars)}
+    if lost is not None:
+        extra["engine_failure"] = {"message": failed, "hosts": list(lost.hosts), "node_ids": list(lost.node_ids)}
     if clock is not None:
         extra["modelled_time"] = {"seconds": clock.now, "compute_seconds_max_node": float(clock.compute.max()),
                                   "model": scenario.network.model_dump()}
@@ -505,6 +511,15 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
                    "final": rows[-1] if rows else {}, "ledger": ledger.totals if ledger else None,
                    "bound": bound, "comm_unit": comm_unit, "algorithm_info": binfo, **extra}
         result = RunResult(scenario, model, rows, ledger, reason, final_dir, summary)
+        failure = summary.get("engine_failure")
+        if failure is not None:          # what was measured stays, under a name that says the run failed
+            kept = ""
+            if write:
+                _write_outputs(tmp_dir, result, bound, comm_unit)
+                failed_dir = final_dir.with_name(final_dir.name + ".failed")
+                rundir.commit(tmp_dir, failed_dir)
+                kept = f"; the ledger and metrics measured before are in {failed_dir}"
+            raise EngineFailure(failure["message"] + kept, failure["hosts"], failure["node_ids"])
         if write:
             _write_outputs(tmp_dir, result, bound, comm_unit)
             rundir.commit(tmp_dir, final_dir)

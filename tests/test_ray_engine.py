@@ -1,6 +1,7 @@
 """Tests for svmsim.engine.ray_engine: the Ray engines give the in-process engine's results, bit for bit."""
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -546,3 +547,40 @@ def test_an_address_where_no_cluster_answers_is_one_clear_error(tmp_path):
                             str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and said in " ".join(r.stderr.split()) and "Traceback" not in r.stderr
         assert not (tmp_path / "run").exists()
+
+
+class _LosesAHost(RayEngine):
+    """A Ray engine whose second host actor is killed (`ray.kill`, as a lost machine) in round `at`."""
+
+    def __init__(self, at: int, **kw):
+        super().__init__(**kw)
+        self.at = at
+
+    def step(self, round_, inboxes):
+        if round_ == self.at:
+            ray.kill(self._hosts[1], no_restart=True)
+        return super().step(round_, inboxes)
+
+
+def test_a_lost_host_actor_is_one_clear_error_and_the_measured_rounds_are_kept(ray_local, tmp_path):
+    """A host actor killed mid-run: an EngineFailure naming the host and its logical nodes (the CLI prints it and
+    exits 2), and the run directory kept as '<dir>.failed' with the ledger and metrics of the rounds before; no
+    directory under the run's own name."""
+    import svmsim
+    from svmsim.errors import EngineFailure
+
+    scenario = {"name": "lost", "seed": 0, "data": {"name": "synthetic", "kind": "separable", "n": 80, "d": 6},
+                "algorithm": {"name": "saddle-dsvc", "clients": 4, "eps": 0.2},
+                "stop": {"max_iterations": 200}, "output": {"eval_every": 5, "plots": False, "progress": False}}
+    eng = _LosesAHost(at=40, actors=2, round_timeout=120)
+    with pytest.raises(EngineFailure, match=r"Ray host actor 'client-2..3' died .*carrying logical nodes 3-4; "
+                                            r".*in round 40.*the ledger and metrics measured before are in") as e:
+        svmsim.run(scenario, engine=eng, out_dir=tmp_path / "run")
+    assert e.value.hosts == ("client-2..3",) and e.value.node_ids == (3, 4)
+    kept = tmp_path / "run.failed"
+    assert kept.is_dir() and not (tmp_path / "run").exists()
+    metrics = (kept / "metrics.csv").read_text().splitlines()
+    assert metrics[0].startswith("iteration") and 1 < len(metrics) < 200 // 5 + 2
+    ledger = json.loads((kept / "ledger.json").read_text())
+    assert ledger["totals"]["messages"] > 0
+    assert "died" in json.loads((kept / "summary.json").read_text())["stop_reason"]
