@@ -250,8 +250,8 @@ def test_a_sweep_table_error_names_its_key_and_what_is_allowed():
         load_scenario(raw)
     assert str(err.value) == ("scenario has 2 errors:\n  sweep.title = 1.5 has the wrong type: expected a string\n"
                               "  unknown key 'sweep.colour'; allowed keys: grid, variants, plot, x, figures, title, "
-                              "target, target_metric, targets, against, against_y, against_by, against_fit, exclude, "
-                              "trials, trials_columns, warmup")
+                              "target, target_metric, targets, table_metrics, against, against_y, against_by, "
+                              "against_fit, exclude, trials, trials_columns, warmup")
 
 
 @pytest.mark.parametrize("line, problem", [

@@ -412,9 +412,9 @@ def test_topology_not_supported_by_the_algorithm():
 
 def test_topology_errors():
     raw = minimal()
-    raw["topology"] = {"kind": "hypercube"}
+    raw["topology"] = {"kind": "mobius"}
     msg = error_of(raw)
-    assert "[topology] kind = 'hypercube' is not a topology kind" in msg and "small_world" in msg
+    assert "[topology] kind = 'mobius' is not a topology kind" in msg and "small_world" in msg
     raw["algorithm"] = {"name": RING_ALGO}
     raw["topology"] = {"kind": "small_world", "degree": 3, "k": "4"}
     msg = error_of(raw)

@@ -7,13 +7,13 @@ import socket
 import uuid
 
 import ray
-from ray.exceptions import RaySystemError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayActorError, RaySystemError, RayTaskError
 
-from ..errors import ScenarioError
+from ..errors import EngineFailure, ScenarioError
 from ..program import Group
 
 __all__ = ["ensure_ray", "colocate_groups", "placement", "release_actors", "new_namespace", "raise_original",
-           "HOST_JOIN"]
+           "lost_hosts", "HOST_JOIN"]
 
 _DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
 
@@ -113,6 +113,36 @@ def release_actors(handles, started_ray: bool) -> None:
             ray.shutdown()
         except Exception:  # noqa: BLE001
             pass
+
+
+def lost_hosts(hosts: dict[str, list[int]], handles: list, groups: list[Group], err: BaseException,
+               probe=lambda handle: handle.ping.remote()) -> EngineFailure:
+    """The error for a run whose host actors died: which of `hosts` (name -> gids, in the order of `handles`) no
+    longer answer `probe`, the logical nodes their groups carried, and what the user can do."""
+    names = []
+    for name, handle in zip(hosts, handles):
+        try:
+            ray.get(probe(handle), timeout=10)
+        except (RayActorError, GetTimeoutError):
+            names.append(name)
+    names = names or list(hosts)
+    by_gid = {g.gid: g for g in groups}
+    nodes = sorted(int(n) for name in names for gid in hosts[name] for n in by_gid[gid].node_ids)
+    return EngineFailure(f"Ray host actor{'s' if len(names) > 1 else ''} {', '.join(repr(n) for n in names)} died "
+                         f"({type(err).__name__}), carrying logical nodes {_id_ranges(nodes)}; the run cannot go on "
+                         "without their state; allowed: run again (engine actors are not restarted), or engine "
+                         "inproc", hosts=tuple(names), node_ids=tuple(nodes))
+
+
+def _id_ranges(ids: list[int]) -> str:
+    """Sorted ids as runs: [0, 1, 2, 5] -> '0-2, 5'."""
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
 
 
 def new_namespace() -> str:

@@ -32,13 +32,13 @@ from typing import Any
 
 import numpy as np
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.exceptions import RayActorError, RayTaskError
 
 from ..comm.message import Inbox, MessageBatch, Outbox
-from ..errors import EngineFailure, ScenarioError
+from ..errors import ScenarioError
 from ..program import Group, NodeProgram, RoleSpec
 from .base import Engine, split_roles
-from .ray_actors import (colocate_groups, ensure_ray, new_namespace, placement, raise_original,
+from .ray_actors import (colocate_groups, ensure_ray, lost_hosts, new_namespace, placement, raise_original,
                          release_actors)
 
 __all__ = ["RayEngine", "NodeHost", "colocate_groups", "placement"]
@@ -140,17 +140,6 @@ def encode_outboxes(outboxes: dict[int, Outbox]) -> bytes:
 
 def decode_outboxes(data: bytes) -> dict[int, Outbox]:
     return {gid: _outbox(w) for gid, *w in pickle.loads(data)}
-
-
-def _id_ranges(ids: list[int]) -> str:
-    """Sorted ids as runs: [0, 1, 2, 5] -> '0-2, 5'."""
-    runs: list[list[int]] = []
-    for i in ids:
-        if runs and i == runs[-1][1] + 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
 
 
 @ray.remote(num_cpus=0)
@@ -382,7 +371,7 @@ class RayEngine(Engine):
         except RayTaskError as err:
             raise_original(err)
         except RayActorError as err:
-            raise self._host_lost(err) from None
+            raise lost_hosts(self.hosts, self._hosts, self.groups, err) from None
         out: dict[int, Outbox] = {}
         for j in work:
             out.update(decode_outboxes(outs[j]))
@@ -428,24 +417,7 @@ class RayEngine(Engine):
         except RayTaskError as err:
             raise_original(err)
         except RayActorError as err:
-            raise self._host_lost(err) from None
-
-    def _host_lost(self, err: BaseException) -> EngineFailure:
-        """Which host actors are gone (each asked for a ping), the logical nodes they carried, and what to do."""
-        lost = []
-        for j, (name, handle) in enumerate(zip(self.hosts, self._hosts)):
-            try:
-                ray.get(handle.ping.remote(), timeout=10)
-            except (RayActorError, GetTimeoutError):
-                lost.append((j, name))
-        names = [name for _, name in lost] or list(self.hosts)
-        gids = [gid for name in names for gid in self.hosts[name]]
-        by_gid = {g.gid: g for g in self.groups}
-        nodes = sorted(int(n) for gid in gids for n in by_gid[gid].node_ids)
-        return EngineFailure(f"Ray host actor{'s' if len(names) > 1 else ''} {', '.join(repr(n) for n in names)} "
-                             f"died ({type(err).__name__}), carrying logical nodes {_id_ranges(nodes)}; the run "
-                             "cannot go on without their state; allowed: run again (engine actors are not "
-                             "restarted), or engine inproc", hosts=tuple(names), node_ids=tuple(nodes))
+            raise lost_hosts(self.hosts, self._hosts, self.groups, err) from None
 
     # -- lifetime -----------------------------------------------------------------------------------------
     def close(self) -> None:

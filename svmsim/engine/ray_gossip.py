@@ -106,7 +106,7 @@ from ..schedule.event_kernels import (I_DOWN, I_SENT, NO_LIMIT, ST_BAD_EDGE, ST_
 from ..schedule.gossip import GossipOutcome, GossipProgress, GossipStopReason, check_gossip_groups
 from ..topology import check_connected, neighbour_csr
 from .base import split_roles
-from .ray_actors import colocate_groups, ensure_ray, placement, raise_original, release_actors
+from .ray_actors import colocate_groups, ensure_ray, lost_hosts, placement, raise_original, release_actors
 
 __all__ = ["RayGossipRun", "GossipHost", "merge_tallies"]
 
@@ -585,7 +585,7 @@ class RayGossipRun:
         except RayTaskError as err:
             raise_original(err)
         except RayActorError as err:
-            raise SvmsimError(f"a Ray gossip host died ({', '.join(self.hosts)}): {err}") from err
+            raise lost_hosts(self.hosts, self._handles, self.groups, err) from None
         except GetTimeoutError as err:
             raise SvmsimError(f"a Ray gossip host did not answer within {timeout or self.call_timeout:g} s "
                               f"(hosts {', '.join(self.hosts)})") from err
