@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from ...core.streams import counter_uniform
-from ...numerics.vectors import CSR_INDEX
+from ...numerics.csr import CSR_INDEX
 
 __all__ = ["PG_TOLERANCE", "DualCD", "ShrinkingCD", "cd_pass", "row_sqnorms", "shrinking_epoch", "shuffle"]
 
