@@ -116,6 +116,8 @@ def test_target_marks_runs_that_never_reach_it(tmp_path):
     ({"against": "nodes", "against_by": "topology.kind"}, "against_by = 'topology.kind' is not a grid key"),
     ({"against_y": "rounds"}, "without sweep.against"),
     ({"target_metric": "consensus_rms"}, "target_metric = 'consensus_rms' needs a threshold"),
+    ({"table_metrics": ["consensus_rms"]}, r"table_metrics = \['consensus_rms'\] needs thresholds; allowed: set "
+                                           "sweep.targets"),
     ({"exclude": [{"topology.kind": "ring"}]}, r"exclude\[0\]: 'topology.kind' is not a grid key"),
     ({"exclude": [{"algorithm.nodes": 7}]}, r"exclude\[0\]: algorithm.nodes = 7 is not one of the grid's values"),
     ({"exclude": [{"algorithm.nodes": 8}, {"algorithm.nodes": 16}]}, "exclude leaves no point to run"),

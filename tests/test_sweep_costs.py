@@ -181,6 +181,19 @@ def test_table_metrics_tabulate_the_targets_for_each_metric():
     assert "cost_rounds@0.1" not in alone and alone["cost_rounds@consensus<=0.1"] == 70.0
 
 
+def test_table_metrics_must_be_distinct_metric_names():
+    from svmsim.config import load_scenario
+    from svmsim.errors import ScenarioError
+
+    raw = {"name": "t", "data": {"name": "iris"}, "algorithm": {"name": "pragam", "lam": 0.1},
+           "sweep": {"targets": [0.1], "table_metrics": ["rel_dual", "rel@primal"]}}
+    with pytest.raises(ScenarioError, match="table_metrics must be distinct metric names"):
+        load_scenario(raw)
+    raw["sweep"]["table_metrics"] = ["rel_dual", "rel_dual"]
+    with pytest.raises(ScenarioError, match="table_metrics must be distinct metric names"):
+        load_scenario(raw)
+
+
 def test_scalars_are_compared_to_the_first_variant_at_the_same_grid_point():
     rows = [{"variant": "A", "d": 1, "scalars": 10}, {"variant": "A", "d": 2, "scalars": 20, "cost_scalars": 40.0},
             {"variant": "B", "d": 1, "scalars": 30}, {"variant": "B", "d": 2, "scalars": 5, "cost_scalars": 10.0},

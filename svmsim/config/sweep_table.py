@@ -71,8 +71,9 @@ class SweepSpec(BaseModel):
     @field_validator("table_metrics")
     @classmethod
     def _named(cls, value: list[str]) -> list[str]:
-        if any(not m for m in value) or len(set(value)) != len(value):
-            raise ValueError("table_metrics must be distinct metric names, e.g. [\"rel_dual\", \"rel_primal\"]")
+        if any(not m.isidentifier() for m in value) or len(set(value)) != len(value):
+            raise ValueError("table_metrics must be distinct metric names (columns of metrics.csv), e.g. "
+                             "[\"rel_dual\", \"rel_primal\"]")
         return value
 
     @field_validator("against_y", mode="before")
