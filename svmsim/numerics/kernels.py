@@ -26,6 +26,8 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from .csr import CSR_INDEX
+
 __all__ = [
     "GAUSSIAN",
     "KERNEL_KINDS",
@@ -97,12 +99,12 @@ def kernel_data(X, *, n_features: int | None = None) -> KernelData:
         X.sort_indices()
         d = int(n_features or X.shape[1])
         sq = np.asarray(X.multiply(X).sum(axis=1), np.float64).ravel()
-        return KernelData(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64),
+        return KernelData(X.indptr.astype(np.int64), X.indices.astype(CSR_INDEX), X.data.astype(np.float64),
                           np.zeros((0, d)), sq, True, d)
     A = np.ascontiguousarray(X, dtype=np.float64)
     if A.ndim != 2:
         raise ValueError(f"kernel data must be a 2-D array; got {A.ndim} dimension(s)")
-    e = np.zeros(0, np.int64)
+    e = np.zeros(0, CSR_INDEX)
     return KernelData(np.zeros(1, np.int64), e, np.zeros(0), A, np.einsum("ij,ij->i", A, A), False, A.shape[1])
 
 

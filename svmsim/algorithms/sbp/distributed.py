@@ -35,6 +35,7 @@ from pydantic import Field
 from ...comm.message import MessageBatch, Outbox, frozen_ids
 from ...core.streams import STREAM_PROGRAM, counter_uniform, stream_keys
 from ...errors import InfeasibleParameterError, ProtocolError
+from ...numerics.csr import CSR_INDEX
 from ...numerics.kernels import KernelData, kernel_data
 from ...program import NodeProgram, RoleSpec
 from .build import SBPParams, model_metrics, resolve_nu
@@ -69,7 +70,7 @@ def _decode_row(payload: np.ndarray, head: int, like: KernelData) -> KernelData:
     sq, nnz = payload[head], int(payload[head + 1])
     body = payload[head + 2:]
     if like.sparse:
-        return KernelData(np.array([0, nnz], np.int64), body[:nnz].astype(np.int64), body[nnz:2 * nnz].copy(),
+        return KernelData(np.array([0, nnz], np.int64), body[:nnz].astype(CSR_INDEX), body[nnz:2 * nnz].copy(),
                           like.dense[:0], np.array([sq]), True, like.d)
     return KernelData(like.indptr, like.indices, like.values, body[:nnz].reshape(1, -1).copy(), np.array([sq]), False,
                       like.d)
