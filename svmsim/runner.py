@@ -275,7 +275,7 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
             reason = (f"{reason}: algorithm {scenario.algorithm.name!r} stalled after the fault model dropped a "
                       "message it waited for (it assumes reliable delivery)")
         extra["ledger_matches_declared"] = _ledger_matches(declared, meter.scalars, extra["faults"])
-        extra["failed_under_faults"] = failed is not None
+        extra["failed_under_faults"] = failed is not None and lost is None
     return model, rec.rows, meter.ledger(), reason, extra
 
 

@@ -15,7 +15,7 @@ from svmsim.comm import Meter
 from svmsim.comm.collectives import plan
 from svmsim.comm.edges import edge_index
 from svmsim.engine import InProcessEngine
-from svmsim.errors import ScenarioError
+from svmsim.errors import ProtocolError, ScenarioError
 from svmsim.program import RoleSpec
 from svmsim.schedule import SyncScheduler
 from svmsim.schedule.cluster_time import ClusterClock, NetworkModel
@@ -103,6 +103,28 @@ def test_the_compiled_rounds_keep_the_same_time_bit_for_bit(pattern):
     for model in (None, slow):
         for k, d in ((5, 50), (16, 1600)):
             assert _allreduce_time(pattern, k, d, model, compiled=True) == _allreduce_time(pattern, k, d, model)
+
+
+def test_work_the_compiled_loop_cannot_read_keeps_a_clocked_run_on_the_python_rounds(monkeypatch):
+    """A kernel whose declared work is not an item of its state: with a clock, the run stays on the Python rounds
+    (which read the work from the step's signals), so its compute time still counts."""
+    from svmsim.program import SyncKernel
+
+    def kernel(self, state):
+        st, max_out = state
+        return SyncKernel(st, collective_kernel_step, self.tags, self.widths, max_out,
+                          work=np.full(st.value.shape[0], 1e6))      # per member
+
+    from svmsim.algorithms.collective import collective_kernel_step
+
+    monkeypatch.setattr(CollectiveProgram, "kernel", kernel)
+    model = NetworkModel(latency=ALPHA, bandwidth=BETA, compute_rate=1e9)
+    compiled, python = (_allreduce_time("ring", 4, 40, model, compiled=c) for c in (True, False))
+    assert compiled == python and python > 1e-3          # every step's 1e6 operations at 1e9/s are in the time
+    monkeypatch.setattr(CollectiveProgram, "kernel", lambda self, state: SyncKernel(
+        state[0], collective_kernel_step, self.tags, self.widths, state[1], work=np.full(1, 1e6)))
+    with pytest.raises(ProtocolError, match=r"declared work of shape \(1,\) for its 4 nodes"):
+        _allreduce_time("ring", 4, 40, model)
 
 
 def test_a_scenario_with_a_network_runs_on_the_compiled_rounds(data_env, monkeypatch):

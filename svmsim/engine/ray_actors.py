@@ -42,8 +42,9 @@ def _check_reachable(address: str, seconds: float = 5.0) -> None:
     if address == "auto" or "://" in address:
         return
     host, _, port = address.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"          # [::1]:6379 names an IPv6 host
     try:
-        socket.create_connection((host or "127.0.0.1", int(port)), timeout=seconds).close()
+        socket.create_connection((host, int(port)), timeout=seconds).close()
     except ValueError:
         raise ScenarioError(f"engine address = {address!r} is not HOST:PORT; allowed: HOST:PORT of a Ray "
                             "cluster's head (its GCS port, 6379 by default), 'auto', or no address for a private "

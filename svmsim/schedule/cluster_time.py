@@ -109,13 +109,17 @@ class ClockState(NamedTuple):
     m_sent: np.ndarray
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _computed(clock, node, seconds):
+    clock.ready[node] = clock.ready[node] + seconds
+    clock.compute[node] += seconds
+
+
 @numba.njit(cache=True, nogil=True)
 def clock_compute(clock, nodes, seconds):
     """Nodes `nodes` computed for `seconds` each this round (before they send)."""
     for j in range(nodes.shape[0]):
-        n = nodes[j]
-        clock.ready[n] = clock.ready[n] + seconds[j]
-        clock.compute[n] += seconds[j]
+        _computed(clock, nodes[j], seconds[j])
 
 
 @numba.njit(cache=True, nogil=True)
@@ -123,10 +127,7 @@ def clock_work(clock, nodes, work):
     """Nodes `nodes` did `work` operations each this round (count mode: work / rate seconds)."""
     rate = clock.rate[0]
     for j in range(nodes.shape[0]):
-        n = nodes[j]
-        sec = work[j] / rate
-        clock.ready[n] = clock.ready[n] + sec
-        clock.compute[n] += sec
+        _computed(clock, nodes[j], work[j] / rate)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -35,8 +35,8 @@ from ..errors import ProtocolError
 from ..program import KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, SyncKernel, kernel_dtypes
 from .cluster_time import clock_message, clock_round, clock_work, idle_clock_state
 
-__all__ = ["CompiledMail", "run_compiled_rounds", "kernels_compatible", "ROUNDS", "QUIESCENT", "COMMUNICATION",
-           "DONE", "BOUNDARY", "PAUSE", "FLUSH"]
+__all__ = ["CompiledMail", "run_compiled_rounds", "kernels_compatible", "work_readable", "ROUNDS", "QUIESCENT",
+           "COMMUNICATION", "DONE", "BOUNDARY", "PAUSE", "FLUSH"]
 
 # why the compiled loop returned (module constants, so that numba folds them)
 ROUNDS = 0           # round budget reached with mail in flight
@@ -442,14 +442,19 @@ def _loop(singles: tuple, work_slots: tuple):
 
 
 def _work_slot(kernel: SyncKernel) -> int:
-    """The index of the kernel's `work` array among its state's items (-1: it declares no work)."""
-    if kernel.work is None:
-        return -1
-    for i, a in enumerate(kernel.arrays):
-        if a is kernel.work:
-            return i
-    raise ProtocolError("a kernel's work array must be an item of its state (so the compiled loop can read it); "
-                        "allowed: SyncKernel(work=state.<field>)")
+    """The index of the kernel's `work` array among its state's items; -1 when it declares none, or one the compiled
+    loop cannot read (not an item of its state: see `work_readable`)."""
+    if kernel.work is not None:
+        for i, a in enumerate(kernel.arrays):
+            if a is kernel.work:
+                return i
+    return -1
+
+
+def work_readable(kernel: SyncKernel) -> bool:
+    """Whether the compiled loop can read the kernel's declared work (for the modelled time): none declared, or an
+    item of its state; otherwise a clocked run keeps to the Python rounds, which read it from the step's signals."""
+    return kernel.work is None or _work_slot(kernel) >= 0
 
 
 _NO_WORK = np.zeros(0)

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..comm.message import Inbox, MessageBatch, is_shared_ids, merge_batches
 from ..comm.meter import Meter
+from ..errors import ProtocolError
 from ..program import Group, kernel_dtypes
 
 __all__ = ["SyncScheduler", "StopReason", "COMPILE_AFTER_SECONDS"]
@@ -171,6 +172,10 @@ class SyncScheduler:
             rate = self.clock.model.compute_rate
             seconds = [np.asarray((outboxes[g].signals or {}).get("work", np.zeros(len(ids)))) / rate
                        for g, ids in zip(outboxes, stepped)]
+            for g, ids, sec in zip(outboxes, stepped, seconds):
+                if sec.shape != (len(ids),):
+                    raise ProtocolError(f"group {g} declared work of shape {sec.shape} for its {len(ids)} nodes; "
+                                        "allowed: one number of operations per node, in member order")
 
         def cat(xs: list) -> np.ndarray:
             return np.concatenate(xs) if xs else np.zeros(0)  # pragma: no mutate (equivalent: advance skips empties)
@@ -266,7 +271,8 @@ class SyncScheduler:
         from . import compiled_sync as C
 
         tags, widths = kernels[0].tags, kernels[0].widths
-        if not C.kernels_compatible(kernels):
+        if not C.kernels_compatible(kernels) or (self.clock is not None
+                                                 and not all(C.work_readable(k) for k in kernels)):
             self._compiled_allowed = False  # pragma: no mutate (equivalent: the Python loop runs them either way)
             return None
         if self._compiled_mail is None:
