@@ -73,6 +73,7 @@ SMALL_PARAMS: dict[str, dict[str, Any]] = {
     "dsvm-ave": {"workers": 3, "allreduce": "tree"},
     "tron": {"workers": 4},
     "pragam": {"workers": 4, "lam": 1e-2},
+    "pragam-b": {"workers": 4, "lam": 1e-2},
     "ls-bmrm": {"workers": 3, "lam": 1e-2, "allreduce": "tree"},
     "qp-bmrm": {"workers": 4, "lam": 1e-2},
     "pegasos-n": {"workers": 2, "lam": 1e-2},
@@ -86,7 +87,6 @@ SMALL_PARAMS: dict[str, dict[str, Any]] = {
     "pegasos": {"lam": 1e-2, "iterations": 300},
     "svm-sgd": {"lam": 1e-2, "epochs": 2},
     "dual-cd": {},
-    "pragam-b": {"lam": 1e-2},
     "liblinear": {"lam": 1e-2, "max_epochs": 64},
     "sklearn-svc": {},
     "sklearn-nusvc": {"alpha": 0.85},
@@ -107,6 +107,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "gadget": [{"gossip": "pairwise"}],                     # requests and replies
     "bqo-e": [{"loss": "squared_hinge", "allreduce": "star"}, {"allreduce": "tree", "workers": 5}],
     "qp-bmrm": [{"max_bundle": 3, "allreduce": "star"}],    # compactions of a full bundle
+    "pragam-b": [{"workers": 6, "allreduce": "ring"}],         # probes over the binomial tree beside a ring
 }
 
 #: defaults of the small runs (`RUN_SETTINGS` overrides them per algorithm):
@@ -141,10 +142,6 @@ SKIPS: dict[str, dict[str, str]] = {
     "dsbp": {"compiled": _NO_KERNEL},
     "hogwild": {"compiled": _NO_KERNEL},
     "gilbert": {"seed": _DETERMINISTIC + " (Gilbert's algorithm has no random choice)"},
-    "pragam-b": {"grouping": "one worker only: Pragam-b's projection (a box with one equality over all examples) is "
-                             "not distributed yet",
-                 "ledger": "one worker only: it sends nothing",
-                 "seed": _DETERMINISTIC + " (alpha_{-1} = 0 and one worker: no random choice, no partition)"},
     "libsvm": {"seed": _DETERMINISTIC + " (LIBSVM's SVC without probability estimates draws no random numbers)"},
     "sklearn-svc": {"seed": _DETERMINISTIC + " (LIBSVM's SVC without probability estimates draws no random numbers)"},
     "sklearn-nusvc": {"seed": _DETERMINISTIC + " (LIBSVM's NuSVC without probability estimates draws no random "

@@ -15,7 +15,13 @@ from svmsim import load_scenario, run
 from svmsim.algorithms.bqo.objective import as_csr
 from svmsim.algorithms.bundle import BMRMSVC, PragamSVC
 from svmsim.algorithms.bundle.objective import best_bias, objective, optimum
-from svmsim.algorithms.bundle.projection import project_bias, project_simplex
+from svmsim.algorithms.bundle.projection import (
+    PROBE_WIDTH,
+    bias_probe,
+    bias_root_step,
+    project_bias,
+    project_simplex,
+)
 from svmsim.algorithms.bundle.protocol import (
     DOMAIN_BOX,
     DOMAIN_SIMPLEX,
@@ -27,7 +33,7 @@ from svmsim.algorithms.bundle.protocol import (
 from svmsim.algorithms.bundle.simplex_qp import add_plane, solve_simplex_qp
 from svmsim.algorithms.bundle.workers import solo_state
 from svmsim.data import load_dataset
-from svmsim.errors import InfeasibleParameterError, ScenarioError
+from svmsim.errors import InfeasibleParameterError, ScenarioError, TopologyError
 
 
 def _heart():
@@ -43,18 +49,24 @@ def _solo(X, y, method, lam, domain=DOMAIN_BOX, offset=1.0, **kw):
 # Appendix B: the projections
 # ---------------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("seed", range(40))
-def test_bias_projection_is_the_bisection_root_and_feasible(seed):
-    """Algorithm 2's root of sum_i y_i clip(m_i + y_i nu, 0, U) = 0 against 200-step bisection, with duplicate
-    kinks (rounded targets) in every other case."""
+def _bias_case(seed):
+    """Random targets of Pragam-b's projection (n, labels, U = 1/n, m), with duplicate kinks (rounded targets)
+    for odd seeds."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 400))
     y = rng.choice([-1.0, 1.0], n)
     y[:2] = [1.0, -1.0]
-    upper = 1.0 / n
     m = rng.normal(0.0, 2.0 / n, n)
     if seed % 2:
         m = np.round(m * n * 4) / (n * 4)
+    return n, y, 1.0 / n, m
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_bias_projection_is_the_bisection_root_and_feasible(seed):
+    """Algorithm 2's root of sum_i y_i clip(m_i + y_i nu, 0, U) = 0 against 200-step bisection, with duplicate
+    kinks (rounded targets) in every other case."""
+    n, y, upper, m = _bias_case(seed)
     out = np.empty(n)
     project_bias(m, y, upper, out, np.full(n, upper), np.empty(n, np.int64), np.empty(2 * n))
     assert abs(y @ out) < 1e-12 and out.min() >= 0.0 and out.max() <= upper
@@ -252,6 +264,69 @@ def test_distributed_pragam_is_the_single_machine_run_and_meters_what_it_declare
         assert many.final["scalars"] > 0
 
 
+def _probed_root(m, y, upper, parts, guess=0.0):
+    """The distributed root search as the workers run it: each part's probe row, their column-wise sum / max /
+    min (what the probe all-reduce delivers), and the replicated step; returns (root, probes)."""
+    bounds = np.linspace(0, m.size, parts + 1).astype(int)
+    bracket = np.array([-np.inf, np.inf, 0.0])
+    nu, probes = guess, 0
+    while True:
+        rows = np.empty((parts, PROBE_WIDTH))
+        for p in range(parts):
+            bias_probe(m, y, upper, nu, bounds[p], bounds[p + 1], rows[p])
+        total = np.array([rows[:, 0].sum(), rows[:, 1].sum(), rows[:, 2].sum(), rows[:, 3].max(), rows[:, 4].min()])
+        probes += 1
+        found, nu = bias_root_step(total, nu, bracket)
+        if found:
+            return nu, probes
+        assert probes < 200
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_distributed_bias_root_is_algorithm_2s(seed):
+    """Pragam-b's root over K parts by probes (g, its slopes either side, the nearest kinks) equals Algorithm 2's
+    on one machine, with duplicate kinks in every other case, from a cold and a warm start, in a few probes."""
+    n, y, upper, m = _bias_case(seed)
+    out = np.empty(n)
+    exact = project_bias(m, y, upper, out, np.full(n, upper), np.empty(n, np.int64), np.empty(2 * n))
+    for parts in (1, 3, 7):
+        for guess in (0.0, exact + 0.3 * upper, exact - 2.0 * upper):
+            nu, probes = _probed_root(m, y, upper, min(parts, n), guess)
+            alpha = np.clip(m + y * nu, 0.0, upper)
+            assert np.abs(alpha - out).max() < 1e-12 * (1 + n * upper)
+            assert abs(y @ alpha) < 1e-12
+            assert probes <= 40
+
+
+def test_distributed_pragam_b_is_the_single_machine_run_and_meters_what_it_declares():
+    """Pragam-b over K workers (its projections' roots found by probe all-reduces) follows the one machine's
+    iterates (Algorithm 2's roots) to rounding, on every all-reduce pattern; the ledger is the main all-reduces plus
+    every probe's closed-form count."""
+    from svmsim.algorithms.allreduce import partial_steps
+    from svmsim.algorithms.bundle.protocol import probe_plan
+    from svmsim.algorithms.bundle.workers import bundle_plan
+
+    raw = {"name": "dist-b", "seed": 0, "data": {"name": "heart_scale"}, "topology": {"kind": "complete"},
+           "algorithm": {"name": "pragam-b", "lam": 1e-2, "workers": 1}, "stop": {"max_iterations": 150},
+           "output": {"eval_every": 50, "progress": False}}
+    one = run(raw, write=False)
+    d = 13
+    for workers, pattern, probe_pattern in ((2, "ring", "ring"), (5, "ring", "ring"), (6, "ring", "binomial"),
+                                            (4, "tree", "tree"), (3, "star", "star")):
+        many = run(raw, write=False, overrides={"algorithm.workers": workers, "algorithm.allreduce": pattern})
+        np.testing.assert_allclose(many.model["w_last"], one.model["w_last"], rtol=1e-10, atol=1e-13)
+        assert many.final["objective"] == pytest.approx(one.final["objective"], rel=1e-12)
+        assert many.summary["ledger_matches_declared"] is True
+        probes = many.final["root_probes"]
+        assert 2 * 150 < probes < 6 * 150                       # two searches per iteration, a few probes each
+        assert many.summary["algorithm_info"]["probe_allreduce"] == probe_pattern
+        main, probe = bundle_plan(pattern, workers, d, PRAGAM), probe_plan(probe_pattern, workers)
+        # the run stops once iteration 150 is complete, with the next iteration's first probe under way: some first
+        # steps of it sent
+        rest = many.final["scalars"] - 150 * main.scalars() - probes * probe.scalars()
+        assert rest in np.cumsum(partial_steps(probe))
+
+
 def test_qp_bmrm_with_a_tiny_bundle_still_certifies():
     X, y = _heart()
     lam = 1e-2
@@ -294,8 +369,11 @@ def test_lambda_must_be_positive(lam):
 
 def test_unsupported_layouts_are_refused():
     inst = {"name": "synthetic", "kind": "bmrm_lower_bound", "d": 8}
-    with pytest.raises(InfeasibleParameterError, match="workers = 1"):
-        run(_raw("pragam-b", workers=2), write=False)
+    with pytest.raises(InfeasibleParameterError, match="probe_allreduce = star, tree or binomial"):
+        run(_raw("pragam-b", workers=8, probe_allreduce="ring"), write=False)
+    with pytest.raises(TopologyError, match="pragam-b's root probes: the binomial all-reduce over 8 workers needs "
+                                            "the link 0-2"):
+        run(dict(_raw("pragam-b", workers=8, allreduce="ring"), topology={"kind": "ring"}), write=False)
     with pytest.raises(InfeasibleParameterError, match="workers = 1"):
         run(_raw("ls-bmrm", data=inst, workers=2), write=False)
     with pytest.raises(InfeasibleParameterError, match="lower-bound instance"):

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..comm.collectives import (
     Plan,
+    aux_collective,
     collective_receive,
     collective_reset,
     collective_start,
@@ -34,6 +35,7 @@ __all__ = [
     "WorkerLayout",
     "allreduce_receive",
     "allreduce_start",
+    "aux_start",
     "check_pattern_edges",
     "check_problem",
     "declared_scalars",
@@ -69,6 +71,17 @@ def allreduce_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out):
     collective_reset(st)
     n_out = collective_start(st, out_tag, out_src, out_dst, out_payload, n_out)
     st.start_round[0] = round_
+    return n_out
+
+
+@numba.njit(cache=True, nogil=True)
+def aux_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out):
+    """Start the state's auxiliary collective this round (`comm.collectives.aux_collective`; its rounds since
+    ``st.aux_start_round`` tell when it is complete), from the inputs in the members' rows of its ``value``."""
+    aux = aux_collective(st)
+    collective_reset(aux)
+    n_out = collective_start(aux, out_tag, out_src, out_dst, out_payload, n_out)
+    st.aux_start_round[0] = round_
     return n_out
 
 
@@ -150,17 +163,18 @@ def _pattern(allreduce: str, problem, G) -> str:
     return PATTERN_FOR_TOPOLOGY[kind]
 
 
-def check_pattern_edges(p, G, pattern: str) -> None:
-    """Refuse a pattern that needs links the topology lacks, naming the first one."""
+def check_pattern_edges(p, G, pattern: str, key: str = "algorithm.allreduce", what: str = "") -> None:
+    """Refuse a pattern that needs links the topology lacks, naming the first one (`what`: whose collective it is;
+    `key`: the scenario key that picks its pattern)."""
     need = {(min(s, d), max(s, d)) for _, s, d, _, _ in p.schedule()}
     missing = sorted(e for e in need if not G.has_edge(*e))
     if missing:
         a, b = missing[0]
         kind = G.graph.get("kind", "given")
-        raise TopologyError(f"the {pattern} all-reduce over {p.k} workers needs the link {a}-{b} (and "
+        raise TopologyError(f"{what}the {pattern} all-reduce over {p.k} workers needs the link {a}-{b} (and "
                             f"{len(missing) - 1} more), which the {kind} topology lacks; allowed: a topology with "
                             f"those links (e.g. [topology] kind = \"complete\", a switched cluster), or "
-                            f"algorithm.allreduce = the topology's own pattern")
+                            f"{key} = a pattern the topology carries")
 
 
 class WorkerLayout:
@@ -204,9 +218,17 @@ def partial_steps(p: Plan) -> np.ndarray:
                        minlength=1).astype(np.int64)
 
 
-def declared_scalars(p: Plan, completed: int, obs_workers: list[dict]) -> int:
+def declared_scalars(p: Plan, completed: int, obs_workers: list[dict], aux: Plan | None = None) -> int:
     """The scalars the ledger must hold: `completed` whole all-reduces, and the steps of the one under way (it
     starts in the round the previous one ends). Each worker's observation gives ``started`` (per node) and
-    ``group["stepped"]`` (the last round its group was stepped in)."""
-    steps = max(o["group"]["stepped"] for o in obs_workers) - int(obs_workers[0]["started"][0]) + 1
-    return completed * p.scalars() + int(partial_steps(p)[:max(0, steps)].sum())
+    ``group["stepped"]`` (the last round its group was stepped in). With `aux` (a state's auxiliary collective,
+    run between the main ones) the group also gives ``aux_done`` (auxiliary collectives completed), ``in_flight``
+    ("main" or "aux": the one under way) and ``aux_started`` (the round it started)."""
+    group = obs_workers[0]["group"]
+    stepped = max(o["group"]["stepped"] for o in obs_workers)
+    if aux is None or group["in_flight"] == "main":
+        flight, started = p, int(obs_workers[0]["started"][0])
+    else:
+        flight, started = aux, int(group["aux_started"])
+    out = completed * p.scalars() + int(partial_steps(flight)[:max(0, stepped - started + 1)].sum())
+    return out + (int(group["aux_done"]) * aux.scalars() if aux is not None else 0)

@@ -52,7 +52,7 @@ import numpy as np
 from ..errors import ProtocolError
 
 __all__ = ["OPS", "PATTERNS", "COMBINES", "Plan", "plan", "CollectiveArrays", "collective_start", "collective_receive",
-           "collective_reset", "state_with_collective",
+           "collective_reset", "state_with_collective", "aux_collective", "AUX_FIELDS",
            "send_row", "gather_to", "broadcast_from", "sum_rows", "star_reduce"]
 
 OPS = ("reduce", "broadcast", "allreduce", "allgather")
@@ -443,19 +443,40 @@ class CollectiveArrays(NamedTuple):
     started: np.ndarray     # [1] 1 once `collective_start` ran (for a kernel that runs one collective)
 
 
-def state_with_collective(name: str, fields: list[tuple[str, type]]) -> type:
+#: the field names of a state's second, auxiliary collective (`state_with_collective(..., aux=True)`)
+AUX_FIELDS = tuple("aux_" + f for f in CollectiveArrays._fields)
+
+
+def state_with_collective(name: str, fields: list[tuple[str, type]], aux: bool = False) -> type:
     """A named tuple type with every field of `CollectiveArrays` and then the program's own `fields`, for a
     program whose compiled state runs a collective among its other work: the numba steps read fields by name, so
     they accept it as their `st`, and the state stays one flat tuple (as the compiled loop requires). Build one with
-    ``State(*plan.arrays(...), *own_values)``."""
-    clash = sorted(set(CollectiveArrays._fields) & {f for f, _ in fields})
+    ``State(*plan.arrays(...), *own_values)``.
+
+    With ``aux=True`` the state also carries a second collective's fields (`AUX_FIELDS`, after the program's own:
+    ``State(*plan.arrays(...), *own_values, *aux_plan.arrays(...))``), e.g. a few scalars all-reduced between the
+    main collectives; a step reaches it as `aux_collective(st)`, which every collective step accepts."""
+    own = {f for f, _ in fields}
+    clash = sorted((set(CollectiveArrays._fields) | set(AUX_FIELDS)) & own)
     if clash:
         raise ValueError(f"fields {clash} are the collective's; allowed: other names")
-    cls = NamedTuple(name, [(f, CollectiveArrays.__annotations__[f]) for f in CollectiveArrays._fields] + fields)
+    extra = [(a, CollectiveArrays.__annotations__[f]) for a, f in zip(AUX_FIELDS, CollectiveArrays._fields)]
+    cls = NamedTuple(name, [(f, CollectiveArrays.__annotations__[f]) for f in CollectiveArrays._fields] + fields
+                     + (extra if aux else []))
     # the caller's module, where the type is bound to `name`: pickling the type (numba's cache index keys on it)
     # must find it again in another process, or every process compiles the steps anew
     cls.__module__ = sys._getframe(1).f_globals["__name__"]
     return cls
+
+
+@numba.njit(cache=True, nogil=True)
+def aux_collective(st) -> CollectiveArrays:
+    """The auxiliary collective of a state built by ``state_with_collective(..., aux=True)``, as the
+    `CollectiveArrays` the collective steps take (the same arrays, no copy)."""
+    return CollectiveArrays(st.aux_pattern, st.aux_op, st.aux_d, st.aux_k, st.aux_root, st.aux_nodes, st.aux_member,
+                            st.aux_node_pos, st.aux_parent, st.aux_child_ptr, st.aux_child_pos, st.aux_pre,
+                            st.aux_pre_at, st.aux_size, st.aux_lo, st.aux_up_tag, st.aux_down_tag, st.aux_mine,
+                            st.aux_combine, st.aux_value, st.aux_count, st.aux_finished, st.aux_started)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

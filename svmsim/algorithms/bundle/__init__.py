@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ..allreduce import WORKER_TOPOLOGIES
 from ..registry import AlgorithmInfo, register
-from .build import BMRMParams, PegasosNParams, PragamParams, QPBMRMParams, build_bundle
+from .build import BMRMParams, PegasosNParams, PragamBParams, PragamParams, QPBMRMParams, build_bundle
 from .liblinear import LiblinearParams, build_liblinear
 
 __all__ = ["BMRMSVC", "PragamSVC", "build_bundle"]
@@ -50,7 +50,7 @@ register(AlgorithmInfo(
     topologies=WORKER_TOPOLOGIES))
 register(AlgorithmInfo(
     name="pragam-b", family="bundle", paper=f"{_PAPER}, Algorithm 1 with the bias (Q2 with y^T alpha = 0, "
-    "Algorithm 2)", distributed=True, Params=PragamParams, build=_builder("pragam-b"),
+    "Algorithm 2)", distributed=True, Params=PragamBParams, build=_builder("pragam-b"),
     description="Pragam-b: Pragam with the SVM bias, projections by Algorithm 2's O(n) root finder (one machine)",
     topologies=WORKER_TOPOLOGIES))
 register(AlgorithmInfo(

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import DataError, InfeasibleParameterError
 from ...program import RoleSpec
-from ..allreduce import check_problem, declared_scalars, worker_layout
+from ..allreduce import check_pattern_edges, check_problem, declared_scalars, worker_layout
 from ..bqo.objective import as_csr
 from .objective import band_lower_bound, lipschitz, objective, optimum
 from .protocol import (
@@ -30,10 +30,12 @@ from .protocol import (
     PRAGAM,
     QP_BMRM,
     extra_scalars,
+    probe_plan,
 )
+from .projection import PROBE_WIDTH
 from .workers import BundleProgram, bundle_plan
 
-__all__ = ["BMRMParams", "BundleParams", "Evaluator", "PegasosNParams", "PragamParams", "QPBMRMParams",
+__all__ = ["BMRMParams", "BundleParams", "Evaluator", "PegasosNParams", "PragamBParams", "PragamParams", "QPBMRMParams",
            "build_bundle", "problem_risk"]
 
 #: registry name -> (method, bias)
@@ -62,6 +64,15 @@ class PragamParams(BundleParams):
 
     lipschitz_safety: float = Field(1e-6, ge=0, description="L = (1 + safety) sigma_max(X)^2 / lam (Algorithm 1 "
                                                             "needs an over-estimate; sigma_max by ARPACK)")
+
+
+class PragamBParams(PragamParams):
+    """``[algorithm]`` keys of pragam-b: those of pragam and the pattern of its root probes."""
+
+    probe_allreduce: Literal["auto", "star", "ring", "tree", "binomial"] = Field(
+        "auto", description=f"pragam-b over K > 1 workers: the pattern of its root probes' all-reduce of "
+        f"{PROBE_WIDTH} scalars; auto: the all-reduce's own, or the binomial tree where that is a ring of more than "
+        f"{PROBE_WIDTH} workers (a ring all-reduce needs a scalar per worker)")
 
 
 class BMRMParams(BundleParams):
@@ -175,11 +186,21 @@ def _check(name: str, params: BundleParams, ds, risk: str, bias: bool) -> None:
         raise DataError(f"data set '{ds.name}' has risk {risk!r}; allowed: the hinge loss or the "
                         "bmrm_lower_bound instance")
     check_problem(ds, params.workers)
-    if bias and params.workers != 1:
-        raise InfeasibleParameterError(f"pragam-b projects onto a box with one equality over all n examples (a "
-                                       f"global root finding); workers = {params.workers} is not supported yet; "
-                                       "allowed: workers = 1")
 
+
+def _probe_plan(params: PragamBParams, layout, main_pattern: str):
+    """Pragam-b's root probes over K > 1 workers: the plan of their all-reduce, its links checked."""
+    k = params.workers
+    pattern = params.probe_allreduce
+    if pattern == "auto":
+        pattern = "binomial" if (main_pattern == "ring" and k > PROBE_WIDTH) else main_pattern
+    elif pattern == "ring" and k > PROBE_WIDTH:
+        raise InfeasibleParameterError(f"probe_allreduce = 'ring' splits a probe's {PROBE_WIDTH} scalars over "
+                                       f"{k} workers; a ring all-reduce needs a scalar per worker; allowed: "
+                                       f"probe_allreduce = star, tree or binomial, or workers <= {PROBE_WIDTH}")
+    probe = probe_plan(pattern, k, params.branching)
+    check_pattern_edges(probe, layout.topology, pattern, "algorithm.probe_allreduce", "pragam-b's root probes: ")
+    return probe
 
 def build_bundle(name: str, params: BundleParams, problem):
     from ...deployment import Deployment
@@ -200,7 +221,8 @@ def build_bundle(name: str, params: BundleParams, problem):
     p = bundle_plan(layout.pattern, k, ds.d, method, params.branching)
     layout.check(p)
     L = lipschitz(X, params.lam, getattr(params, "lipschitz_safety", 1e-6)) if method == PRAGAM else math.nan
-    program = BundleProgram(p, ds.d, method=method, domain=domain, offset=offset, lam=params.lam, n_total=ds.n,
+    probe = _probe_plan(params, layout, layout.pattern) if (bias and k > 1) else None
+    program = BundleProgram(p, ds.d, probe=probe, method=method, domain=domain, offset=offset, lam=params.lam, n_total=ds.n,
                             lipschitz=L, project_ball=getattr(params, "project", True),
                             max_bundle=getattr(params, "max_bundle", 1), qp_tol=getattr(params, "qp_tol", 1e-3),
                             qp_max_steps=getattr(params, "qp_max_steps", 100_000))
@@ -219,9 +241,13 @@ def build_bundle(name: str, params: BundleParams, problem):
                      "qp_failures": g["qp_failures"], "compactions": g["compactions"]}
         igap = g["j_last"] - g["d_last"] if method == PRAGAM else math.nan
         evaluated = g["j_best"]             # the method's own J of its iterates (w_0 too; an upper bound on J*)
+        if probe is not None:
+            extra["root_probes"] = g["aux_done"]
         return evaluator.metrics(g["w"], it, lower=g["lower"], iterate_gap=igap, extra=extra, evaluated=evaluated)
 
     def declared(obs):
+        if probe is not None:
+            return declared_scalars(p, group(obs)[0]["main_done"], obs["worker"], aux=probe)
         return declared_scalars(p, group(obs)[1], obs["worker"])
 
     def model(obs):
@@ -231,6 +257,10 @@ def build_bundle(name: str, params: BundleParams, problem):
     info = {"workers": k, "allreduce": layout.pattern, "scalars_per_iteration": per,
             "messages_per_iteration": p.messages(), "rounds_per_iteration": p.rounds(),
             "allreduce_width": ds.d + extra, **evaluator.info()}
+    if probe is not None:
+        info.update(probe_allreduce=probe.pattern, scalars_per_probe=probe.scalars(), rounds_per_probe=probe.rounds(),
+                    probes_per_iteration="two root searches (alpha_mu and v), each a few probes; root_probes counts "
+                                         "them")
     if method == PRAGAM:
         info.update(lipschitz=L, lipschitz_source="sigma_max(X)^2 / lam by ARPACK at build time (not metered; a "
                     "distributed power iteration would add about 30 all-reduces of d)")

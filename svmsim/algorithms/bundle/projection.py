@@ -202,3 +202,84 @@ def project_simplex(target, out, ones, uppers, live, kinks, capped):
     for i in range(target.shape[0]):
         out[i] = _piece(target[i], 1.0, 1.0, nu)
     return nu
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the root of the bias projection when the examples are spread over K workers (notes-004 section 6: "distributed
+# 1-D root finding for nu, each probe a scalar all-reduce"; our design, an extrapolation as the section says)
+# ---------------------------------------------------------------------------------------------------------------
+
+#: what a probe all-reduces: g(nu) and its slopes to the right and to the left (sums), the nearest kinks below and
+#: above nu (max and min)
+PROBE_WIDTH = 5
+PROBE_COMBINE = ("sum", "sum", "sum", "max", "min")
+
+
+@numba.njit(cache=True, nogil=True)
+def bias_probe(target, y, upper, nu, lo, hi, row):
+    """One worker's part of a probe at nu over its rows lo..hi-1 of g(nu) = sum_i y_i clip(m_i + y_i nu, 0, U):
+    row = [g, the slope of g just right of nu, just left of it, the largest kink < nu, the smallest kink > nu]."""
+    g = 0.0
+    right = 0.0
+    left = 0.0
+    below = -np.inf
+    above = np.inf
+    for i in range(lo, hi):
+        t, s = target[i], y[i]
+        v = t + s * nu
+        g += s * (0.0 if v < 0.0 else (upper if v > upper else v))
+        rising = 0.0 <= v < upper           # on its linear piece just where v grows (sigma_i y_i v' = 1 there)
+        falling = 0.0 < v <= upper          # ... just where v shrinks
+        if (rising if s > 0.0 else falling):      # v = m + y nu grows with nu where y = +1, shrinks where y = -1
+            right += 1.0
+        if (falling if s > 0.0 else rising):
+            left += 1.0
+        a = -s * t                        # v = 0 here
+        b = s * (upper - t)               # v = U here
+        if a < nu:
+            below = max(below, a)
+        elif a > nu:
+            above = min(above, a)
+        if b < nu:
+            below = max(below, b)
+        elif b > nu:
+            above = min(above, b)
+    row[0] = g
+    row[1] = right
+    row[2] = left
+    row[3] = below
+    row[4] = above
+
+
+@numba.njit(cache=True, nogil=True)
+def bias_root_step(total, nu, bracket):
+    """The next move of the root search from a probe's all-reduced `total` at nu (every worker computes the same):
+    returns (True, root) when the root is known, else (False, the next probe). g is monotone and piecewise linear:
+    a Newton step on the linear piece that holds nu is exact when it stays on that piece; otherwise it (or, on a
+    flat piece, the piece's end) is the next probe, kept strictly inside the bracket [lo, hi] of points where g < 0
+    and g >= 0 (bisection when it is not), which every probe narrows."""
+    g, right, left, below, above = total[0], total[1], total[2], total[3], total[4]
+    if g == 0.0:
+        return True, nu
+    if g < 0.0:
+        bracket[0] = max(bracket[0], nu)
+        if right > 0.0:
+            cand = nu - g / right
+            if cand <= above:
+                return True, cand
+        else:
+            cand = above
+    else:
+        bracket[1] = min(bracket[1], nu)
+        if left > 0.0:
+            cand = nu - g / left
+            if cand >= below:
+                return True, cand
+        else:
+            cand = below
+    lo, hi = bracket[0], bracket[1]
+    if not (lo < cand < hi):
+        cand = 0.5 * (lo + hi)
+        if not (lo < cand < hi):          # lo and hi are adjacent floats: the root lies between them
+            return True, hi
+    return False, cand

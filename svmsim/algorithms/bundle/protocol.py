@@ -29,6 +29,12 @@ Per iteration (scores z_i = y_i <x_i, w> are kept per row; every method does two
                    w = -A alpha / lam; the lower bound D_t(alpha) (valid for any alpha in the simplex); z = M w
     PEGASOS_N  (Shalev-Shwartz et al., all n examples per step: a deterministic subgradient method)
         all-reduce [a] (d);  w <- (1 - 1/t) w - a/(lam t), then onto the ball of radius 1/sqrt(lam); z = M w
+
+Pragam-b over K > 1 workers (notes-004 section 6: each projection onto {box, y^T alpha = 0} needs the global root nu
+of g(nu) = sum_i y_i clip(m_i + y_i nu, 0, 1/n)): each projection is a root search whose every probe all-reduces the
+5 scalars of `projection.bias_probe` over the state's auxiliary collective and moves as `projection.bias_root_step`
+says (warm-started from the previous iteration's root), so an iteration is probes for alpha_mu(w_k), the d + 2
+all-reduce, probes for v(beta_k); alpha_0 = v(alpha_{-1}) is the first search. One worker keeps Algorithm 2.
 """
 from __future__ import annotations
 
@@ -37,11 +43,11 @@ import math
 import numba
 import numpy as np
 
-from ...comm.collectives import Plan, state_with_collective
+from ...comm.collectives import Plan, aux_collective, collective_receive, plan, state_with_collective
 from ...numerics.vectors import dot as _dot
 from ...program import KERNEL_WAKE
-from ..allreduce import FIRST, WAITING, allreduce_receive, allreduce_start
-from .projection import project_bias, project_box, project_simplex
+from ..allreduce import FIRST, WAITING, allreduce_receive, allreduce_start, aux_start
+from .projection import PROBE_COMBINE, PROBE_WIDTH, bias_probe, bias_root_step, project_bias, project_box, project_simplex
 from .simplex_qp import add_plane, compact_bundle, solve_simplex_qp
 
 __all__ = ["BundleState", "DOMAIN_BIAS", "DOMAIN_BOX", "DOMAIN_SIMPLEX", "DOMAIN_SIMPLEX_EQ", "LS_BMRM", "METHOD_NAMES", "PEGASOS_N",
@@ -82,7 +88,18 @@ BundleState = state_with_collective("BundleState", [
     # progress: completed iterations, the round the current all-reduce started, the last round stepped
     ("iteration", np.ndarray), ("start_round", np.ndarray), ("last_round", np.ndarray),
     ("work", np.ndarray),            # per member: operations of its last step, for modelled time
-])
+    # Pragam-b over K > 1 workers: the phase (PHASE_*), the root search's probe and bracket, the probes and main
+    # all-reduces completed, the round the auxiliary collective's probe started, and its rounds
+    ("phase", np.ndarray), ("probe_nu", np.ndarray), ("bracket", np.ndarray), ("probes_done", np.ndarray),
+    ("main_done", np.ndarray), ("aux_start_round", np.ndarray), ("aux_rounds_needed", int),
+], aux=True)
+
+#: where a group of Pragam-b workers over K > 1 stands: before anything, searching the root of alpha_0 =
+#: v(alpha_{-1}), of alpha_mu(w_k), in the d + 2 all-reduce, searching the root of v(beta_k)
+PHASE_START, PHASE_ROOT_V0, PHASE_ROOT_A, PHASE_MAIN, PHASE_ROOT_V = range(5)
+#: a root search that has not ended after this many probes takes the middle of its bracket (bisection alone needs
+#: about 64 probes to reach adjacent floats)
+MAX_PROBES = 200
 
 
 def extra_scalars(method: int) -> int:
@@ -90,17 +107,31 @@ def extra_scalars(method: int) -> int:
     return 0 if method == PEGASOS_N else 2
 
 
+def probe_plan(pattern: str, workers: int, branching: int = 2) -> Plan:
+    """The all-reduce of one root probe (Pragam-b over K > 1 workers): `projection.PROBE_WIDTH` scalars, summed,
+    maxed and minned by column."""
+    return plan("allreduce", pattern, np.arange(workers, dtype=np.int64), PROBE_WIDTH, branching=branching,
+                combine=PROBE_COMBINE)
+
+
 def bundle_state(plan: Plan, hosted: np.ndarray, shards: list, dim: int, tag_ids: dict, *, method: int,
                  domain: int, offset: float, lam: float, n_total: int, lipschitz: float, project_ball: bool = True,
-                 max_bundle: int = 1, qp_tol: float = 1e-3, qp_max_steps: int = 100_000, seed: int = 0
-                 ) -> BundleState:
+                 max_bundle: int = 1, qp_tol: float = 1e-3, qp_max_steps: int = 100_000, seed: int = 0,
+                 probe: Plan | None = None) -> BundleState:
     """The state of a group hosting workers `hosted` with CSR shards ``(X_k, y_k)``; `n_total` is the global n
-    (the box is [0, 1/n]); `seed` draws Pragam's alpha_{-1} where 0 is not in Q2."""
+    (the box is [0, 1/n]); `seed` draws Pragam's alpha_{-1} where 0 is not in Q2; `probe` (Pragam-b over K > 1
+    workers): the root probes' all-reduce (`probe_plan`), whose tags "probe" and "probe-total" `tag_ids` maps."""
     from ..bqo.local_cd import concat_shards
 
     indptr, indices, data, y, row_lo = concat_shards(shards)
     n = int(row_lo[-1])
     coll = plan.arrays(hosted, np.zeros((len(hosted), plan.d)), tag_ids, "partial", "total")
+    distributed_root = probe is not None and probe.k > 1
+    if probe is None:                   # a collective of one: nothing to probe, never started
+        probe = probe_plan("star", 1)
+        aux = probe.arrays(np.array([0]), np.zeros((1, probe.d)), {})
+    else:
+        aux = probe.arrays(hosted, np.zeros((len(hosted), probe.d)), tag_ids, "probe", "probe-total")
     upper = 1.0 / n_total if domain in (DOMAIN_BOX, DOMAIN_BIAS) else 1.0
     bundle = max_bundle if method == QP_BMRM else 1
     one = lambda v=0.0: np.full(1, v)
@@ -115,8 +146,10 @@ def bundle_state(plan: Plan, hosted: np.ndarray, shards: list, dim: int, tag_ids
                      int(plan.rounds()), bool(project_ball), float(qp_tol), int(qp_max_steps),
                      one(2.0 * lipschitz), one(), one(), one(math.inf), one(-math.inf), one(math.nan), one(math.nan),
                      count(), count(), one(math.nan), count(), count(),
-                     count(), count(), count(), np.zeros(len(hosted)))
-    if method == PRAGAM:
+                     count(), count(), count(), np.zeros(len(hosted)),
+                     count(), np.full(1, np.nan), np.full(3, np.nan), count(), count(), count(), int(probe.rounds()),
+                     *aux)
+    if method == PRAGAM and not distributed_root:
         # alpha_{-1} = 0 where it lies in Q2 (w_0 = w(alpha_{-1}) = 0, z = 0); on the simplex sum = 1 (one group
         # holds every row) a random point, as Algorithm 1 says (its centre is the instance's optimum by symmetry).
         # Then alpha_0 = v(alpha_{-1}) = Proj(alpha_{-1} + (b - M w_0)/L)
@@ -240,22 +273,34 @@ def _local_pragam_box(st):
 
 
 @numba.njit(cache=True, nogil=True)
+def _alpha_mu_targets(st):
+    """The point alpha_mu(w_k) projects: (b - z)/mu (eq. 23)."""
+    for i in range(st.y.shape[0]):
+        st.target[i] = (st.offset - st.z[i]) / st.mu[0]
+
+
+@numba.njit(cache=True, nogil=True)
 def _local(st):
     """Every member's input to this iteration's all-reduce."""
-    dim = st.dim
-    n = st.y.shape[0]
     if st.method == PRAGAM and st.domain == DOMAIN_BOX:
         _local_pragam_box(st)
         return
     if st.method == PRAGAM:
-        tau = 2.0 / (st.iteration[0] + 3.0)
-        for i in range(n):
-            st.target[i] = (st.offset - st.z[i]) / st.mu[0]
+        _alpha_mu_targets(st)
         _project(st, st.target, st.q)                        # alpha_mu(w_k) (q is scratch here)
-        for i in range(n):
-            st.beta[i] = (1.0 - tau) * st.alpha[i] + tau * st.q[i]
     else:
         _oracle(st)                                           # alpha* into beta
+    _local_inputs(st)
+
+
+@numba.njit(cache=True, nogil=True)
+def _local_inputs(st):
+    """Pragam's beta from alpha_mu(w_k) (in q), then every member's row of the all-reduce."""
+    dim = st.dim
+    if st.method == PRAGAM:
+        tau = 2.0 / (st.iteration[0] + 3.0)
+        for i in range(st.y.shape[0]):
+            st.beta[i] = (1.0 - tau) * st.alpha[i] + tau * st.q[i]
     for m in range(st.row_lo.shape[0] - 1):
         row = st.value[m]
         _gather_rows(st, m, st.beta, 1.0 if st.method == PRAGAM else -1.0, row)
@@ -278,6 +323,16 @@ def _local(st):
 
 @numba.njit(cache=True, nogil=True)
 def _finish_pragam(st, total):
+    _pragam_update(st, total)
+    if st.domain != DOMAIN_BOX:
+        _project(st, st.target, st.alpha, 1)                  # v(beta_k), eq. (25)
+    st.mu[0] *= 1.0 - 2.0 / (st.iteration[0] + 3.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _pragam_update(st, total):
+    """Pragam's update from the all-reduced total up to v(beta_k): on the box v itself (a clip), elsewhere the
+    point it projects (in target)."""
     dim, lam = st.dim, st.lam
     tau = 2.0 / (st.iteration[0] + 3.0)
     for c in range(dim):
@@ -305,8 +360,6 @@ def _finish_pragam(st, total):
         for i in range(st.y.shape[0]):
             st.z[i] = (1.0 - tau) * st.z[i] + tau * st.q[i]
             st.target[i] = st.beta[i] + (st.offset - st.q[i]) / st.lipschitz
-        _project(st, st.target, st.alpha, 1)                  # v(beta_k), eq. (25)
-    st.mu[0] *= 1.0 - tau
 
 
 @numba.njit(cache=True, nogil=True)
@@ -391,9 +444,102 @@ def _finish(st):
     st.iteration[0] += 1
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Pragam-b over K > 1 workers: the projections' roots searched by probes over the auxiliary collective
+# ---------------------------------------------------------------------------------------------------------------
+
+@numba.njit(cache=True, nogil=True)
+def _probe_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out):
+    """Every member's part of a probe at st.probe_nu, all-reduced from this round on."""
+    aux = aux_collective(st)
+    for m in range(st.row_lo.shape[0] - 1):
+        bias_probe(st.target, st.y, st.box_upper, st.probe_nu[0], st.row_lo[m], st.row_lo[m + 1], aux.value[m])
+        st.work[m] += 12.0 * (st.row_lo[m + 1] - st.row_lo[m])
+    return aux_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _root_begin(st, which, round_, out_tag, out_src, out_dst, out_payload, n_out):
+    """Start the root search of projection `which` (0: alpha_mu, 1: v) of the points in target, from its last
+    root."""
+    guess = st.roots[which]
+    st.probe_nu[0] = guess if guess == guess else 0.0
+    st.bracket[0] = -math.inf
+    st.bracket[1] = math.inf
+    st.bracket[2] = 0.0
+    return _probe_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _apply_root(st, nu, out):
+    """out = the projection of target with the root nu: clip(m_i + y_i nu, 0, U)."""
+    upper = st.box_upper
+    for i in range(st.y.shape[0]):
+        v = st.target[i] + st.y[i] * nu
+        out[i] = 0.0 if v < 0.0 else (upper if v > upper else v)
+
+
+@numba.njit(cache=True, nogil=True)
+def _bias_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
+    """`bundle_step` for Pragam-b over K > 1 workers: a root search, the all-reduce, a root search."""
+    st.last_round[0] = round_
+    st.work[:] = 0.0
+    aux = aux_collective(st)
+    n_out = 0
+    if st.started[0]:
+        n_out = collective_receive(st, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
+                                   out_payload, n_out)
+    if aux.started[0]:
+        n_out = collective_receive(aux, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
+                                   out_payload, n_out)
+    phase = st.phase[0]
+    if phase == PHASE_START:             # alpha_0 = v(alpha_{-1}) with alpha_{-1} = 0 and z = M w_0 = 0: Proj(b/L)
+        for i in range(st.y.shape[0]):
+            st.target[i] = st.offset / st.lipschitz
+        st.phase[0] = PHASE_ROOT_V0
+        return _root_begin(st, 1, round_, out_tag, out_src, out_dst, out_payload, n_out), -1, KERNEL_WAKE
+    if phase == PHASE_MAIN:
+        if round_ - st.start_round[0] < st.rounds_needed:
+            return n_out, -1, KERNEL_WAKE
+        st.main_done[0] += 1
+        _pragam_update(st, st.value[0])
+        _member_work(st, 1.0, 6.0)
+        st.phase[0] = PHASE_ROOT_V
+        return _root_begin(st, 1, round_, out_tag, out_src, out_dst, out_payload, n_out), -1, KERNEL_WAKE
+    if round_ - st.aux_start_round[0] < st.aux_rounds_needed:
+        return n_out, -1, KERNEL_WAKE
+    st.probes_done[0] += 1
+    st.bracket[2] += 1.0
+    found, nu = bias_root_step(aux.value[0], st.probe_nu[0], st.bracket)
+    if not found and st.bracket[2] >= MAX_PROBES:
+        found, nu = True, 0.5 * (st.bracket[0] + st.bracket[1])
+    if not found:
+        st.probe_nu[0] = nu
+        return _probe_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out), -1, KERNEL_WAKE
+    if phase == PHASE_ROOT_A:
+        st.roots[0] = nu
+        _apply_root(st, nu, st.q)                             # alpha_mu(w_k)
+        _local_inputs(st)
+        st.phase[0] = PHASE_MAIN
+        return allreduce_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out), -1, KERNEL_WAKE
+    st.roots[1] = nu
+    _apply_root(st, nu, st.alpha)                             # v(beta_k), or alpha_0 = v(alpha_{-1})
+    done = -1
+    if phase == PHASE_ROOT_V:
+        st.mu[0] *= 1.0 - 2.0 / (st.iteration[0] + 3.0)
+        st.iteration[0] += 1
+        done = st.iteration[0]
+    _alpha_mu_targets(st)
+    st.phase[0] = PHASE_ROOT_A
+    return _root_begin(st, 0, round_, out_tag, out_src, out_dst, out_payload, n_out), done, KERNEL_WAKE
+
+
 @numba.njit(cache=True, nogil=True)
 def bundle_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
     """One round of a group of workers (the `SyncKernel` step)."""
+    if st.aux_k > 1:
+        return _bias_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
+                          out_payload)
     n_out, where = allreduce_receive(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src,
                                      out_dst, out_payload)
     if where == FIRST:

@@ -6,7 +6,7 @@ import numpy as np
 
 from ...comm.collectives import Plan, plan
 from ..allreduce import AllreduceWorker
-from .protocol import PRAGAM, QP_BMRM, bundle_state, bundle_step, extra_scalars
+from .protocol import PHASE_MAIN, PRAGAM, QP_BMRM, bundle_state, bundle_step, extra_scalars
 
 __all__ = ["BundleProgram", "bundle_plan", "solo_state"]
 
@@ -22,15 +22,24 @@ class BundleProgram(AllreduceWorker):
 
     step_function = staticmethod(bundle_step)
 
-    def __init__(self, plan_: Plan, dim: int, **constants):
+    def __init__(self, plan_: Plan, dim: int, probe: Plan | None = None, **constants):
+        """`probe`: Pragam-b's root probes over K > 1 workers (`protocol.probe_plan`), an auxiliary collective
+        with tags "probe" and "probe-total"."""
         super().__init__(plan_, dim)
+        self.probe = probe if probe is not None and probe.k > 1 else None
+        if self.probe is not None:
+            table = self.probe.tag_table("probe", "probe-total")
+            self.tags += tuple(t for t, _ in table)
+            self.widths = np.concatenate([self.widths, np.array([w for _, w in table], np.int64)])
         self.constants = constants
 
     def init(self, node_ids, node_data, seed):
         shards = [(nd["X"], nd["y"]) for nd in node_data]
-        st = bundle_state(self.plan, np.asarray(node_ids, np.int64), shards, self.dim, self.tag_ids(),
-                          seed=int(seed), **self.constants)
-        return st, self.plan.max_out(node_ids), np.asarray(node_ids, np.int64)
+        ids = np.asarray(node_ids, np.int64)
+        st = bundle_state(self.plan, ids, shards, self.dim, self.tag_ids(), seed=int(seed), probe=self.probe,
+                          **self.constants)
+        max_out = self.plan.max_out(ids) + (self.probe.max_out(ids) if self.probe is not None else 0)
+        return st, max_out, ids
 
     def observe(self, state):
         """Per node: ids, iteration, the round its current all-reduce started; once per group: w, the best J seen
@@ -39,6 +48,9 @@ class BundleProgram(AllreduceWorker):
         n = len(ids)
         group = {"w": st.w.copy(), "j_best": float(st.j_best[0]), "lower": float(st.lower[0]),
                  "j_last": float(st.j_last[0]), "d_last": float(st.d_last[0]), "stepped": int(st.last_round[0])}
+        if self.probe is not None:            # Pragam-b's root probes (the auxiliary collective)
+            group.update(aux_done=int(st.probes_done[0]), aux_started=int(st.aux_start_round[0]),
+                         in_flight="main" if st.phase[0] == PHASE_MAIN else "aux", main_done=int(st.main_done[0]))
         if st.method == QP_BMRM:
             group.update(bundle_size=int(st.bundle_size[0]), qp_steps=int(st.qp_steps[0]),
                          qp_gap=float(st.qp_gap[0]), qp_failures=int(st.qp_failures[0]),
