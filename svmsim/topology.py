@@ -45,6 +45,8 @@ __all__ = [
     "mixing_time",
     "topology_summary",
     "neighbours",
+    "mixing_rows",
+    "MIXING_RULES",
     "edge_array",
 ]
 
@@ -605,31 +607,33 @@ def ensure_usable(G: nx.Graph, what: str = "topology") -> nx.Graph:
 def edge_array(G: nx.Graph) -> np.ndarray:
     """Edges as an ``(E, 2)`` int64 array with ``u < v`` per row, rows sorted lexicographically (no self-loops)."""
     _require_canonical(G)
-    pairs = [(int(u), int(v)) for u, v in G.edges() if u != v]
-    if not pairs:
+    m = G.number_of_edges()
+    E = np.fromiter((x for e in G.edges() for x in e[:2]), dtype=np.int64, count=2 * m).reshape(m, 2)
+    E = np.sort(E[E[:, 0] != E[:, 1]], axis=1)
+    if not len(E):
         return np.empty((0, 2), dtype=np.int64)
-    E = np.sort(np.asarray(pairs, dtype=np.int64), axis=1)
-    E = np.unique(E, axis=0)  # sorted lexicographically; also merges directed duplicates
-    return E
+    key = np.unique(E[:, 0] * (int(E.max()) + 1) + E[:, 1])    # sorted lexicographically; merges directed duplicates
+    return np.stack(np.divmod(key, int(E.max()) + 1), axis=1)
 
 
 def neighbours(G: nx.Graph) -> list[np.ndarray]:
     """``out[i]`` is the sorted int64 array of the neighbours of node ``i`` (self excluded)."""
-    _require_canonical(G)
-    n = G.number_of_nodes()
-    adj = G.to_undirected(as_view=True) if G.is_directed() else G
-    return [np.array(sorted(int(u) for u in adj.adj[i] if u != i), dtype=np.int64) for i in range(n)]
+    ptr, values = neighbour_csr(G)
+    return np.split(values, ptr[1:-1])
 
 
 def neighbour_csr(G: nx.Graph) -> tuple[np.ndarray, np.ndarray]:
     """`neighbours` as CSR arrays (ptr, values): node i's sorted neighbours are ``values[ptr[i]:ptr[i + 1]]`` (what
-    the event loop checks sends against and the meter indexes its edge counters by; O(edges), not N x N)."""
-    nbrs = neighbours(G)
+    the event loop checks sends against and the meter indexes its edge counters by; O(edges), not N x N; built from
+    the edge array in vectorised NumPy, no Python loop over nodes)."""
+    E = edge_array(G)
     n = G.number_of_nodes()
+    src = np.concatenate([E[:, 0], E[:, 1]])
+    dst = np.concatenate([E[:, 1], E[:, 0]])
+    order = np.lexsort((dst, src))
     ptr = np.zeros(n + 1, dtype=np.int64)
-    ptr[1:] = np.cumsum([len(a) for a in nbrs])
-    values = np.concatenate(nbrs).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
-    return ptr, values
+    ptr[1:] = np.cumsum(np.bincount(src, minlength=n))
+    return ptr, dst[order].astype(np.int64)
 
 
 def _degrees(G: nx.Graph) -> tuple[int, np.ndarray, np.ndarray]:
@@ -641,6 +645,31 @@ def _degrees(G: nx.Graph) -> tuple[int, np.ndarray, np.ndarray]:
 # ----------------------------------------------------------------------------------------------------------------
 # Mixing matrices
 # ----------------------------------------------------------------------------------------------------------------
+
+
+#: the mixing rules of `mixing_rows` (the names the gossip algorithms take)
+MIXING_RULES = ("neighbour", "metropolis", "uniform")
+
+
+def mixing_rows(G: nx.Graph, mixing: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of a gossip mixing matrix B in sparse form, O(edges): ``(ptr, nbr, prob)`` with node i's sorted
+    neighbours ``nbr[ptr[i]:ptr[i + 1]]`` (as `neighbour_csr`) and the probability of each; the rest of row i,
+    ``1 - sum``, is B_ii (a tick without an exchange). `mixing`: "neighbour" b_ij = 1/deg i (the random walk
+    D^-1 A, `lazy_random_walk` with laziness 0), "metropolis" 1/(1 + max(deg i, deg j))
+    (`metropolis_hastings_weights`), "uniform" 1/(deg i + 1) (`uniform_weights`, whose B_ii is 1/(deg i + 1) too).
+    The dense functions give the same off-diagonal values; this form serves any number of nodes."""
+    if mixing not in MIXING_RULES:
+        raise TopologyError(f"mixing = {mixing!r} is not a mixing rule; allowed: {', '.join(MIXING_RULES)}")
+    ptr, nbr = neighbour_csr(G)
+    deg = np.diff(ptr).astype(np.float64)
+    row = np.repeat(np.arange(deg.shape[0]), np.diff(ptr))
+    if mixing == "neighbour":
+        prob = 1.0 / deg[row]
+    elif mixing == "uniform":
+        prob = 1.0 / (deg[row] + 1.0)
+    else:
+        prob = 1.0 / (1.0 + np.maximum(deg[row], deg[nbr]))
+    return ptr, nbr, prob
 
 
 def metropolis_hastings_weights(G: nx.Graph) -> np.ndarray:

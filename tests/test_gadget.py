@@ -248,12 +248,17 @@ def test_scenario_rejects_a_star_and_lists_peer_topologies():
 
 
 def test_lazy_mixing_rows_skip_exchanges_and_recovery_restarts_a_node(mushrooms):
-    from svmsim.algorithms.gadget import selection_probabilities
+    import networkx as nx
 
-    nbrs = [np.array([1, 2]), np.array([0]), np.array([0])]
-    np.testing.assert_allclose(selection_probabilities(nbrs, "neighbour")[0], [0.5, 0.5])
-    np.testing.assert_allclose(selection_probabilities(nbrs, "uniform")[0], [1 / 3, 1 / 3])
-    np.testing.assert_allclose(selection_probabilities(nbrs, "metropolis")[1], [1 / 3])
+    from svmsim.topology import mixing_rows
+
+    star = nx.star_graph(2)                                   # node 0 joined to 1 and 2
+    for mixing, row0, row1 in (("neighbour", [0.5, 0.5], [1.0]), ("uniform", [1 / 3, 1 / 3], [0.5]),
+                               ("metropolis", [1 / 3, 1 / 3], [1 / 3])):
+        ptr, nbr, prob = mixing_rows(star, mixing)
+        assert ptr.tolist() == [0, 2, 3, 4] and nbr.tolist() == [1, 2, 0, 0]
+        np.testing.assert_allclose(prob[:2], row0)
+        np.testing.assert_allclose(prob[2:3], row1)
     dep = _deploy(mushrooms, nodes=6, topology="ring", topology_params={}, lam=1e-3, eps=0.0, iterations=400,
                   mixing="uniform")
     obs, meter, reason, _ = run_gossip(dep, seed=3)

@@ -66,11 +66,10 @@ from .pegasos import (PAPER_EPS, PAPER_PATIENCE, as_rows, next_index, next_unifo
                       seed_streams, stopping_update)
 from .registry import AlgorithmInfo, register
 
-__all__ = ["GadgetPeer", "GadgetParams", "gadget_scalars_per_message", "selection_probabilities",
-           "GOSSIP_MODES", "MIXINGS", "build_gadget"]
+__all__ = ["GadgetPeer", "GadgetParams", "gadget_scalars_per_message", "GOSSIP_MODES", "MIXINGS", "build_gadget"]
 
 GOSSIP_MODES = ("push-sum", "pairwise")
-MIXINGS = ("neighbour", "metropolis", "uniform")
+MIXINGS = ("neighbour", "metropolis", "uniform")             # `topology.MIXING_RULES`, without importing it
 
 #: message tags
 PUSH, AVERAGE, AVERAGE_REPLY = "push", "average", "average_reply"
@@ -87,19 +86,6 @@ _TINY_OMEGA = 1e-250
 def gadget_scalars_per_message(d: int, gossip: str) -> int:
     """Scalars in one GADGET message: d + 1 for a Push-Sum share (s, omega), d for a pairwise-averaging model."""
     return d + 1 if gossip == "push-sum" else d
-
-
-def selection_probabilities(neighbours: list[np.ndarray], mixing: str) -> list[np.ndarray]:
-    """Row i of B over node i's neighbours (same order): 'neighbour' 1/deg i, 'metropolis'
-    1/(1 + max(deg i, deg j)), 'uniform' 1/(deg i + 1). The remainder b_ii is a tick without an exchange."""
-    deg = np.array([len(nb) for nb in neighbours], dtype=np.float64)
-    if mixing == "neighbour":
-        return [np.full(len(nb), 1.0 / len(nb)) for nb in neighbours]
-    if mixing == "uniform":
-        return [np.full(len(nb), 1.0 / (len(nb) + 1.0)) for nb in neighbours]
-    if mixing == "metropolis":
-        return [1.0 / (1.0 + np.maximum(deg[i], deg[nb])) for i, nb in enumerate(neighbours)]
-    raise ValueError(f"mixing = {mixing!r}; allowed: {', '.join(MIXINGS)}")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -603,7 +589,7 @@ def build_gadget(params: GadgetParams, problem):
     from ..data import partition
     from ..deployment import Deployment
     from ..errors import InfeasibleParameterError
-    from ..topology import build_topology, ensure_usable, neighbours
+    from ..topology import build_topology, ensure_usable, mixing_rows
     from .pushsum import gossip_topology_info
 
     ds = problem.dataset
@@ -620,8 +606,8 @@ def build_gadget(params: GadgetParams, problem):
         raise InfeasibleParameterError(f"the topology has {G.number_of_nodes()} nodes but nodes = {m}; "
                                        f"allowed: a graph on exactly {m} nodes")
     parts = partition(ds.y, m, problem.partition_scheme, seed=problem.seed, **problem.partition_params)
-    nbrs = neighbours(G)
-    probs = selection_probabilities(nbrs, params.mixing)
+    ptr, nbr, prob = mixing_rows(G, params.mixing)      # row i of B over node i's neighbours; b_ii: no exchange
+    nbrs, probs = np.split(nbr, ptr[1:-1]), np.split(prob, ptr[1:-1])
     sizes = np.array([p.size for p in parts], dtype=np.float64)
     omega = sizes / sizes.mean() if (params.size_weighted and params.gossip == "push-sum") else np.ones(m)
     node_data = [{"X": ds.X[idx], "y": ds.y[idx], "neighbours": nbrs[i], "probs": probs[i], "omega": omega[i]}

@@ -42,24 +42,23 @@ from typing import ClassVar, Literal
 import networkx as nx
 import numba
 import numpy as np
-import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..comm.message import MessageBatch, Outbox
 from ..core.streams import STREAM_PROGRAM, counter_uniform, stream_keys
 from ..errors import DataError, InfeasibleParameterError, ScenarioError, TopologyError
-from ..numerics.csr import sorted_position
+from ..numerics.csr import part_row_sums, sorted_position
+from ..numerics.vectors import segment_cumsum
 from ..program import GossipKernel, GossipProgram, RoleSpec
-from ..topology import (TOPOLOGIES, build_topology, check_connected, lazy_random_walk, metropolis_hastings_weights,
-                        neighbours, uniform_weights)
+from ..topology import (MIXING_RULES, TOPOLOGIES, build_topology, check_connected, metropolis_hastings_weights,
+                        mixing_rows)
 from .registry import AlgorithmInfo, register
 
 __all__ = ["PushSum", "PushSumParams", "build_pushsum", "pushsum_wake", "pushsum_receive", "mass", "tag_widths",
            "gossip_topology_info", "VARIANTS", "MIXINGS", "TAGS", "SPECTRAL_MAX_NODES", "MIXING_TIME_EPS"]
 
 VARIANTS = ("pushsum", "running-sum", "pairwise")
-MIXINGS = {"neighbour": lambda G: lazy_random_walk(G, 0.0), "metropolis": metropolis_hastings_weights,
-           "uniform": uniform_weights}
+MIXINGS = MIXING_RULES
 #: message tags by tag id (the compiled loop's tag ids)
 TAGS = ("push", "push_cumulative", "average", "average_reply")
 TAG_PUSH, TAG_CUMULATIVE, TAG_AVERAGE, TAG_REPLY = range(4)
@@ -283,7 +282,7 @@ def _node_value(node: int, data, weighted: bool) -> tuple[np.ndarray, float]:
         raise DataError(f"node {node} has no data; push-sum needs every node's value (its training points or a "
                         "'value' vector)")
     if "value" in data:
-        return np.asarray(data["value"], dtype=np.float64).ravel(), 1.0
+        return np.asarray(data["value"], dtype=np.float64).ravel(), float(data.get("weight", 1.0))
     X = data["X"]
     count = X.shape[0]
     if count == 0:
@@ -316,8 +315,18 @@ class PushSum(GossipProgram):
         self.max_wakes = max_wakes
         self.weighted = weighted
         self.n_nodes = topology.number_of_nodes()
-        self._neighbours = neighbours(topology)
-        self._weights = MIXINGS[mixing](topology)
+        # B in sparse form (O(edges) for any number of nodes) and its diagonal b_ii: 0 for the random walk,
+        # 1/(deg + 1) for uniform, the rest of the row for Metropolis-Hastings
+        self._rows = mixing_rows(topology, mixing)
+        ptr, _, prob = self._rows
+        deg = np.diff(ptr).astype(np.float64)
+        if mixing == "neighbour":
+            self._diag = np.where(deg > 0, 0.0, 1.0)
+        elif mixing == "uniform":
+            self._diag = 1.0 / (deg + 1.0)
+        else:
+            sums = segment_cumsum(ptr, prob)
+            self._diag = 1.0 - np.where(deg > 0, sums[np.maximum(ptr[1:] - 1, 0)], 0.0)
 
     def init(self, node_ids, node_data, seed):
         node_ids = np.asarray(node_ids, dtype=np.int64)
@@ -331,26 +340,31 @@ class PushSum(GossipProgram):
         w0 = np.array([v[1] for v in values])
         local_of = np.full(self.n_nodes, -1, dtype=np.int64)
         local_of[node_ids] = np.arange(m)
-        nbr_lists = [self._neighbours[v] for v in node_ids]
-        nbr_ptr = np.concatenate([[0], np.cumsum([len(a) for a in nbr_lists])]).astype(np.int64)
-        nbr = np.concatenate(nbr_lists).astype(np.int64) if nbr_lists else np.zeros(0, dtype=np.int64)
-        cand_node, cand_slot, cand_cum, cand_ptr = [], [], [], [0]
-        for i, v in enumerate(node_ids):
-            row = self._weights[v]
-            targets = np.flatnonzero(row > 0)
-            cum = np.cumsum(row[targets])
-            cum[-1] = 1.0                                  # every uniform in (0, 1) picks a target
-            slots = np.searchsorted(nbr_lists[i], targets)
-            cand_node.append(targets)
-            cand_slot.append(np.where(targets == v, -1, nbr_ptr[i] + slots))
-            cand_cum.append(cum)
-            cand_ptr.append(cand_ptr[-1] + targets.size)
+        # the hosted nodes' neighbours (CSR over local rows) and their tick targets: the neighbours and, where b_ii
+        # > 0, the node itself (a tick without an exchange, slot -1), by node id, with the row's running sums
+        ptr, all_nbr, all_prob = self._rows
+        counts = np.diff(ptr)[node_ids]
+        nbr_ptr = np.zeros(m + 1, dtype=np.int64)
+        nbr_ptr[1:] = np.cumsum(counts)
+        take = np.repeat(ptr[node_ids] - nbr_ptr[:-1], counts) + np.arange(nbr_ptr[-1])
+        nbr = all_nbr[take]
+        diag = self._diag[node_ids]
+        selfish = np.flatnonzero(diag > 0)
+        row = np.concatenate([np.repeat(np.arange(m), counts), selfish])
+        col = np.concatenate([nbr, node_ids[selfish]])
+        order = np.lexsort((col, row))
+        cand_ptr = np.zeros(m + 1, dtype=np.int64)
+        cand_ptr[1:] = np.cumsum(counts + (diag > 0))
+        cand_cum = segment_cumsum(cand_ptr, np.concatenate([all_prob[take], diag[selfish]])[order])
+        cand_cum[cand_ptr[1:][cand_ptr[1:] > cand_ptr[:-1]] - 1] = 1.0    # every uniform in (0, 1) picks a target
+        cand_node = col[order]
+        cand_slot = np.concatenate([np.arange(nbr.shape[0]), np.full(selfish.shape[0], -1)])[order]
         edges = int(nbr_ptr[-1])
         running = self.variant == "running-sum"
         arrays = (local_of, s0, w0, s0.copy(), w0.copy(),
                   np.zeros((edges if running else 0, d + 1)), np.zeros((edges if running else 0, d + 1)),
-                  nbr_ptr, nbr, np.array(cand_ptr, dtype=np.int64), np.concatenate(cand_node).astype(np.int64),
-                  np.concatenate(cand_slot).astype(np.int64), np.concatenate(cand_cum).astype(np.float64),
+                  nbr_ptr, nbr, cand_ptr, cand_node.astype(np.int64), cand_slot.astype(np.int64),
+                  cand_cum.astype(np.float64),
                   stream_keys(seed, STREAM_PROGRAM, self.n_nodes)[node_ids],
                   np.zeros((m, 6), dtype=np.int64),
                   np.array([VARIANTS.index(self.variant), -1 if self.max_wakes is None else int(self.max_wakes), d,
@@ -400,10 +414,17 @@ class PushSum(GossipProgram):
     def observe(self, state: PushSumState) -> dict:
         (_, s0, w0, s, w, sigma, rho, *_rest) = state.arrays
         counts = state.arrays[-3]
-        return {"node_ids": state.node_ids.copy(), "s": s.copy(), "w": w.copy(), "s0": s0.copy(), "w0": w0.copy(),
+        return {"node_ids": state.node_ids.copy(), "s": s.copy(), "w": w.copy(), "s0": _frozen(s0), "w0": _frozen(w0),
                 "edge_mass": sigma.sum(axis=0) - rho.sum(axis=0) if sigma.shape[0] else np.zeros(s.shape[1] + 1),
                 "sent": counts[:, [CT_PUSH, CT_CUMULATIVE, CT_AVERAGE, CT_REPLY]].sum(axis=0),
                 "wakes": int(counts[:, CT_WAKES].sum()), "received": int(counts[:, CT_RECEIVED].sum())}
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """A read-only view (the initial values never change: no copy per observation)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 def mass(observations: list[dict]) -> tuple[np.ndarray, float]:
@@ -463,8 +484,16 @@ def _values(params: PushSumParams, problem, n: int) -> tuple[list, int]:
                                        f"training point, but {ds.name} has {ds.n} points; allowed: at most {ds.n} "
                                        "nodes, or values = \"random\"")
     parts = partition(ds.y, n, problem.partition_scheme, seed=problem.seed, **problem.partition_params)
-    X = ds.X.tocsr() if sp.issparse(ds.X) else np.asarray(ds.X)
-    return [{"X": X[idx]} for idx in parts], ds.d
+    empty = [i for i, idx in enumerate(parts) if len(idx) == 0]
+    if empty:
+        _node_value(empty[0], {"X": np.zeros((0, ds.d))}, params.weighted)     # its clear error
+    # each node's value is its points' mean (weighted: their sum, with their count as its weight), all nodes in one
+    # compiled pass (no slice of the data per node)
+    totals = part_row_sums(ds.X, parts)
+    counts = np.array([len(idx) for idx in parts], dtype=np.float64)
+    if params.weighted:
+        return [{"value": t, "weight": c} for t, c in zip(totals, counts)], ds.d
+    return [{"value": t / c} for t, c in zip(totals, counts)], ds.d
 
 
 def build_pushsum(params: PushSumParams, problem):
@@ -491,23 +520,23 @@ def build_pushsum(params: PushSumParams, problem):
 
     def gathered(obs):
         groups = obs["peer"]
+        if len(groups) == 1 and groups[0]["node_ids"].shape[0] == n and (groups[0]["node_ids"] == np.arange(n)).all():
+            return groups[0]["s"], groups[0]["w"]                  # one group in node order: no copy
         ids = np.concatenate([o["node_ids"] for o in groups])
         order = np.argsort(ids)
         s = np.concatenate([o["s"] for o in groups])[order]
         w = np.concatenate([o["w"] for o in groups])[order]
         return s, w
 
-    def estimates(obs):
-        s, w = gathered(obs)
+    def estimates(s, w):
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(w[:, None] > 0, s / w[:, None], np.nan)
 
     def evaluate(obs):
         s, w = gathered(obs)
-        est = estimates(obs)
+        est = estimates(s, w)
         err = np.linalg.norm(est - target, axis=1)
         err = np.where(np.isfinite(err), err, np.inf)
-        total_s, total_w = mass(obs["peer"])
         return {"consensus_error": float(err.max()) / scale, "rel_gap": float(err.max()) / scale,
                 "consensus_rms": float(np.sqrt(np.mean(err ** 2))) / scale,
                 "objective": float(np.sqrt(np.mean(err ** 2))) / scale,
@@ -518,7 +547,7 @@ def build_pushsum(params: PushSumParams, problem):
         return int(sum(int(o["sent"] @ widths) for o in obs["peer"]))
 
     def model(obs):
-        est = estimates(obs)
+        est = estimates(*gathered(obs))
         return {"target": target, "estimates": est, "average": np.nanmean(est, axis=0)}
 
     info = {"nodes": n, "d": int(d), "variant": params.variant, "mixing": params.mixing, "share": params.share,

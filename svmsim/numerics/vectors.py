@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numba
 
-__all__ = ["dot"]
+__all__ = ["dot", "segment_cumsum"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -13,3 +13,13 @@ def dot(a, b):
     for c in range(a.shape[0]):
         acc += a[c] * b[c]
     return acc
+
+
+@numba.njit(cache=True, nogil=True)
+def segment_cumsum(ptr, values):
+    """The running sum of each segment values[ptr[i]:ptr[i + 1]], in index order (as np.cumsum of the segment)."""
+    out = values.copy()
+    for i in range(ptr.shape[0] - 1):
+        for k in range(ptr[i] + 1, ptr[i + 1]):
+            out[k] += out[k - 1]
+    return out
