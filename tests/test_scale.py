@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -22,3 +24,24 @@ def test_a_hundred_thousand_push_sum_nodes_fit_in_a_bounded_memory():
     # measured 521 MB (the interpreter, numba, networkx's graph of 2 * 10^5 edges, the run); one dense N x N matrix
     # alone would be 80 000 MB
     assert int(peak_kb) / 1024 < 1500, f"peak memory {int(peak_kb) / 1024:.0f} MB for 10^5 nodes"
+
+
+@pytest.mark.parametrize("kind, n, params", [("random_k_out", 400, {"k": 2}), ("small_world", 300, {"k": 4, "p": 0.1}),
+                                             ("grid", 400, {}), ("ring", 60, {})])
+def test_large_graph_topology_facts_come_from_a_sparse_solver_and_agree_with_the_dense_ones(monkeypatch, kind, n,
+                                                                                         params):
+    """Above SPECTRAL_MAX_NODES the spectral gaps come from ARPACK (within 1e-6 relative of the dense spectrum) and
+    the diameter is a BFS-sweep lower bound, marked as one."""
+    import svmsim.algorithms.pushsum as pushsum
+    from svmsim.topology import build_topology
+
+    G = build_topology(kind, n, seed=3, **params)
+    for mixing in ("neighbour", "metropolis", "uniform"):
+        exact = pushsum.gossip_topology_info(G, mixing)
+        monkeypatch.setattr(pushsum, "SPECTRAL_MAX_NODES", 10)
+        sparse = pushsum.gossip_topology_info(G, mixing)
+        monkeypatch.undo()
+        for key in ("spectral_gap", "spectral_gap_metropolis", "mixing_time"):
+            assert sparse[key] == pytest.approx(exact[key], rel=1e-6)
+        assert "diameter_is_lower_bound" not in exact and sparse["diameter_is_lower_bound"] is True
+        assert exact["diameter"] - 2 <= sparse["diameter"] <= exact["diameter"]

@@ -68,7 +68,7 @@ IP_VARIANT, IP_MAX_WAKES, IP_DIM, IP_DONE, IP_SIZE = range(5)
 CT_WAKES, CT_PUSH, CT_CUMULATIVE, CT_AVERAGE, CT_REPLY, CT_RECEIVED = range(6)
 
 
-#: above this many nodes `gossip_topology_info` leaves out the spectral facts and the diameter (dense eigenvalues)
+#: above this many nodes `gossip_topology_info` reads the spectrum with a sparse solver and bounds the diameter
 SPECTRAL_MAX_NODES = 2000
 #: the accuracy of the reported mixing time, log(1/eps)/gap
 MIXING_TIME_EPS = 1e-2
@@ -83,9 +83,12 @@ def gossip_topology_info(G: nx.Graph, mixing: str = "neighbour", share: float = 
     disagreement (every node ticks once per round on average: E[s] evolves by exp(-share (I - B^T)) per round),
     so rounds to a relative consensus error gamma are about log(1/gamma) / spectral_gap; ``mixing_time`` =
     log(1/MIXING_TIME_EPS) / gap is that count for gamma = 0.01. B is reversible for all three choices, so the
-    spectrum is read from a symmetric similar matrix (real, exact). Also: ``inv_spectral_gap``, ``edges``,
+    spectrum is read from a symmetric similar matrix (real). Also: ``inv_spectral_gap``, ``edges``,
     ``mean_degree``, ``max_degree``, ``diameter`` and the Metropolis-Hastings matrix's gap
-    ``spectral_gap_metropolis``. The spectral facts and the diameter need N <= SPECTRAL_MAX_NODES.
+    ``spectral_gap_metropolis``. Up to SPECTRAL_MAX_NODES nodes the spectrum is exact (dense) and the diameter too;
+    above, the extreme eigenvalues come from a sparse Lanczos solver (ARPACK, to LANCZOS_TOL; one that does not
+    converge leaves its facts out and says so in ``spectral_note``) and ``diameter`` is a lower bound from BFS
+    sweeps (``diameter_is_lower_bound`` = True; exact on trees, a hop or two short on the random graphs tried).
     """
     import math
 
@@ -100,8 +103,50 @@ def gossip_topology_info(G: nx.Graph, mixing: str = "neighbour", share: float = 
     info: dict = {"topology": G.graph.get("kind", "graph"), "edges": int(A.nnz // 2),
                   "mean_degree": float(deg.mean()), "max_degree": int(deg.max()), "gossip_share": float(share),
                   "gossip_mixing": mixing}
-    if n > SPECTRAL_MAX_NODES:
-        return info
+    dense = n <= SPECTRAL_MAX_NODES
+    if dense:
+        lam, lam_mh = _dense_spectra(G, A, deg, mixing)
+    else:
+        lam, lam_mh = _sparse_spectra(A, deg, mixing, share, info)
+    if lam is not None:
+        mu = max(abs((1.0 - share) + share * lam[0]), abs((1.0 - share) + share * lam[1])) if n > 1 else 0.0
+        gap = float(min(1.0, max(0.0, 1.0 - mu)))
+        info.update(spectral_gap=gap, inv_spectral_gap=(1.0 / gap) if gap > 0 else math.inf,
+                    mixing_time=(math.log(1.0 / MIXING_TIME_EPS) / gap) if gap > 0 else math.inf)
+    if lam_mh is not None:
+        info["spectral_gap_metropolis"] = float(min(1.0, max(0.0, 1.0 - max(abs(lam_mh[0]), abs(lam_mh[1])))))
+    if dense:
+        dist = csgraph.shortest_path(A, method="D", directed=False, unweighted=True)
+        info["diameter"] = int(dist.max()) if np.isfinite(dist).all() else None
+    else:
+        info["diameter"], info["diameter_is_lower_bound"] = _diameter_lower_bound(A), True
+    return info
+
+
+#: relative accuracy of the sparse solver's eigenvalues (large graphs)
+LANCZOS_TOL = 1e-9
+
+
+def _similar(A, deg: np.ndarray, mixing: str):
+    """The symmetric matrix similar to B (neighbour: D^-1/2 A D^-1/2; uniform: with self loops; metropolis: B)."""
+    import scipy.sparse as sp
+
+    if mixing == "neighbour":
+        r = sp.diags(1.0 / np.sqrt(np.maximum(deg, 1.0)))
+        return (r @ A @ r).tocsr()
+    if mixing == "uniform":
+        r = sp.diags(1.0 / np.sqrt(deg + 1.0))
+        return (r @ (A + sp.identity(A.shape[0])) @ r).tocsr()
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    off = sp.csr_matrix((1.0 / (1.0 + np.maximum(deg[rows], deg[A.indices])), A.indices, A.indptr), shape=A.shape)
+    return (off + sp.diags(1.0 - np.asarray(off.sum(axis=1)).ravel())).tocsr()
+
+
+def _dense_spectra(G, A, deg, mixing):
+    """(second largest, smallest) eigenvalue of B's similar matrix and of Metropolis-Hastings', exactly."""
+    n = A.shape[0]
+    if n == 1:
+        return np.zeros(2), np.zeros(2)
     dense = A.toarray()
     if mixing == "neighbour":
         r = 1.0 / np.sqrt(np.maximum(deg, 1.0))
@@ -112,18 +157,49 @@ def gossip_topology_info(G: nx.Graph, mixing: str = "neighbour", share: float = 
     else:
         S = metropolis_hastings_weights(G)
     lam = np.linalg.eigvalsh((S + S.T) / 2.0)                # ascending; lam[-1] = 1
-    mu = np.sort(np.abs((1.0 - share) + share * lam[:-1]))[::-1] if n > 1 else np.zeros(1)
-    gap = float(min(1.0, max(0.0, 1.0 - mu[0])))
-    if mixing == "metropolis":
-        lam_mh = lam
-    else:
-        lam_mh = np.linalg.eigvalsh(metropolis_hastings_weights(G))
-    info.update(spectral_gap=gap, inv_spectral_gap=(1.0 / gap) if gap > 0 else math.inf,
-                mixing_time=(math.log(1.0 / MIXING_TIME_EPS) / gap) if gap > 0 else math.inf,
-                spectral_gap_metropolis=float(min(1.0, max(0.0, 1.0 - np.max(np.abs(lam_mh[:-1]))))))
-    dist = csgraph.shortest_path(A, method="D", directed=False, unweighted=True)
-    info["diameter"] = int(dist.max()) if np.isfinite(dist).all() else None
-    return info
+    lam_mh = lam if mixing == "metropolis" else np.linalg.eigvalsh(metropolis_hastings_weights(G))
+    return np.array([lam[-2], lam[0]]), np.array([lam_mh[-2], lam_mh[0]])
+
+
+def _sparse_spectra(A, deg, mixing, share, info: dict):
+    """The same two eigenvalues by ARPACK (None where it does not converge, with a note in info). With share <= 1/2
+    the chain's smallest eigenvalue cannot decide its gap ((1 - share) + share lam >= 0 for lam >= -1), so only the
+    Metropolis-Hastings matrix needs it."""
+    from scipy.sparse.linalg import ArpackNoConvergence, eigsh
+
+    out = []
+    for rule in (mixing, "metropolis") if mixing != "metropolis" else (mixing,):
+        S = _similar(A, deg, rule)
+        try:
+            top = eigsh(S, k=2, which="LA", tol=LANCZOS_TOL, maxiter=20 * S.shape[0], return_eigenvectors=False)
+            if rule == "metropolis" or share > 0.5:
+                low = eigsh(S, k=1, which="SA", tol=LANCZOS_TOL, maxiter=20 * S.shape[0],
+                            return_eigenvectors=False)[0]
+            else:
+                low = -1.0
+            out.append(np.array([np.sort(top)[0], low]))
+        except ArpackNoConvergence:
+            out.append(None)
+            info["spectral_note"] = (f"the sparse eigensolver did not converge for the {rule} matrix of {A.shape[0]} "
+                                     "nodes (a tiny spectral gap); its facts are left out")
+    return out[0], out[-1]
+
+
+def _diameter_lower_bound(A, sweeps: int = 4) -> int | None:
+    """The largest eccentricity BFS sweeps find (each from the farthest node of the last; a lower bound on the
+    diameter, exact on trees); None when the graph is not connected."""
+    import scipy.sparse.csgraph as csgraph
+
+    best, source = -1, 0
+    for _sweep in range(sweeps):
+        dist = csgraph.shortest_path(A, method="D", directed=False, unweighted=True, indices=[source])[0]
+        if not np.isfinite(dist).all():
+            return None
+        far = int(np.argmax(dist))
+        if dist[far] <= best:
+            break
+        best, source = int(dist[far]), far
+    return best
 
 
 def tag_widths(d: int) -> np.ndarray:
