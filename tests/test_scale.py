@@ -48,3 +48,25 @@ def test_large_graph_topology_facts_come_from_a_sparse_solver_and_agree_with_the
             assert sparse[key] == pytest.approx(exact[key], rel=1e-6)
         assert "diameter_is_lower_bound" not in exact and sparse["diameter_is_lower_bound"] is True
         assert exact["diameter"] - 2 <= sparse["diameter"] <= exact["diameter"]
+
+
+def test_the_gadget_evaluation_scores_models_in_blocks_with_the_same_bits(monkeypatch):
+    """GADGET's evaluator scores every node's model on every point; in blocks of models (memory O(points + nodes),
+    not points x nodes) it gives the one product's bits."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    import svmsim.algorithms.gadget as gadget
+
+    rng = np.random.default_rng(0)
+    X = sp.random(300, 20, density=0.3, random_state=1, format="csr")
+    y = np.where(rng.random(300) < 0.4, 1.0, -1.0)
+    models = rng.normal(size=(57, 20))
+    owner = rng.integers(-1, 57, size=300)
+    whole = gadget._scores(X, y, models, owner)
+    monkeypatch.setattr(gadget, "SCORE_BLOCK_VALUES", 300 * 8)              # blocks of 8 models
+    for a, b in zip(whole, gadget._scores(X, y, models, owner)):
+        assert np.array_equal(a, b)
+    ref = gadget._score_columns(np.ascontiguousarray(X @ models.T), y, owner)
+    for a, b in zip(whole, ref):
+        assert np.array_equal(a, b)
