@@ -469,6 +469,11 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
     progress = scenario.output.progress if progress is None else progress
     info = scenario.algorithm.info
     problem = _problem(scenario, topology)
+    if info.memory is not None:                 # before anything of the run is built: refuse what cannot fit
+        from .core.resources import check_memory
+
+        need, what, allowed = info.memory(scenario.algorithm.params, problem)
+        check_memory(need, what, allowed)
     built = info.build(scenario.algorithm.params, problem)
     final_dir = tmp_dir = None
     if write:

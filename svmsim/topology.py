@@ -647,6 +647,39 @@ def _degrees(G: nx.Graph) -> tuple[int, np.ndarray, np.ndarray]:
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def expected_edges(kind: str, n: int, params: dict | None = None) -> int:
+    """About how many undirected edges `build_topology(kind, n, **params)` makes, without building it (an upper
+    bound for the random kinds; for a memory estimate before a run). An edge list counts its file's lines."""
+    p = dict(params or {})
+    if kind in ("star", "tree", "line", "path"):
+        return max(0, n - 1)
+    if kind == "ring":
+        return n
+    if kind == "complete":
+        return n * (n - 1) // 2
+    if kind == "hypercube":
+        return n * max(1, (n - 1).bit_length()) // 2
+    if kind == "grid":
+        return 2 * n
+    if kind == "random_k_out":
+        return int(p.get("k", 2)) * n
+    if kind == "erdos_renyi":
+        prob = p.get("p")
+        prob = min(1.0, 2.0 * math.log(max(n, 2)) / max(n, 1)) if prob is None else float(prob)
+        return int(prob * n * (n - 1) / 2) + n
+    if kind == "small_world":
+        return int(p.get("k", 4)) * n // 2
+    if kind == "expander":
+        return int(p.get("degree", 4)) * n // 2
+    if kind == "edge_list" and p.get("path"):
+        try:
+            with open(p["path"], "rb") as f:
+                return sum(1 for _ in f)
+        except OSError:
+            return 0
+    return 2 * n
+
+
 #: the mixing rules of `mixing_rows` (the names the gossip algorithms take)
 MIXING_RULES = ("neighbour", "metropolis", "uniform")
 

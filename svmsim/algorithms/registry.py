@@ -36,6 +36,9 @@ class AlgorithmInfo:
     Params: pydantic model of its parameters (extra keys forbidden), validated from the ``[algorithm]`` table.
     build: callable ``build(params, problem) -> Deployment | Solver`` (see `svmsim.runner`).
     topologies: topology kinds it runs on (``("star",)`` for server-client algorithms).
+    memory: optional ``memory(params, problem) -> (bytes, what, allowed)``: the run's peak memory estimated from
+        the parameters and the loaded problem before anything is built (the runner refuses a run that would not
+        fit, `core.resources.check_memory`); `what` says what the estimate is made of, `allowed` what to change.
     """
 
     name: str
@@ -46,6 +49,7 @@ class AlgorithmInfo:
     build: Callable
     description: str
     topologies: tuple[str, ...] = field(default=("star",))
+    memory: Callable | None = None
 
 
 #: the algorithms of the families imported so far (`load_all` imports every family)

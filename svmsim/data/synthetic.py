@@ -13,7 +13,6 @@ and a uniformly random position inside the slice of the unit ball parallel to ``
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import scipy.sparse as sp
@@ -47,11 +46,9 @@ _BYTES_WITH_TEMPORARIES = 24
 
 
 def _machine_memory() -> int:
-    """Physical memory in bytes (POSIX), or a very large number where the system does not say."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):       # pragma: no cover - non-POSIX systems
-        return 2**62
+    from svmsim.core.resources import machine_memory
+
+    return machine_memory()
 
 
 def _check_unit(name, value, lo_open=False):
