@@ -57,8 +57,8 @@ def test_a_run_too_large_for_the_machine_is_refused_before_it_is_built(tmp_path)
                                              ("grid", 400, {}), ("ring", 60, {})])
 def test_large_graph_topology_facts_come_from_a_sparse_solver_and_agree_with_the_dense_ones(monkeypatch, kind, n,
                                                                                          params):
-    """Above SPECTRAL_MAX_NODES the spectral gaps come from ARPACK (within 1e-6 relative of the dense spectrum) and
-    the diameter is a BFS-sweep lower bound, marked as one."""
+    """Above SPECTRAL_MAX_NODES the spectral gaps come from ARPACK (within 1e-5 relative of the dense spectrum, the
+    same bits on every call) and the diameter is a BFS-sweep lower bound, marked as one."""
     import svmsim.algorithms.pushsum as pushsum
     from svmsim.topology import build_topology
 
@@ -67,9 +67,10 @@ def test_large_graph_topology_facts_come_from_a_sparse_solver_and_agree_with_the
         exact = pushsum.gossip_topology_info(G, mixing)
         monkeypatch.setattr(pushsum, "SPECTRAL_MAX_NODES", 10)
         sparse = pushsum.gossip_topology_info(G, mixing)
+        assert pushsum.gossip_topology_info(G, mixing) == sparse               # reproducible: a fixed start vector
         monkeypatch.undo()
         for key in ("spectral_gap", "spectral_gap_metropolis", "mixing_time"):
-            assert sparse[key] == pytest.approx(exact[key], rel=1e-6)
+            assert sparse[key] == pytest.approx(exact[key], rel=1e-5)
         assert "diameter_is_lower_bound" not in exact and sparse["diameter_is_lower_bound"] is True
         assert exact["diameter"] - 2 <= sparse["diameter"] <= exact["diameter"]
 
