@@ -9,7 +9,8 @@ import pytest
 
 from svmsim.algorithms.saddle import projection as K
 from svmsim.algorithms.saddle import (Rotation, SaddleDSVCParams, SaddleSVC, build_saddle_dsvc, capped_min,
-                                      dsvc_scalars_per_iteration, dsvc_setup_scalars, resolve_cap)
+                                      dsvc_check_scalars, dsvc_scalars_per_iteration, dsvc_setup_scalars,
+                                      resolve_cap)
 from svmsim.comm import Meter
 from svmsim.deployment import Problem
 from svmsim.engine import InProcessEngine
@@ -155,7 +156,8 @@ def test_dsvc_follows_saddle_svc_iterates(load, name, kw, T):
     assert metrics["hull_distance"] == pytest.approx(single.hull_distance_, rel=1e-9)
 
 
-@pytest.mark.parametrize("kw", [{}, {"alpha": 0.85}, {"alpha": 0.85, "projection": "newton"}])
+@pytest.mark.parametrize("kw", [{}, {"alpha": 0.85}, {"alpha": 0.85, "projection": "newton"},
+                                {"alpha": 0.85, "check_every": 40}, {"check_every": 40}])
 def test_dsvc_compiled_rounds_equal_python_rounds(load, kw):
     ds = load("heart_scale")
     runs = [_run_dsvc(ds, 6, 300, seed=2, compiled=c, **kw) for c in (False, True)]
@@ -179,6 +181,12 @@ def test_dsvc_ledger_equals_declared_count(load, kw):
     assert tags["stats"] == tags["setup"] == 4 * k
     assert tags["coord"] == k * T
     assert tags["delta"] == tags["delta_sum"] == 2 * k * T
+    # beta = "auto": a certificate check every check_every iterations (250 here), each probe of the capped minimum
+    C, P, d_pad = srv["checks"], srv["probes"], dep.info["d_pad"]
+    assert C == T // 250 and tags["check"] == tags["resume"] == 2 * k * C and tags["hull"] == k * (d_pad + 17) * C
+    assert tags.get("probe", 0) == 2 * k * P and tags.get("probe_stats", 0) == 10 * k * P
+    assert (P == 0) == (not kw)                    # the hard margin's capped minimum is the plain minimum
+    checks = dsvc_check_scalars(k, d_pad, C, P)
     if kw.get("projection") != "newton":
         assert tags["z"] == tags["z_sum"] == 2 * k * T
     if kw.get("projection") == "newton":
@@ -186,19 +194,80 @@ def test_dsvc_ledger_equals_declared_count(load, kw):
         assert tags["mass"] == 10 * k * R and tags["scale"] == 7 * k * R and "cap" not in tags
         assert tags["z_guess"] == 8 * k * T and tags["z_scale"] == 4 * k * T and "z" not in tags
         assert T <= R <= 2 * T                     # warm-started: about one pass per iteration
-        assert ledger.totals["scalars"] == dsvc_setup_scalars(k) + 17 * k * T + 17 * k * R
+        assert ledger.totals["scalars"] == dsvc_setup_scalars(k) + 17 * k * T + 17 * k * R + checks
     elif kw:
         R = srv["cap_reports"]
         assert tags["cap"] == 4 * k * R and tags.get("cap_sum", 0) == 4 * k * (R - T)
         assert ledger.totals["scalars"] == dsvc_setup_scalars(k) + sum(
-            dsvc_scalars_per_iteration(k, True, 1) for _ in range(T)) + 8 * k * (R - T)
+            dsvc_scalars_per_iteration(k, True, 1) for _ in range(T)) + 8 * k * (R - T) + checks
     else:
-        assert ledger.totals["scalars"] == dsvc_setup_scalars(k) + T * dsvc_scalars_per_iteration(k, False)
+        assert ledger.totals["scalars"] == dsvc_setup_scalars(k) + T * dsvc_scalars_per_iteration(k, False) + checks
         assert "cap" not in tags
     # every message travels on a star edge, and each client sends and receives the same amount
     by_node = ledger.by_node()
     sent = {by_node[f"client-{i}"]["sent"]["scalars"] for i in range(k)}
     assert len(sent) == 1
+
+
+@pytest.mark.parametrize("alpha,shape,eps,k,T,restarts", [(None, (300, 20, 0.05, 3), 0.01, 4, 600, 1),
+                                                         (0.85, (100, 5, 0.05, 2), 0.03, 5, 3300, 2)])
+def test_dsvc_auto_beta_restarts_where_saddle_svc_does(alpha, shape, eps, k, T, restarts):
+    """beta = "auto" on Saddle-DSVC: the server certifies the iterate every check_every iterations from the
+    clients' reports and restarts at the same iterations, with the same beta, as the single machine; the iterates
+    stay the same, every message of the checks is in the ledger, and the compiled rounds equal the Python ones."""
+    import scipy.sparse as sp
+
+    from svmsim.data.registry import Dataset
+    from svmsim.data.synthetic import make_separable
+
+    n, d, margin, seed = shape
+    X, y = make_separable(n, d, beta=margin, seed=seed)
+    kw = {"alpha": alpha} if alpha else {}
+    single = SaddleSVC(seed=7, eps=eps, check_every=50, stop="iterations", max_iter=T, **kw).fit(X, y)
+    ds = Dataset(name="separable", X=sp.csr_matrix(X), y=y)
+    dep, meter, obs = _run_dsvc(ds, k, T, seed=7, eps=eps, check_every=50, **kw)
+    srv = obs["server"][0]
+    assert single.restarts_ == srv["restarts"] == restarts
+    assert srv["beta"] == pytest.approx(single.beta_, rel=1e-9) and single.beta_ < 1.0
+    w = obs["client"][0]["w"]
+    assert np.linalg.norm(w - single.w_) <= 1e-9 * np.linalg.norm(single.w_)
+    assert srv["checks"] == (T - 1) // 50 and (srv["probes"] >= srv["checks"]) == bool(alpha)
+    assert meter.ledger().totals["scalars"] == dep.declared_scalars(obs)
+    _, python_meter, python_obs = _run_dsvc(ds, k, T, seed=7, compiled=False, eps=eps, check_every=50, **kw)
+    assert python_meter.ledger().equals(meter.ledger()) and python_obs["server"] == obs["server"]
+    assert np.array_equal(python_obs["client"][0]["w"], w)
+
+
+def test_capped_min_by_probes_equals_capped_min():
+    """The server's search (hull_check) over values split among clients finds certificate.capped_min: random
+    values and many ties, caps from 1/n to above 1, cold and warm first thresholds; a few probes each."""
+    from svmsim.algorithms.saddle.hull_check import (FIRST_WIDTH, PROBE_WIDTH, CappedMinSearch, combine_probes,
+                                                     first_report, probe_report)
+
+    rng = np.random.default_rng(11)
+    probes = []
+    for trial in range(80):
+        n = int(rng.integers(1, 300))
+        values = rng.normal(size=n) if trial % 2 else rng.integers(-4, 4, size=n).astype(float)
+        cap = [np.inf, 1.0, 1.0 / n, 1.0 / rng.uniform(1.0, n), 1.0 / int(rng.integers(1, n + 1))][trial % 5]
+        parts = np.array_split(rng.permutation(values), int(rng.integers(1, 7)))
+        tau = float(rng.normal()) if trial % 3 else 0.0
+        rows = np.zeros((len(parts), FIRST_WIDTH))
+        for row, part in zip(rows, parts):
+            first_report(part, tau, row)
+        search = CappedMinSearch(cap, int(rows[:, 0].sum()), rows[:, 1].min(), rows[:, 2].max())
+        search.update(tau, combine_probes(rows[:, 3:]))
+        count = 0
+        while not search.done:
+            count += 1
+            assert count <= 64
+            rows = np.zeros((len(parts), PROBE_WIDTH))
+            for row, part in zip(rows, parts):
+                probe_report(part, search.tau, row)
+            search.update(search.tau, combine_probes(rows))
+        probes.append(count)
+        assert search.value == pytest.approx(capped_min(values, cap), rel=1e-12, abs=1e-12)
+    assert np.mean(probes) < 8
 
 
 def test_dsvc_reaches_certified_gap_on_mushrooms_with_k20(data_env):

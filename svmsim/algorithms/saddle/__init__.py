@@ -19,6 +19,8 @@ Modules, by concern:
 ============== ==================================================================================================
 preprocess     Algorithm 1: rotation, constants, the nu cap, the shared coordinate stream
 certificate    certificates of an iterate (capped minimum, hull lower bound, `SaddleEvaluator`)
+restarts       beta = "auto": the stall test and the smaller beta a restart takes (single machine and server)
+hull_check     Saddle-DSVC's certificate on the server: the clients' reports, the capped minimum by probes
 simd           intrinsics and fastmath options of the numba kernels
 mirror         the multiplicative-weights passes over a segment of points (eqs. 10-11)
 projection     the nu-projection: Rule 2, Rule 3 (eqs. 12-13) and the warm-started Newton iteration
@@ -38,14 +40,14 @@ from __future__ import annotations
 from ..registry import AlgorithmInfo, register
 from .build import SaddleDSVCParams, SaddleParams, build_saddle_dsvc, build_saddle_svc
 from .certificate import SaddleEvaluator, capped_min, hull_lower_bound
-from .dsvc import (SaddleClient, SaddleServer, dsvc_bound, dsvc_scalars, dsvc_scalars_per_iteration,
-                   dsvc_setup_scalars)
+from .dsvc import (SaddleClient, SaddleServer, dsvc_bound, dsvc_check_scalars, dsvc_scalars,
+                   dsvc_scalars_per_iteration, dsvc_setup_scalars)
 from .preprocess import CoordinateStream, Rotation, SaddleConstants, resolve_cap, saddle_constants
 
 __all__ = [
     "SaddleSVC", "Rotation", "SaddleConstants", "saddle_constants", "resolve_cap", "CoordinateStream",
     "SaddleEvaluator", "SaddleServer", "SaddleClient", "dsvc_scalars_per_iteration", "dsvc_scalars",
-    "dsvc_setup_scalars", "dsvc_bound", "hull_lower_bound", "capped_min", "SaddleParams", "SaddleDSVCParams",
+    "dsvc_setup_scalars", "dsvc_check_scalars", "dsvc_bound", "hull_lower_bound", "capped_min", "SaddleParams", "SaddleDSVCParams",
     "build_saddle_svc", "build_saddle_dsvc",
 ]
 
@@ -57,7 +59,8 @@ register(AlgorithmInfo(
 register(AlgorithmInfo(
     name="saddle-dsvc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 3-4", distributed=True,
     Params=SaddleDSVCParams, build=build_saddle_dsvc,
-    description="Saddle-DSVC: one server, k clients, 9k scalars per iteration (+8k per nu-projection pass)",
+    description="Saddle-DSVC: one server, k clients, 9k scalars per iteration (+8k per nu-projection pass; "
+                "+ a certificate check every check_every iterations with beta = 'auto')",
     topologies=("star",)))
 
 

@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ...numerics.hadamard import next_power_of_two
 from ...program import RoleSpec
 from .certificate import SaddleEvaluator
-from .dsvc import (SaddleClient, SaddleServer, dsvc_bound, dsvc_scalars, dsvc_scalars_per_iteration,
-                   dsvc_setup_scalars)
+from .dsvc import (SaddleClient, SaddleServer, dsvc_bound, dsvc_check_scalars, dsvc_scalars,
+                   dsvc_scalars_per_iteration, dsvc_setup_scalars)
 from .preprocess import Rotation, resolve_cap
 
 
@@ -39,8 +39,14 @@ class SaddleDSVCParams(SaddleParams):
     """``[algorithm]`` keys of saddle-dsvc: those of saddle-svc plus the number of clients k."""
 
     clients: int = Field(20, ge=1, description="number of clients k")
-    # Saddle-DSVC keeps beta fixed: restarts would need the certificate (U and L) on the server
-    beta: float = Field(1.0, gt=0, description="the paper's beta (tune over 10^-k), fixed for the whole run")
+    beta: Literal["auto"] | Annotated[float, Field(gt=0)] = Field(
+        "auto", description="the paper's beta: 'auto' restarts as saddle-svc does, the server certifying the iterate "
+                            "every check_every iterations (k(d + 21) scalars and about 12k per probe of the capped "
+                            "minimum, in the ledger), or a number fixed for the whole run (the paper's setting)")
+    check_every: int | None = Field(
+        None, ge=1, description="beta = 'auto': iterations between certificate checks (default: the paper's T at "
+                                "beta = 1, between 250 and 5000, as saddle-svc's estimator; set it to saddle-svc's "
+                                "output.eval_every to follow a saddle-svc run's restarts)")
     projection: Literal["rule3", "newton"] = Field(
         "rule3", description="distributed nu-projection: Rule 3 rounds from c = 1 (Algorithm 4), or Newton steps "
                              "from the previous iteration's multiplier (the single machine's rule)")
@@ -96,7 +102,7 @@ def build_saddle_dsvc(params: SaddleDSVCParams, problem):
     parts, G, clients = layout.parts, layout.topology, layout.clients
     X = ds.X
     node_data = [{"X": X[idx], "y": ds.y[idx], "index": idx} for idx in parts]
-    server = SaddleServer(ds.d, ds.n, params.eps, params.beta, params.q, cap, params.projection)
+    server = SaddleServer(ds.d, ds.n, params.eps, params.beta, params.q, cap, params.projection, params.check_every)
     client = SaddleClient(ds.d, params.eps, params.beta, cap, projection=params.projection)
     roles = [RoleSpec("server", server, np.array([0], dtype=np.int64), [{"clients": clients}]),
              RoleSpec("client", client, clients, node_data)]
@@ -116,12 +122,15 @@ def build_saddle_dsvc(params: SaddleDSVCParams, problem):
         out = evaluator(w, p)
         out["iteration"] = obs["server"][0]["iteration"]
         out["cap_reports"] = obs["server"][0]["cap_reports"]
+        out["beta"] = obs["server"][0]["beta"]
+        out["restarts"] = obs["server"][0]["restarts"]
         return out
 
     def declared(obs):
         srv = obs["server"][0]
         T, R = srv["iteration"], srv["cap_reports"]
-        return dsvc_setup_scalars(k) + dsvc_scalars(k, T, R, cap < math.inf, params.projection)
+        return (dsvc_setup_scalars(k) + dsvc_scalars(k, T, R, cap < math.inf, params.projection)
+                + dsvc_check_scalars(k, d_pad, srv["checks"], srv["probes"]))
 
     def model(obs):
         return _svm_model(evaluator, *gather(obs))

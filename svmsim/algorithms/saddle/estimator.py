@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from array import array
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -15,44 +14,7 @@ from ..sklearn_api import LinearBinaryClassifier, binary_fit_data
 from . import single
 from .certificate import SaddleEvaluator, capped_min
 from .preprocess import CoordinateStream, Rotation, _q_value, _row_norms, resolve_cap, saddle_constants
-
-
-#: beta = "auto" (see `SaddleSVC._lower_beta`): a restart at least divides beta by RESTART_RATIO, aims RESTART_MARGIN
-#: below the gap asked for, and only follows a plateau within SMOOTHING_REACH * eps * beta of the optimum
-RESTART_RATIO = 2.0
-RESTART_MARGIN = 0.5
-SMOOTHING_REACH = 4.0
-#: ... and happens when, after at least STALL_CHECKS checks and 2T iterations, the best gap of the second half of
-#: the iterations since the last restart is above STALL_FACTOR times the best of the first half
-STALL_CHECKS = 8
-STALL_FACTOR = 0.9
-
-
-class _StallWatch:
-    """The certified gaps of a run since its last restart, and beta = "auto"'s test of a stall."""
-
-    def __init__(self):
-        self.iterations, self.gaps = array("d"), array("d")
-        self.start = self.since = 0
-
-    def add(self, iteration: int, gap: float) -> None:
-        self.iterations.append(iteration)
-        self.gaps.append(gap)
-
-    def restart(self, iteration: int) -> None:
-        self.start, self.since = len(self.gaps), iteration
-
-    def stalled(self, patience: int) -> bool:
-        """Whether the gap has stopped improving since the last restart: after at least STALL_CHECKS checks and
-        `patience` iterations, the best gap of the second half of them is above STALL_FACTOR times the best of the
-        first half (a gap falling like 1/t halves when the iterations double, a geometric one falls further, a
-        plateau does not move; the best of each half smooths the noise of single certificates)."""
-        its = np.frombuffer(self.iterations)[self.start:]
-        gaps = np.frombuffer(self.gaps)[self.start:]
-        if its.size < STALL_CHECKS or its[-1] - self.since < patience:
-            return False
-        cut = int(np.searchsorted(its, self.since + (its[-1] - self.since) / 2, side="right"))
-        return 0 < cut < its.size and gaps[cut:].min() > STALL_FACTOR * gaps[:cut].min()
+from .restarts import StallWatch, lower_beta
 
 
 class SaddleSVC(LinearBinaryClassifier):
@@ -155,7 +117,7 @@ class SaddleSVC(LinearBinaryClassifier):
         done = 0
         since_refresh = 0
         restarts = 0
-        watch = _StallWatch()
+        watch = StallWatch()
         self.stop_reason_ = "iteration budget"
         while done < self.max_iter:
             m = min(check, self.max_iter - done)
@@ -239,22 +201,8 @@ class SaddleSVC(LinearBinaryClassifier):
 
     def _lower_beta(self, beta: float, info: dict, scale: float) -> float | None:
         """beta = "auto": the beta to restart with when the certificate has stalled at `beta`, or None when the
-        stall is not beta's doing.
-
-        In unit-ball units the certified bounds L <= dist <= U give L^2/2 <= OPT <= U^2/2 and an objective gap
-        G = (U^2 - L^2)/2. The entropy smoothing of weight gamma = eps*beta/(2 ln n) moves the optimum by at most
-        eps*beta (notes section 6, Lemma 3), so a plateau with G above SMOOTHING_REACH*eps*beta is not beta's
-        doing. A plateau that is scales with beta, so beta is cut by the ratio of the gap asked for to the gap
-        reached (relative gaps r of the distance: G = U^2 r (2 - r)/2), with a margin, by at least RESTART_RATIO,
-        and never below L^2/2, which already satisfies Lemma 3's beta <= OPT."""
-        upper, lower = info["hull_distance"] / scale, info["hull_lower"] / scale
-        opt_low, gap = 0.5 * lower * lower, 0.5 * (upper * upper - lower * lower)
-        if not beta > opt_low or gap > SMOOTHING_REACH * self.eps * beta:
-            return None
-        reached = min(info["rel_gap"], 1.0)
-        asked = min(self.tol, 1.0)
-        cut = RESTART_MARGIN * asked * (2.0 - asked) / (reached * (2.0 - reached))
-        return max(opt_low, beta * min(cut, 1.0 / RESTART_RATIO))
+        stall is not beta's doing (`restarts.lower_beta`, aiming at `tol`)."""
+        return lower_beta(beta, info, scale, self.eps, self.tol)
 
     def _check_params(self):
         if self.stop not in ("gap", "paper", "iterations"):

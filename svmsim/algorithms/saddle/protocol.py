@@ -30,7 +30,7 @@ _WAKE, _PAUSE, _ERROR = 1, 4, 8     # program.KERNEL_* flags
 
 #: a coordinate buffer with fewer than this many entries left asks for a refill (pause)
 COORD_LOW_WATER = 8
-PHASE_SETUP, PHASE_DELTA, PHASE_NEXT = 0, 1, 2
+PHASE_SETUP, PHASE_DELTA, PHASE_NEXT, PHASE_CHECK = 0, 1, 2, 3
 CAP_TOLERANCE = 1e-13   # Rule 3 "until the excess is zero", with floating-point slack (notes section 7.10)
 #: the largest sums a round's reports carry (the "mass" rows)
 SUMS_WIDTH = 10
@@ -44,6 +44,7 @@ class ServerArrays(NamedTuple):
     me: int                  # the server's node id
     nu: bool                 # nu-SVM (a projection follows the normalisation) or hard margin
     max_passes: int          # projection passes per iteration at most
+    check_every: int         # beta = "auto": a certificate check after every check_every iterations (0: none)
     cap: float               # the weight cap nu
     iteration: np.ndarray    # [1] iterations completed
     reports: np.ndarray      # [1] projection reports received, in all
@@ -101,6 +102,13 @@ class ClientArrays(NamedTuple):
     lognorm: np.ndarray      # [2] log of the last normaliser per class
     trend: np.ndarray        # [4] the server's trends of the threshold guess
     dw_prev: np.ndarray      # [1] the last w step (the Newton guess)
+    momentum: np.ndarray     # [1] 0: the next delta goes without extrapolation (a restart of beta = "auto")
+
+
+@numba.njit(cache=True, nogil=True)
+def _check_due(st, completed):
+    """_PAUSE after an iteration that ends with a certificate check (beta = "auto"; the check runs in Python)."""
+    return _PAUSE if st.check_every > 0 and completed % st.check_every == 0 else 0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -126,7 +134,7 @@ def dsvc_server_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
             st.iteration[0] += 1
             st.phase[0] = PHASE_NEXT
             completed = st.iteration[0]
-            flags |= _WAKE
+            flags |= _WAKE | _check_due(st, completed)
     elif first == T_CAP:                                            # lines 31-36
         star_reduce(T_CAP, me, in_tag, in_dst, in_payload, n_in, 4, sums)
         st.reports[0] += 1
@@ -135,7 +143,7 @@ def dsvc_server_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
             st.iteration[0] += 1
             st.phase[0] = PHASE_NEXT
             completed = st.iteration[0]
-            flags |= _WAKE
+            flags |= _WAKE | _check_due(st, completed)
         else:
             n_out = broadcast_from(T_CAP_SUM, me, st.clients, sums, 4, out_tag, out_src, out_dst, out_payload, n_out)
     elif first == T_Z_GUESS:                                        # Newton: Z and the step at the guess
@@ -187,7 +195,7 @@ def dsvc_server_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
             st.iteration[0] += 1
             st.phase[0] = PHASE_NEXT
             completed = st.iteration[0]
-            flags |= _WAKE
+            flags |= _WAKE | _check_due(st, completed)
     elif n_in == 0 and st.phase[0] == PHASE_NEXT:                 # woken: line 3, the next i*
         pos = st.pos[0]
         sums[0] = st.coords[pos]
@@ -268,7 +276,8 @@ def dsvc_client_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
         st.pos[0] = pos + 1
         if st.coords.shape[0] - st.pos[0] < COORD_LOW_WATER:
             flags |= _PAUSE
-        theta = st.theta
+        theta = st.theta if st.momentum[0] == 1 else 0.0         # a restart: delta = <S_i*, p[t+1]>
+        st.momentum[0] = 1
         if st.first[0] == 1:                                        # iteration 0: eta[-1] = eta[0], no momentum
             seg = np.empty(st.seg_lo.shape[0])
             clients_delta(st.S[i], st.pr, st.p_prev, st.seg_lo, st.seg_hi, st.seg_class, st.mult, cap, theta, seg)
