@@ -248,3 +248,29 @@ def test_a_kernel_state_with_a_nested_tuple_is_refused_clearly():
     with pytest.raises(ProtocolError, match="item 1 is itself a tuple; allowed: a flat tuple"):
         compiled_sync.run_compiled_rounds([k], None, None, None, None, round_=0, iteration=0, max_rounds=None,
                                           max_scalars=None, max_iterations=None, observe_every=0)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_observer_gets_the_iteration_and_the_round_it_was_called_in(compiled):
+    """on_iteration(iteration, round): the iteration that just ended (a multiple of observe_every) and the
+    scheduler's current round, after the iteration's round and its settle round (both loops)."""
+    calls = []
+    k = 5
+    G = build_topology("star", k + 1)
+    clients = np.arange(1, k + 1, dtype=np.int64)
+    roles = [RoleSpec("server", Server(7, -1), np.array([0]), [{"clients": clients}]),
+             RoleSpec("client", Client(0), clients, [None] * k)]
+    eng = InProcessEngine()
+    groups = split_roles(roles, {"client": 1})
+    eng.deploy(groups, 0)
+    import networkx as nx
+
+    meter = Meter(k + 1, nx.to_numpy_array(G, nodelist=range(k + 1)) > 0)
+    sched = SyncScheduler(eng, groups, meter, k + 1, compiled=compiled)
+    sched.run(max_iterations=20, observe_every=4,
+              on_iteration=lambda it, rnd: calls.append((it, rnd, sched.round, sched.iteration)) or False)
+    ended = dict(map(tuple, meter.iteration_rounds))
+    assert [c[0] for c in calls] == [4, 8, 12, 16, 20]
+    for it, rnd, now, current in calls:
+        assert type(it) is int and type(rnd) is int
+        assert rnd == now and it == current and ended[it] < rnd
