@@ -183,7 +183,8 @@ def test_dsvc_ledger_equals_declared_count(load, kw):
     assert tags["delta"] == tags["delta_sum"] == 2 * k * T
     # beta = "auto": a certificate check every check_every iterations (250 here), each probe of the capped minimum
     C, P, d_pad = srv["checks"], srv["probes"], dep.info["d_pad"]
-    assert C == T // 250 and tags["check"] == tags["resume"] == 2 * k * C and tags["hull"] == k * (d_pad + 17) * C
+    assert C == T // 250 and tags["check"] == 3 * k * C and tags["resume"] == 2 * k * C
+    assert tags["hull"] == k * (d_pad + 17) * C
     assert tags.get("probe", 0) == 2 * k * P and tags.get("probe_stats", 0) == 10 * k * P
     assert (P == 0) == (not kw)                    # the hard margin's capped minimum is the plain minimum
     checks = dsvc_check_scalars(k, d_pad, C, P)
@@ -210,11 +211,13 @@ def test_dsvc_ledger_equals_declared_count(load, kw):
 
 
 @pytest.mark.parametrize("alpha,shape,eps,k,T,restarts", [(None, (300, 20, 0.05, 3), 0.01, 4, 600, 1),
-                                                         (0.85, (100, 5, 0.05, 2), 0.03, 5, 3300, 2)])
+                                                         (0.85, (100, 5, 0.05, 2), 0.03, 5, 3300, 2),
+                                                         (None, (300, 20, 0.05, 3), 0.01, 4, 20_100, 1)])
 def test_dsvc_auto_beta_restarts_where_saddle_svc_does(alpha, shape, eps, k, T, restarts):
     """beta = "auto" on Saddle-DSVC: the server certifies the iterate every check_every iterations from the
     clients' reports and restarts at the same iterations, with the same beta, as the single machine; the iterates
-    stay the same, every message of the checks is in the ledger, and the compiled rounds equal the Python ones."""
+    stay the same (past the re-read of u after U_REFRESH_EVERY iterations too), every message of the checks is in
+    the ledger, and the compiled rounds equal the Python ones."""
     import scipy.sparse as sp
 
     from svmsim.data.registry import Dataset
@@ -230,9 +233,12 @@ def test_dsvc_auto_beta_restarts_where_saddle_svc_does(alpha, shape, eps, k, T, 
     assert single.restarts_ == srv["restarts"] == restarts
     assert srv["beta"] == pytest.approx(single.beta_, rel=1e-9) and single.beta_ < 1.0
     w = obs["client"][0]["w"]
-    assert np.linalg.norm(w - single.w_) <= 1e-9 * np.linalg.norm(single.w_)
+    # the long run spends 20 000 iterations at beta = 1e-3, which amplifies round-off (1.3e-9 before the re-read)
+    assert np.linalg.norm(w - single.w_) <= (1e-8 if T > 5000 else 1e-9) * np.linalg.norm(single.w_)
     assert srv["checks"] == (T - 1) // 50 and (srv["probes"] >= srv["checks"]) == bool(alpha)
     assert meter.ledger().totals["scalars"] == dep.declared_scalars(obs)
+    if T > 5000:
+        return
     _, python_meter, python_obs = _run_dsvc(ds, k, T, seed=7, compiled=False, eps=eps, check_every=50, **kw)
     assert python_meter.ledger().equals(meter.ledger()) and python_obs["server"] == obs["server"]
     assert np.array_equal(python_obs["client"][0]["w"], w)

@@ -41,7 +41,7 @@ class SaddleDSVCParams(SaddleParams):
     clients: int = Field(20, ge=1, description="number of clients k")
     beta: Literal["auto"] | Annotated[float, Field(gt=0)] = Field(
         "auto", description="the paper's beta: 'auto' restarts as saddle-svc does, the server certifying the iterate "
-                            "every check_every iterations (k(d + 21) scalars and about 12k per probe of the capped "
+                            "every check_every iterations (k(d + 22) scalars and about 12k per probe of the capped "
                             "minimum, in the ledger), or a number fixed for the whole run (the paper's setting)")
     check_every: int | None = Field(
         None, ge=1, description="beta = 'auto': iterations between certificate checks (default: the paper's T at "

@@ -13,8 +13,8 @@ Messages (every scalar counted; a broadcast counts once per recipient; the index
           c0-] 4k, then P ~ 1 times: client -> server "mass" [capped count, mass below, largest weight below and
           smallest at or above the threshold, row i*(t+1) times the mass below, per class] 10k; server -> client
           "scale" [c+, c-, final, the four trends of the next guess] 7k
-  check   (beta = "auto", after every check_every iterations; `hull_check`) server -> client "check" [tau+, tau-]
-          2k; client -> server "hull" [per class: count, min u, max u and a probe report at tau; |w| in the data's
+  check   (beta = "auto", after every check_every iterations; `hull_check`) server -> client "check" [tau+, tau-,
+          refresh u] 3k; client -> server "hull" [per class: count, min u, max u and a probe report at tau; |w| in the data's
           coordinates; S_c p_c] k(d + 17); then per probe: server -> client "probe" [tau+, tau-] 2k, client ->
           server "probe_stats" [a probe report per class] 10k; last: server -> client "resume" [beta, restarted] 2k
           with the next "coord"
@@ -33,7 +33,7 @@ from ...numerics.hadamard import next_power_of_two
 from ...program import NodeProgram, SyncKernel, kernel_step
 from . import protocol as K
 from .hull_check import FIRST_WIDTH, PROBE_WIDTH, CappedMinSearch, combine_probes, first_report, probe_report
-from .preprocess import (CoordinateStream, Rotation, SaddleConstants, _q_value, _row_norms,
+from .preprocess import (U_REFRESH_EVERY, CoordinateStream, Rotation, SaddleConstants, _q_value, _row_norms,
                          saddle_constants)
 from .restarts import StallWatch, lower_beta
 
@@ -66,9 +66,9 @@ def dsvc_setup_scalars(k: int) -> int:
 
 
 def dsvc_check_scalars(k: int, d_pad: int, checks: int, probes: int) -> int:
-    """Scalars of `checks` certificate checks (beta = "auto") with `probes` probes in all: per check 2k ("check"),
+    """Scalars of `checks` certificate checks (beta = "auto") with `probes` probes in all: per check 3k ("check"),
     k(d + 2 FIRST_WIDTH + 1) ("hull") and 2k ("resume"); per probe 2k ("probe") and 2 PROBE_WIDTH k ("probe_stats")."""
-    return checks * k * (d_pad + 2 * FIRST_WIDTH + 5) + probes * k * (2 + 2 * PROBE_WIDTH)
+    return checks * k * (d_pad + 2 * FIRST_WIDTH + 6) + probes * k * (2 + 2 * PROBE_WIDTH)
 
 
 def default_check_every(d_pad: int, n: int, eps: float, q: float) -> int:
@@ -122,6 +122,7 @@ class _ServerState:
         self.watch = StallWatch()
         self.restarts = self.checks = self.probes = 0
         self.checked = 0                       # the iteration of the last check
+        self.since_refresh = 0                 # iterations since the clients last re-read u (U_REFRESH_EVERY)
         self.tau = np.zeros(2)                 # the thresholds probed, per class (the last answers between checks)
         self.searches: list[CappedMinSearch] = []
         self.upper = self.w_norm = math.nan
@@ -222,8 +223,12 @@ class SaddleServer(NodeProgram):
                 search.update(st.tau[c], combine_probes(rows[:, c * PROBE_WIDTH:(c + 1) * PROBE_WIDTH]))
         else:                                                 # an iteration that ends with a check: ask
             st.phase[0] = K.PHASE_CHECK
+            st.since_refresh += int(st.iteration[0]) - st.checked
             st.checked = int(st.iteration[0])
-            out.send(MessageBatch.broadcast("check", st.me, st.clients, st.tau.copy()))
+            refresh = st.since_refresh >= U_REFRESH_EVERY         # as SaddleSVC, before its certificate
+            if refresh:
+                st.since_refresh = 0
+            out.send(MessageBatch.broadcast("check", st.me, st.clients, np.array([*st.tau, float(refresh)])))
             return out
         if not all(search.done for search in st.searches):
             st.tau[:] = [search.tau for search in st.searches]
@@ -427,9 +432,12 @@ class SaddleClient(NodeProgram):
     # -- beta = "auto": a certificate check (`hull_check`) ---------------------------------------------------
     def _report(self, st: _ClientState, inbox) -> Outbox:
         """The clients' reports of a check: the first ("hull": per class count, extremes and a probe; |w| in the
-        data's coordinates; S_c p_c) or a probe's ("probe_stats"), one row per client."""
+        data's coordinates; S_c p_c; after re-reading u when the server says so) or a probe's ("probe_stats"), one
+        row per client."""
         first = "check" in inbox
         tau = inbox["check" if first else "probe"].row(0)
+        if first and tau[2] != 0.0:
+            st.u[:] = st.w @ st.S                             # re-read u = S^T w (U_REFRESH_EVERY), as SaddleSVC
         k = st.node_ids.shape[0]
         width = FIRST_WIDTH if first else PROBE_WIDTH
         rows = np.zeros((k, 2 * width + (1 + st.S.shape[0] if first else 0)))

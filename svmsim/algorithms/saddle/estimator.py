@@ -13,7 +13,8 @@ from ...errors import DataError
 from ..sklearn_api import LinearBinaryClassifier, binary_fit_data
 from . import single
 from .certificate import SaddleEvaluator, capped_min
-from .preprocess import CoordinateStream, Rotation, _q_value, _row_norms, resolve_cap, saddle_constants
+from .preprocess import (U_REFRESH_EVERY, CoordinateStream, Rotation, _q_value, _row_norms, resolve_cap,
+                         saddle_constants)
 from .restarts import StallWatch, lower_beta
 
 
@@ -47,7 +48,7 @@ class SaddleSVC(LinearBinaryClassifier):
     ties_to_positive = True          # predict sign(<v, x> - b) with sign(0) = +1 (the paper's convention)
 
     def __init__(self, nu=None, alpha=None, eps=1e-3, beta="auto", q="data", tol=1e-3, stop="gap",
-                 max_iter=1_000_000, check_every=None, projection="newton", seed=0, refresh_every=20000):
+                 max_iter=1_000_000, check_every=None, projection="newton", seed=0, refresh_every=U_REFRESH_EVERY):
         self.nu = nu
         self.alpha = alpha
         self.eps = eps

@@ -85,6 +85,11 @@ class SaddleConstants:
         return int(math.ceil(self.d + math.sqrt(self.d / (self.eps * self.beta))))
 
 
+#: iterations between re-reads of u = S^T w (the one-coordinate updates of u drift; the single machine re-reads at
+#: the first certificate check this many iterations after the last, and so do Saddle-DSVC's clients with checks)
+U_REFRESH_EVERY = 20_000
+
+
 def saddle_constants(d: int, n: int, eps: float, beta: float, q: float) -> SaddleConstants:
     gamma = eps * beta / (2.0 * math.log(n))
     tau = math.sqrt(d / gamma) / (2.0 * q)
