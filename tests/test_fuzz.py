@@ -218,14 +218,14 @@ def test_values_outside_the_machine_range_are_refused(key, value, message):
 
 def test_a_range_error_and_a_schema_error_are_reported_together():
     raw = _quickstart()
-    raw["algorithm"]["beta"] = math.nan                 # refused by the schema's range (nan > 0 is false)
+    raw["algorithm"]["beta"] = math.nan                 # refused by the schema ('auto' or nan > 0, which is false)
     raw["algorithm"]["clients"] = 2**64
     raw["stop"]["gap"] = math.inf                       # the schema's own message (with its range) is kept
     with pytest.raises(ScenarioError) as err:
         load_scenario(raw)
     lines = str(err.value).splitlines()
     assert lines[0] == "scenario has 3 errors:"
-    assert "  [algorithm] beta = nan is out of range; allowed: a number > 0" in lines
+    assert "  [algorithm] beta = nan is not allowed; allowed: 'auto' or a number > 0" in lines
     assert any(line.startswith("  [algorithm] clients = 18446744073709551616 is outside TOML's 64-bit integer range")
                for line in lines)
     assert any(line.startswith("  [stop] gap = inf is not a finite number; allowed: a number") and "everywhere"
