@@ -156,6 +156,11 @@ def summary_lines(scenario, result) -> list[str]:
             lines.append(f"{label:<10} {f[key]:.6g}")
     if f.get("modelled_time") is not None:
         lines.append(f"modelled   {f['modelled_time']:.6g} s of cluster time ([network])")
+    live = result.summary.get("live_metrics")
+    if live and live.get("endpoint"):
+        shown = "final counters exported" if live["final_exported"] else "final counters not seen in time"
+        where = "this run's private Ray, gone with it" if live.get("private_ray") else "the cluster's"
+        lines.append(f"metrics    {live['endpoint']} ({shown}; {where})")
     lines.append(f"run dir    {result.run_dir}")
     return lines
 

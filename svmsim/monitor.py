@@ -15,13 +15,43 @@ Exported series (Ray prefixes ``ray_`` and adds ``_total`` to counters):
 Gossip runs on Ray export the counters as run totals (tag "all", role "all": their hosts' meters settle only
 totals at an evaluation point). Ray exports every `metrics_report_interval_ms` (10 s by default, at least 1 s):
 these are for watching a run; the ledger in the run directory is for counting. Gauges are re-set at every
-evaluation because Ray drops gauges that are not updated for a while.
+evaluation because Ray drops gauges that are not updated for a while. A private Ray that svmsim starts exports every
+second (`engine.ray_actors.METRICS_REPORT_MS`), and before the run lets it go, `LiveMetrics.finish` waits until this
+node's endpoint shows the run's final counters, so that the dashboard's last point is the ledger's.
 """
 from __future__ import annotations
 
+import time
+import urllib.request
+
 import numpy as np
 
-__all__ = ["METRIC_NAMES", "LiveMetrics"]
+__all__ = ["METRIC_NAMES", "LiveMetrics", "metrics_endpoint", "FINAL_EXPORT_WAIT_S"]
+
+#: how long the end of a run waits at most for Ray's metrics agent to show its final counters (a private Ray
+#: exports every second; a joined cluster every `metrics_report_interval_ms`, 10 s by default)
+FINAL_EXPORT_WAIT_S = 12.0
+#: what this process has added to each scenario's scalars counter (Ray's counters add up over runs of one name)
+_EXPORTED_SCALARS: dict[str, float] = {}
+
+
+def metrics_endpoint() -> str | None:
+    """The Prometheus endpoint of this process's Ray node (its metrics agent), or None when it has none."""
+    import ray
+
+    node_id = ray.get_runtime_context().get_node_id()
+    for node in ray.nodes():
+        if node.get("NodeID") == node_id and node.get("MetricsExportPort"):
+            return f"http://{node['NodeManagerAddress']}:{node['MetricsExportPort']}/metrics"
+    return None
+
+
+def exported_scalars(endpoint: str, scenario: str) -> float:
+    """The scalars counter that `endpoint` shows for `scenario` (its lines of role "all": every tag once)."""
+    text = urllib.request.urlopen(endpoint, timeout=5).read().decode()
+    lines = [ln for ln in text.splitlines() if ln.startswith("ray_svmsim_scalars_total{")
+             and f'scenario="{scenario}"' in ln and 'role="all"' in ln]
+    return sum(float(ln.rsplit(" ", 1)[1]) for ln in lines)
 
 METRIC_NAMES = ("svmsim_messages", "svmsim_scalars", "svmsim_bytes", "svmsim_round", "svmsim_iteration",
                 "svmsim_objective", "svmsim_rel_gap", "svmsim_accuracy", "svmsim_node_work")
@@ -79,6 +109,25 @@ class LiveMetrics:
         an evaluation point), as tag "all", role "all"."""
         self._export({("all", "all"): np.array([messages, scalars, bytes_], dtype=float)}, metrics)
 
+    def finish(self, wait: float = FINAL_EXPORT_WAIT_S) -> dict:
+        """Before the run lets Ray go: wait (at most `wait` seconds) until this node's Prometheus endpoint shows
+        every scalar this process exported for the scenario, so that the dashboard's last point is the run's
+        end. Returns {"endpoint", "final_exported", "waited_s"} for the run summary."""
+        started = time.perf_counter()
+        endpoint = None
+        seen = False
+        try:
+            endpoint = metrics_endpoint()
+            want = _EXPORTED_SCALARS.get(self.scenario, 0.0)
+            while endpoint is not None:
+                seen = exported_scalars(endpoint, self.scenario) == want
+                if seen or time.perf_counter() - started >= wait:
+                    break
+                time.sleep(0.2)
+        except OSError:                                  # the endpoint did not answer: say so, do not fail the run
+            seen = False
+        return {"endpoint": endpoint, "final_exported": seen, "waited_s": time.perf_counter() - started}
+
     def _export(self, totals: dict, metrics: dict) -> None:
         """Counters by what was sent since the last export; gauges from the evaluation's metrics."""
         for key, v in totals.items():
@@ -89,6 +138,8 @@ class LiveMetrics:
                 self.messages.inc(float(delta[0]), tags=tags)
                 self.scalars.inc(float(delta[1]), tags=tags)
                 self.bytes.inc(float(delta[2]), tags=tags)
+                if key[1] == "all":
+                    _EXPORTED_SCALARS[self.scenario] = _EXPORTED_SCALARS.get(self.scenario, 0.0) + float(delta[1])
             self._sent[key] = v
         st = {"scenario": self.scenario}
         self.round.set(float(metrics.get("round", 0)), tags=st)

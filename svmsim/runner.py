@@ -502,6 +502,8 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
                     model, rows, ledger, reason, extra = _run_gossip(scenario, built, eng, progress, live)
                 else:
                     model, rows, ledger, reason, extra = _run_distributed(scenario, built, eng, progress, live)
+                if live is not None:             # the dashboard's last point is the run's end (before Ray goes)
+                    extra["live_metrics"] = {**live.finish(), "private_ray": bool(getattr(eng, "started_ray", False))}
             finally:
                 if own_engine:
                     eng.close()

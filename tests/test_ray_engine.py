@@ -527,6 +527,13 @@ def test_without_an_address_the_cli_starts_a_private_ray_even_when_one_is_named(
                         str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "run" / "ledger.json").exists()
+    # before it lets its Ray go, the run waits until the node's Prometheus endpoint shows its final counters
+    import json
+
+    live = json.loads((tmp_path / "run" / "summary.json").read_text())["live_metrics"]
+    assert live["final_exported"] is True and live["private_ray"] is True, live
+    assert live["endpoint"].startswith("http://") and live["waited_s"] < 12.0
+    assert "metrics    http://" in r.stdout and "final counters exported" in r.stdout
 
 
 def test_an_address_where_no_cluster_answers_is_one_clear_error(tmp_path):

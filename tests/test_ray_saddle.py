@@ -106,7 +106,9 @@ def test_live_metrics_reach_the_prometheus_endpoint(ray_local, data_env):
                 "stop": {"max_iterations": 300}, "output": {"eval_every": 50, "progress": False}}
     res = svmsim.run(scenario, write=False)
     want = res.ledger.totals["scalars"]
-    assert _wait_for_scalars(port, "metrics-probe", want) == want     # counters carry the ledger's totals
+    live = res.summary["live_metrics"]          # the run itself waited for its final counters (a joined Ray)
+    assert live["final_exported"] is True and live["private_ray"] is False and str(port) in live["endpoint"]
+    assert _scrape(port) and _wait_for_scalars(port, "metrics-probe", want) == want  # the ledger's totals
     text = _scrape(port)
     assert "ray_svmsim_rel_gap" in text and "ray_svmsim_accuracy" in text
     assert 'tag="coord"' in text and 'role="client"' in text
@@ -116,6 +118,7 @@ def test_live_metrics_reach_the_prometheus_endpoint(ray_local, data_env):
               "algorithm": {"name": "pushsum", "nodes": 12}, "schedule": {"eval_time": 2.0},
               "stop": {"max_rounds": 10}, "output": {"progress": False}}
     g = svmsim.run(gossip, write=False)
+    assert g.summary["live_metrics"]["final_exported"] is True
     assert _wait_for_scalars(port, "metrics-gossip", g.ledger.totals["scalars"]) == g.ledger.totals["scalars"]
     # node work (paper 003's kernel evaluations) is exported beside the messages
     kernel = {"name": "metrics-kernel", "seed": 0, "data": {"name": "heart_scale"},

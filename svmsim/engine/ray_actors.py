@@ -16,6 +16,8 @@ __all__ = ["ensure_ray", "colocate_groups", "placement", "release_actors", "new_
            "lost_hosts", "HOST_JOIN"]
 
 _DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
+#: a private Ray exports live metrics every second (Ray's default is 10 s), so the dashboard keeps up with a run
+METRICS_REPORT_MS = 1000
 
 
 def ensure_ray(address: str | None, init_options: dict) -> bool:
@@ -28,7 +30,8 @@ def ensure_ray(address: str | None, init_options: dict) -> bool:
     if address is None or address == "local":
         address = "local"
         options = {"num_cpus": os.cpu_count() or 1, "include_dashboard": False,
-                   "object_store_memory": _DEFAULT_OBJECT_STORE_BYTES, "log_to_driver": False}
+                   "object_store_memory": _DEFAULT_OBJECT_STORE_BYTES, "log_to_driver": False,
+                   "_system_config": {"metrics_report_interval_ms": METRICS_REPORT_MS}}
     else:  # joining a running cluster: its resources are not ours to size
         _check_reachable(address)
         options = {"log_to_driver": False}
