@@ -264,6 +264,8 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
     reason = rec.reason(reason)
     extra = {"rounds": scheduler.round, "iterations": scheduler.iteration, "declared_scalars": declared,
              "ledger_matches_declared": None if declared is None else bool(declared == meter.scalars)}
+    if getattr(engine, "host_nodes", None):
+        extra["ray_hosts"] = dict(engine.host_nodes)    # host actor -> the Ray node it ran on
     if lost is not None:
         extra["engine_failure"] = {"message": failed, "hosts": list(lost.hosts), "node_ids": list(lost.node_ids)}
     if clock is not None:
@@ -379,6 +381,8 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
              "faults": out.faults}
     if out.stats:
         extra["ray_gossip"] = {k: v for k, v in out.stats.items() if k != "sent_per_node"}
+    if getattr(run, "host_nodes", None):
+        extra["ray_hosts"] = dict(run.host_nodes)       # host actor -> the Ray node it ran on
     return model, rec.rows, out.ledger, reason, extra
 
 

@@ -591,3 +591,47 @@ def test_a_lost_host_actor_is_one_clear_error_and_the_measured_rounds_are_kept(r
     ledger = json.loads((kept / "ledger.json").read_text())
     assert ledger["totals"]["messages"] > 0
     assert "died" in json.loads((kept / "summary.json").read_text())["stop_reason"]
+
+
+_TWO_NODE_RUN = r'''
+import json
+import ray
+from ray.cluster_utils import Cluster
+import svmsim
+
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+cluster.add_node(num_cpus=1)
+cluster.wait_for_nodes()
+try:
+    spec = {"name": "two-nodes", "seed": 3, "data": {"name": "synthetic", "kind": "separable", "n": 80, "d": 6},
+            "algorithm": {"name": "saddle-dsvc", "clients": 4, "beta": 0.5},
+            "engine": {"name": "ray", "actors": 2, "address": cluster.address, "metrics": False},
+            "stop": {"max_iterations": 200}, "output": {"eval_every": 50, "progress": False}}
+    on_ray = svmsim.run(spec, write=False)
+    nodes = sorted(node.node_id for node in cluster.list_all_nodes())
+    inproc = svmsim.run({**spec, "engine": {"name": "inproc"}}, write=False)
+    print(json.dumps({"hosts": on_ray.summary["ray_hosts"], "nodes": nodes,
+                      "same_ledger": on_ray.ledger.equals(inproc.ledger),
+                      "same_model": bool((on_ray.model["coef"] == inproc.model["coef"]).all())}))
+finally:
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster.shutdown()
+'''
+
+
+def test_host_actors_spread_over_the_nodes_of_a_cluster(tmp_path):
+    """A two-node Ray cluster on this machine (ray.cluster_utils.Cluster, in a process of its own so that the
+    session's Ray is left alone): the two host actors land on different nodes (the nodes in turn, reported in the
+    summary's ray_hosts), and the run's ledger and model equal the in-process run's."""
+    import json
+    import os
+    import subprocess
+
+    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    r = subprocess.run([sys.executable, "-c", _TWO_NODE_RUN], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert sorted(out["hosts"]) == ["client-0..1+server", "client-2..3"]
+    assert sorted(set(out["hosts"].values())) == out["nodes"] and len(out["nodes"]) == 2
+    assert out["same_ledger"] and out["same_model"]

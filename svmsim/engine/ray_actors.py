@@ -13,7 +13,7 @@ from ..errors import EngineFailure, ScenarioError
 from ..program import Group
 
 __all__ = ["ensure_ray", "colocate_groups", "placement", "release_actors", "new_namespace", "raise_original",
-           "lost_hosts", "HOST_JOIN"]
+           "lost_hosts", "HOST_JOIN", "host_scheduling", "this_node"]
 
 _DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
 #: a private Ray exports live metrics every second (Ray's default is 10 s), so the dashboard keeps up with a run
@@ -60,6 +60,23 @@ def _check_reachable(address: str, seconds: float = 5.0) -> None:
 
 # -- placement: which host actor carries which groups ---------------------------------------------------------
 HOST_JOIN = "+"
+
+
+def host_scheduling(n_hosts: int) -> list:
+    """Where each of `n_hosts` host actors goes: the cluster's alive nodes in turn, this process's node first
+    (hard node affinity). Ray's default packs actors that ask for no CPU on the driver's node, and its "SPREAD"
+    strategy is best effort (it put two hosts on one node of two now and then); a single-node Ray is unchanged."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = this_node()
+    others = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n["NodeID"] != here)
+    order = [here] + others
+    return [NodeAffinitySchedulingStrategy(node_id=order[j % len(order)], soft=False) for j in range(n_hosts)]
+
+
+def this_node() -> str:
+    """The id of the Ray node this process runs on (a host actor reports where Ray placed it)."""
+    return ray.get_runtime_context().get_node_id()
 
 
 def colocate_groups(groups: list[Group]) -> list[Group]:

@@ -38,8 +38,8 @@ from ..comm.message import Inbox, MessageBatch, Outbox
 from ..errors import ScenarioError
 from ..program import Group, NodeProgram, RoleSpec
 from .base import Engine, split_roles
-from .ray_actors import (colocate_groups, ensure_ray, lost_hosts, new_namespace, placement, raise_original,
-                         release_actors)
+from .ray_actors import (colocate_groups, ensure_ray, host_scheduling, lost_hosts, new_namespace,
+                         placement, raise_original, release_actors, this_node)
 
 __all__ = ["RayEngine", "NodeHost", "colocate_groups", "placement"]
 
@@ -159,8 +159,9 @@ class NodeHost:
             where = f"Ray host {self.name!r}" + (f", group {gid}" if len(self.programs) > 1 else "")
             err.add_note(f"(raised on {where})")
 
-    def deploy(self, groups: list[tuple], seed: int) -> bool:
-        """Initialise this host's groups, given as ``(gid, program, node_ids, node_data)``."""
+    def deploy(self, groups: list[tuple], seed: int) -> str:
+        """Initialise this host's groups, given as ``(gid, program, node_ids, node_data)``; returns the id of the
+        Ray node it runs on."""
         for gid, program, node_ids, node_data in sorted(groups, key=lambda t: t[0]):
             self.programs[gid] = program
             try:
@@ -168,7 +169,7 @@ class NodeHost:
             except Exception as err:
                 self._failed(err, gid)
                 raise
-        return True
+        return this_node()
 
     def step(self, round_: int, inboxes: dict[int, Inbox]) -> dict[int, Outbox]:
         """Step the groups that have mail, ``{gid: inbox}``, in gid order; returns ``{gid: outbox}``."""
@@ -276,6 +277,7 @@ class RayEngine(Engine):
         self.host_names: dict[int, str] = {}  # gid -> name of the actor that carries the group
         self.hosts: dict[str, list[int]] = {}  # actor name -> gids it carries, in the graph's input order
         self._hosts: list[Any] = []  # actor handles, in the order of `hosts`
+        self.host_nodes: dict[str, str] = {}   # host actor name -> the id of the Ray node Ray placed it on
         self._host_of: dict[int, int] = {}  # gid -> position of its actor in `_hosts`
         self._step_calls: list[Any] = []  # bound actor method that steps a round, per actor
         self._graph = None
@@ -310,13 +312,15 @@ class RayEngine(Engine):
         self._host_of = {gid: j for j, gids in enumerate(self.hosts.values()) for gid in gids}
         by_gid = {g.gid: g for g in self.groups}
         try:
-            for name in self.hosts:
-                handle = NodeHost.options(name=name, namespace=self.namespace).remote(name)
+            for name, where in zip(self.hosts, host_scheduling(len(self.hosts))):
+                handle = NodeHost.options(name=name, namespace=self.namespace,
+                                          scheduling_strategy=where).remote(name)
                 self._hosts.append(handle)
                 self._step_calls.append(handle.step_packed if self.packed else handle.step)
-            self._get([handle.deploy.remote([(gid, by_gid[gid].program, by_gid[gid].node_ids, by_gid[gid].node_data)
-                                             for gid in gids], seed)
-                       for handle, gids in zip(self._hosts, self.hosts.values())])
+            where = self._get([handle.deploy.remote([(gid, by_gid[gid].program, by_gid[gid].node_ids,
+                                                      by_gid[gid].node_data) for gid in gids], seed)
+                               for handle, gids in zip(self._hosts, self.hosts.values())])
+            self.host_nodes = dict(zip(self.hosts, where))
             if self.compiled:
                 self._compile()
         except BaseException:

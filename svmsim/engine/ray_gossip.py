@@ -106,7 +106,8 @@ from ..schedule.event_kernels import (I_DOWN, I_SENT, NO_LIMIT, ST_BAD_EDGE, ST_
 from ..schedule.gossip import GossipOutcome, GossipProgress, GossipStopReason, check_gossip_groups
 from ..topology import check_connected, neighbour_csr
 from .base import split_roles
-from .ray_actors import colocate_groups, ensure_ray, lost_hosts, placement, raise_original, release_actors
+from .ray_actors import (colocate_groups, ensure_ray, host_scheduling, lost_hosts, placement, raise_original,
+                         release_actors, this_node)
 
 __all__ = ["RayGossipRun", "GossipHost", "merge_tallies"]
 
@@ -189,7 +190,8 @@ class _HostState:
         self._eval_time = math.inf
         self._eval_index = 0
         self._last_send = time.perf_counter()
-        return {"name": self.name, "nodes": int(self.host.local.size), "compiled": self.host.compiled}
+        return {"name": self.name, "nodes": int(self.host.local.size), "compiled": self.host.compiled,
+                "ray_node": this_node()}
 
     def connect(self, peers: list) -> bool:
         """Handles of every host, this one included (by index)."""
@@ -510,6 +512,7 @@ class RayGossipRun:
         self.groups: list[Group] = []
         self.hosts: dict[str, list[int]] = {}
         self._handles: list = []
+        self.host_nodes: dict[str, str] = {}   # host actor name -> the id of the Ray node Ray placed it on
         self._closed = False
         self._ran = False
         self._outcome: GossipOutcome | None = None
@@ -558,8 +561,9 @@ class RayGossipRun:
         self._ensure_ray()
         Host = GossipHost()
         try:
-            for j, name in enumerate(self.hosts):
-                self._handles.append(Host.options(name=name, namespace=self.namespace).remote(name, j))
+            for j, (name, where) in enumerate(zip(self.hosts, host_scheduling(len(self.hosts)))):
+                self._handles.append(Host.options(name=name, namespace=self.namespace,
+                                                  scheduling_strategy=where).remote(name, j))
             cloudpickle = _ray().cloudpickle
             self.host_info = self._get(
                 [h.deploy.remote(cloudpickle.dumps([(gid, by_gid[gid].program, by_gid[gid].node_ids,
@@ -572,6 +576,7 @@ class RayGossipRun:
             self.close()
             raise
         self.compiled = all(info["compiled"] for info in self.host_info)
+        self.host_nodes = {info["name"]: info["ray_node"] for info in self.host_info}
 
     # -- calls ----------------------------------------------------------------------------------------------------
     def _get(self, refs: list, timeout: float | None = None) -> list:
