@@ -47,8 +47,8 @@ from .preprocess import CoordinateStream, Rotation, SaddleConstants, resolve_cap
 __all__ = [
     "SaddleSVC", "Rotation", "SaddleConstants", "saddle_constants", "resolve_cap", "CoordinateStream",
     "SaddleEvaluator", "SaddleServer", "SaddleClient", "dsvc_scalars_per_iteration", "dsvc_scalars",
-    "dsvc_setup_scalars", "dsvc_check_scalars", "dsvc_bound", "hull_lower_bound", "capped_min", "SaddleParams", "SaddleDSVCParams",
-    "build_saddle_svc", "build_saddle_dsvc",
+    "dsvc_setup_scalars", "dsvc_check_scalars", "dsvc_bound", "hull_lower_bound", "capped_min", "SaddleParams",
+    "SaddleDSVCParams", "build_saddle_svc", "build_saddle_dsvc",
 ]
 
 register(AlgorithmInfo(

@@ -14,10 +14,10 @@ Messages (every scalar counted; a broadcast counts once per recipient; the index
           smallest at or above the threshold, row i*(t+1) times the mass below, per class] 10k; server -> client
           "scale" [c+, c-, final, the four trends of the next guess] 7k
   check   (beta = "auto", after every check_every iterations; `hull_check`) server -> client "check" [tau+, tau-,
-          refresh u] 3k; client -> server "hull" [per class: count, min u, max u and a probe report at tau; |w| in the data's
-          coordinates; S_c p_c] k(d + 17); then per probe: server -> client "probe" [tau+, tau-] 2k, client ->
-          server "probe_stats" [a probe report per class] 10k; last: server -> client "resume" [beta, restarted] 2k
-          with the next "coord"
+          re-read u] 3k; client -> server "hull" [per class: count, min u, max u and a probe report at tau; |w| in
+          the data's coordinates; S_c p_c] k(d + 17); then per probe: server -> client "probe" [tau+, tau-] 2k,
+          client -> server "probe_stats" [a probe report per class] 10k; last: server -> client "resume" [beta,
+          restarted] 2k with the next "coord"
 
 After set-up every round is a compiled step of `protocol` (the same code from Python and in the compiled loop);
 the rounds of a check run in Python (`SaddleServer._check`, `SaddleClient._report`).
@@ -41,8 +41,6 @@ CAP_TOLERANCE = K.CAP_TOLERANCE
 MAX_CAP_PASSES = 10_000
 #: beta = "auto": the relative gap a restart aims below (SaddleSVC's default tol, so both restart alike)
 AIMED_GAP = 1e-3
-#: the tags of a certificate check (sent and received in Python; the compiled steps never see them)
-CHECK_TAGS = ("check", "hull", "probe", "probe_stats", "resume")
 
 
 def dsvc_scalars_per_iteration(k: int, nu_mode: bool, cap_reports: int = 1) -> int:
@@ -136,9 +134,8 @@ class _ServerState:
         return K.ServerArrays(
             clients=self.clients, coords=self.coords.refill(), me=self.me, nu=self.cap < math.inf,
             max_passes=MAX_CAP_PASSES, check_every=self.check_every, cap=self.cap, iteration=self.iteration,
-            reports=self.reports,
-            passes=self.passes, phase=self.phase, pos=self.coords.pos, z=self.z, c=self.c, trend=self.trend,
-            sums=self.sums)
+            reports=self.reports, passes=self.passes, phase=self.phase, pos=self.coords.pos, z=self.z, c=self.c,
+            trend=self.trend, sums=self.sums)
 
     def next_coordinate(self) -> float:
         """Line 3 from Python: the next i* of the shared stream."""
