@@ -31,8 +31,6 @@ __all__ = ["METRIC_NAMES", "LiveMetrics", "metrics_endpoint", "FINAL_EXPORT_WAIT
 #: how long the end of a run waits at most for Ray's metrics agent to show its final counters (a private Ray
 #: exports every second; a joined cluster every `metrics_report_interval_ms`, 10 s by default)
 FINAL_EXPORT_WAIT_S = 12.0
-#: what this process has added to each scenario's scalars counter (Ray's counters add up over runs of one name)
-_EXPORTED_SCALARS: dict[str, float] = {}
 
 
 def metrics_endpoint() -> str | None:
@@ -75,6 +73,10 @@ class LiveMetrics:
                                  tag_keys=("scenario", "quantity"))
         self._sent: dict[tuple[str, str], np.ndarray] = {}
         self._work: dict[str, float] = {}
+        # what the endpoint showed for this scenario before the run's first export (earlier runs of the same name,
+        # in this process or another on the same cluster, add to the same series), and what this run added
+        self._baseline: float | None = None
+        self._exported = 0.0
 
     def update(self, meter, metrics: dict, deployment) -> None:
         """Export what changed since the last call (the meter's per-tag totals split by sender role)."""
@@ -109,16 +111,25 @@ class LiveMetrics:
         an evaluation point), as tag "all", role "all"."""
         self._export({("all", "all"): np.array([messages, scalars, bytes_], dtype=float)}, metrics)
 
+    def _shown(self) -> float:
+        """The scalars the node's endpoint shows for this scenario now (0 when it cannot be read)."""
+        try:
+            endpoint = metrics_endpoint()
+            return exported_scalars(endpoint, self.scenario) if endpoint is not None else 0.0
+        except OSError:
+            return 0.0
+
     def finish(self, wait: float = FINAL_EXPORT_WAIT_S) -> dict:
         """Before the run lets Ray go: wait (at most `wait` seconds) until this node's Prometheus endpoint shows
-        every scalar this process exported for the scenario, so that the dashboard's last point is the run's
-        end. Returns {"endpoint", "final_exported", "waited_s"} for the run summary."""
+        every scalar this run exported for the scenario (on top of what it showed before the run), so that the
+        dashboard's last point is the run's end. Returns {"endpoint", "final_exported", "waited_s"} for the run
+        summary."""
         started = time.perf_counter()
         endpoint = None
         seen = False
         try:
             endpoint = metrics_endpoint()
-            want = _EXPORTED_SCALARS.get(self.scenario, 0.0)
+            want = (self._baseline or 0.0) + self._exported
             while endpoint is not None:
                 seen = exported_scalars(endpoint, self.scenario) == want
                 if seen or time.perf_counter() - started >= wait:
@@ -130,6 +141,8 @@ class LiveMetrics:
 
     def _export(self, totals: dict, metrics: dict) -> None:
         """Counters by what was sent since the last export; gauges from the evaluation's metrics."""
+        if self._baseline is None:
+            self._baseline = self._shown()
         for key, v in totals.items():
             prev = self._sent.get(key, np.zeros(3))
             delta = v - prev
@@ -139,7 +152,7 @@ class LiveMetrics:
                 self.scalars.inc(float(delta[1]), tags=tags)
                 self.bytes.inc(float(delta[2]), tags=tags)
                 if key[1] == "all":
-                    _EXPORTED_SCALARS[self.scenario] = _EXPORTED_SCALARS.get(self.scenario, 0.0) + float(delta[1])
+                    self._exported += float(delta[1])
             self._sent[key] = v
         st = {"scenario": self.scenario}
         self.round.set(float(metrics.get("round", 0)), tags=st)

@@ -109,6 +109,9 @@ def test_live_metrics_reach_the_prometheus_endpoint(ray_local, data_env):
     live = res.summary["live_metrics"]          # the run itself waited for its final counters (a joined Ray)
     assert live["final_exported"] is True and live["private_ray"] is False and str(port) in live["endpoint"]
     assert _scrape(port) and _wait_for_scalars(port, "metrics-probe", want) == want  # the ledger's totals
+    again = svmsim.run(scenario, write=False)   # the same name adds to the same series: counted from its start
+    assert again.summary["live_metrics"]["final_exported"] is True
+    assert _wait_for_scalars(port, "metrics-probe", 2 * want) == 2 * want
     text = _scrape(port)
     assert "ray_svmsim_rel_gap" in text and "ray_svmsim_accuracy" in text
     assert 'tag="coord"' in text and 'role="client"' in text
