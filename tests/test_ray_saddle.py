@@ -181,3 +181,23 @@ def test_paper001_same_ledger_and_iterates_on_ray(ray_local, load, name, pattern
         assert m1.message_rows() == m0.message_rows()
         np.testing.assert_array_equal(w1, w0)
         np.testing.assert_array_equal(a1, a0)
+
+
+def test_the_final_export_wait_reports_and_never_fails_the_run(monkeypatch):
+    """Ray that cannot say where its metrics agent is (or an endpoint that does not answer): finish() reports that
+    the final counters were not seen, within its wait, instead of raising at the end of a finished run."""
+    import svmsim.monitor as monitor
+
+    live = object.__new__(monitor.LiveMetrics)
+    live.scenario, live._baseline, live._exported = "s", None, 10.0
+
+    def broken():
+        raise RuntimeError("no node")
+
+    monkeypatch.setattr(monitor, "metrics_endpoint", broken)
+    assert live._shown() == 0.0
+    out = live.finish(wait=0.5)
+    assert out["final_exported"] is False and out["endpoint"] is None and out["waited_s"] < 0.5
+    monkeypatch.setattr(monitor, "metrics_endpoint", lambda: "http://127.0.0.1:9/metrics")   # nothing listens
+    out = live.finish(wait=0.5)
+    assert out["final_exported"] is False and out["endpoint"] == "http://127.0.0.1:9/metrics"
