@@ -12,11 +12,17 @@ Measured, in one process and one Ray instance:
   bytes as the gossip hosts' average call, timed until every call has been handled; its calls/s times the gossip
   run's messages per call is the rate at which Ray alone could move the cross-host messages.
 
-Target: >= 5e4 messages/s on the Ray engine. Run: python benchmarks/bench_ray_gossip.py
+Deterministic mode (``--deterministic``; `schedule.windows`): the same deployment with a latency of uniform(L, 2L)
+for several L (the window is L), a virtual-time budget of 200, free-running and deterministic side by side, and the
+in-process run of the same scenario; each deterministic ledger must equal the in-process one (the benchmark stops
+otherwise). The rate is what the windows cost: one call per host per window, and a window holds about 2 N L events.
+
+Target: >= 5e4 messages/s on the Ray engine. Run: python benchmarks/bench_ray_gossip.py [--deterministic]
 """
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 import time
 
@@ -63,6 +69,45 @@ def ray_gossip(dep, max_skew, faults=None, seed: int = 0) -> dict:
             max(1, st["cross_host_calls"]), "bytes_per_call": st["cross_host_bytes"] / max(1, st["cross_host_calls"]),
             "late_fraction": st["late_fraction"], "mean_lateness_rounds": st["mean_lateness"],
             "virtual_time": round(p.time, 2), "ledger_messages": res.ledger.totals["messages"]}
+
+
+def windows_vs_free(dep, lows=(0.05, 0.25, 0.5), max_time: float = 200.0, seed: int = 0) -> list[dict]:
+    """Free-running and deterministic Ray runs and the in-process run with latency uniform(L, 2L), to max_time."""
+    rows = []
+    inproc(dep, messages=1000)                                     # compile the in-process loop first
+    for low in lows:
+        latency = LatencyModel(Distribution.uniform(low, 2 * low))
+        engine = InProcessEngine()
+        groups = engine.plan(dep.roles)
+        engine.deploy(groups, seed)
+        meter = Meter(dep.n_nodes, dep.adjacency(), dep.node_names)
+        sched = GossipScheduler(engine, groups, meter, dep.topology, seed=seed, latency=latency)
+        t0 = time.perf_counter()
+        sched.run(max_time=max_time)
+        sched.finish()
+        ref = meter.ledger()
+        rows.append({"latency_low": low, "mode": "inproc", "messages": sched.progress().sent,
+                     "run_s": time.perf_counter() - t0})
+        for deterministic in (False, True):
+            with RayGossipRun(actors=ACTORS, call_timeout=300.0, deterministic=deterministic) as eng:
+                t0 = time.perf_counter()
+                eng.deploy(eng.plan(dep.roles), seed, dep.topology, latency=latency, node_names=dep.node_names)
+                deploy = time.perf_counter() - t0
+                eng.run(max_time=max_time)
+                res = eng.outcome()
+            st = res.stats
+            if deterministic and not res.ledger.equals(ref):
+                raise SystemExit(f"deterministic mode at L = {low}: the ledger differs from the in-process run's")
+            rows.append({"latency_low": low, "mode": "deterministic" if deterministic else "free",
+                         "messages": res.progress.sent, "deploy_s": deploy, "run_s": st["run_wall_s"],
+                         "windows": st.get("windows"), "late_fraction": st["late_fraction"],
+                         "same_ledger_as_inproc": res.ledger.equals(ref)})
+        base = rows[-3]["messages"] / rows[-3]["run_s"]
+        for r in rows[-3:]:
+            r["messages_per_s"] = r["messages"] / r["run_s"]
+            r["vs_inproc"] = r["messages_per_s"] / base
+        rows[-1]["vs_free"] = rows[-1]["messages_per_s"] / rows[-2]["messages_per_s"]
+    return rows
 
 
 def inproc(dep, messages: int = 2_000_000, seed: int = 0) -> dict:
@@ -122,6 +167,16 @@ def main():
     temp = tempfile.mkdtemp(prefix="svmsim-bench-")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=300 * 1024**2,
              _temp_dir=temp)
+    if "--deterministic" in sys.argv[1:]:
+        try:
+            rows = windows_vs_free(deployment())
+        finally:
+            ray.shutdown()
+            shutil.rmtree(temp, ignore_errors=True)
+        print(table(rows, ["latency_low", "mode", "messages", "run_s", "windows", "messages_per_s", "vs_inproc",
+                           "vs_free", "late_fraction", "same_ledger_as_inproc"]))
+        print("saved", save("ray_gossip_deterministic", {"nodes": NODES, "d": DIM, "actors": ACTORS, "rows": rows}))
+        return
     try:
         dep = deployment()
         rows = [ray_gossip(dep, 0.5), ray_gossip(dep, 0.25), ray_gossip(dep, 1.0), ray_gossip(dep, None),

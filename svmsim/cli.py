@@ -320,7 +320,12 @@ def _cmd_list(args) -> int:
     if what in ("all", "engines"):
         from .engine import ENGINES
 
+        from .config.sections import EngineSection
+
         out.append("engines: " + ", ".join(ENGINES))
+        out.append("  [engine] keys:")
+        for key, field in EngineSection.model_fields.items():
+            out.append(f"    {key:<10} (default {field.default!r}) {field.description}")
     if what in ("all", "datasets"):
         from .data import BUILTIN_DATASETS, list_datasets
 

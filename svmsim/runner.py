@@ -493,7 +493,9 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
                 opts = {}
                 if scenario.engine.is_ray:
                     opts = {"actors": scenario.engine.actors, "address": scenario.engine.address or None,
-                            "colocate": scenario.engine.colocate,
+                            "colocate": scenario.engine.colocate, "gossip": scenario.engine.gossip,
+                            "checkpoint_every": scenario.engine.checkpoint_every,
+                            "recover": scenario.engine.recover,
                             "init_options": {"include_dashboard": scenario.engine.dashboard}}
                 eng = make_engine(scenario.engine.name, **opts)
                 own_engine = True

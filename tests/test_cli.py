@@ -165,6 +165,18 @@ def test_validate_list_and_help(shared_data_dir):
     assert "a9a" in r.stdout
 
 
+def test_list_engines_explains_every_engine_key(capsys):
+    from svmsim.config.sections import EngineSection
+
+    assert main(["list", "engines"]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == "engines: inproc, ray, ray-cgraph"
+    keys = {line.split()[0]: line for line in said[2:]}
+    assert list(keys) == list(EngineSection.model_fields)
+    assert "deterministic (time windows: the in-process run bit for bit" in keys["gossip"]
+    assert keys["actors"].startswith("    actors     (default 2) Ray: host actors")
+
+
 def test_list_algorithms_name_explains_every_key(capsys):
     from svmsim.algorithms.registry import get_algorithm
 

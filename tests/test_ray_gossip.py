@@ -264,3 +264,107 @@ def test_a_host_that_dies_is_a_clear_error(ray_local, iris):
             eng.run(max_time=1e6, eval_time=1.0, on_observe=kill_one)   # the dead host alone, not every host
     finally:
         eng.close()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# deterministic mode: time windows (svmsim.schedule.windows)
+
+SCENARIOS = __import__("pathlib").Path(__file__).resolve().parent.parent / "scenarios"
+#: the shipped scenarios send with no latency; windows need one (a round of virtual time each, at most, here)
+DETERMINISTIC = {
+    "gadget_a9a.toml": {"schedule.latency": 0.5, "stop.max_rounds": 150},
+    "pushsum_mixing.toml": {"schedule.latency": 0.5, "stop.max_seconds": 3600.0},
+}
+
+
+def deterministic_pair(tmp_path, name, actors, overrides=None):
+    """(in-process run, Ray run in deterministic mode) of a shipped scenario, both written to disk."""
+    ov = {**(DETERMINISTIC[name] if overrides is None else overrides), "output.progress": False}
+    ref = svmsim.run(SCENARIOS / name, overrides=ov, out_dir=tmp_path / "inproc")
+    got = svmsim.run(SCENARIOS / name, overrides={**ov, "engine.name": "ray", "engine.gossip": "deterministic",
+                                                  "engine.actors": actors, "engine.metrics": False},
+                     out_dir=tmp_path / "ray")
+    return ref, got
+
+
+@pytest.mark.parametrize("actors", [2, 3])
+@pytest.mark.parametrize("name", sorted(DETERMINISTIC))
+def test_deterministic_gossip_on_ray_writes_the_in_process_ledger_and_model_byte_for_byte(ray_local, tmp_path, name,
+                                                                                          actors):
+    ref, got = deterministic_pair(tmp_path, name, actors)
+    for f in ("ledger.json", "model.npz", "ledger_edges.csv", "ledger_rounds.csv"):
+        assert (tmp_path / "ray" / f).read_bytes() == (tmp_path / "inproc" / f).read_bytes(), f
+    assert got.stop_reason == ref.stop_reason
+    info = got.summary["ray_gossip"]
+    assert info["mode"] == "deterministic" and info["window"] == 0.5 and info["actors"] == actors
+    assert info["late_deliveries"] == 0 and info["cross_host_messages"] > 0
+    # the observer saw the same rows (all but the wall-clock columns)
+    drop = {"wall_time"}
+    assert [{k: v for k, v in r.items() if k not in drop} for r in got.metrics] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in ref.metrics]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("actors", [2, 3])
+def test_deterministic_gadget_a9a_to_done_is_the_in_process_run(ray_local, tmp_path, actors):
+    """The whole scenario: every node stops by the paper's rule; the hosts find that instant and replay to it."""
+    ref, got = deterministic_pair(tmp_path, "gadget_a9a.toml", actors, {"schedule.latency": 0.5})
+    assert ref.stop_reason == got.stop_reason == "algorithm finished"
+    assert got.summary["ray_gossip"]["replayed"]
+    for f in ("ledger.json", "model.npz"):
+        assert (tmp_path / "ray" / f).read_bytes() == (tmp_path / "inproc" / f).read_bytes(), f
+
+
+def _kill_at(eng, calls: int, host: int = 1):
+    """An observer that kills host actor `host` (no restart) at its `calls`-th call."""
+    seen = []
+
+    def observe(p, obs):
+        seen.append(p.time)
+        if len(seen) == calls:
+            ray.kill(eng._handles[host], no_restart=True)
+        return False
+
+    return observe
+
+
+@pytest.mark.parametrize("checkpoint_every", [4, None])
+def test_a_lost_host_is_replaced_and_the_deterministic_run_is_the_undisturbed_one(ray_local, iris,
+                                                                                  checkpoint_every):
+    """A host actor killed mid-run comes back from its last checkpoint (or from the start) with the windows since
+    replayed: the ledger, the fault tally and every node's state are the in-process run's, each message counted
+    once."""
+    dep = pushsum(iris, nodes=30, seed=2)
+    latency = LatencyModel(Distribution.uniform(0.2, 0.5))
+    engine = InProcessEngine()
+    groups = engine.plan(dep.roles)
+    engine.deploy(groups, 2)
+    meter = Meter(30, dep.adjacency(), dep.node_names)
+    sched = GossipScheduler(engine, groups, meter, dep.topology, seed=2, latency=latency, faults=FAULTS)
+    assert sched.run(max_time=25.0) == GossipStopReason.TIME
+    ref_obs = engine.observe()[0]
+    ref_faults = sched.finish()
+    with RayGossipRun(actors=2, call_timeout=120.0, deterministic=True, checkpoint_every=checkpoint_every) as eng:
+        eng.deploy(eng.plan(dep.roles), 2, dep.topology, latency=latency, faults=FAULTS, node_names=dep.node_names)
+        first = list(eng._handles)
+        assert eng.run(max_time=25.0, eval_time=2.0, on_observe=_kill_at(eng, 5)) == GossipStopReason.TIME
+        res = eng.outcome()
+        assert eng._handles[1] is not first[1] and eng._handles[0] is first[0]
+    (lost,) = res.stats["recovered"]
+    assert lost["host"] == "peer-15..29" and lost["from_checkpoint"] == (checkpoint_every is not None)
+    if checkpoint_every is not None:
+        assert res.stats["checkpoints"] >= 3 and 1 <= lost["replayed_windows"] <= checkpoint_every
+    assert res.ledger.equals(meter.ledger()) and res.ledger.summary() == meter.ledger().summary()
+    assert res.faults["dropped_total"] == ref_faults["dropped_total"]
+    got = by_role(res.observations)["peer"]
+    for key in ("s", "w"):
+        assert np.array_equal(np.concatenate([o[key] for o in got]), ref_obs[key]), key
+
+
+def test_with_recovery_off_a_lost_host_ends_the_deterministic_run_naming_it(ray_local, iris):
+    dep = pushsum(iris, nodes=20, seed=1)
+    with RayGossipRun(actors=2, call_timeout=60.0, deterministic=True, recover=False) as eng:
+        eng.deploy(eng.plan(dep.roles), 1, dep.topology, latency=LatencyModel(Distribution.constant(0.3)),
+                   node_names=dep.node_names)
+        with pytest.raises(SvmsimError, match=r"'peer-10..19' died .*logical nodes 10-19.*allowed"):
+            eng.run(max_time=20.0, eval_time=1.0, on_observe=_kill_at(eng, 3))

@@ -207,6 +207,23 @@ class Scenario(SectionModel):
         self._check_schedule()
         return self
 
+    def _check_deterministic_gossip(self) -> None:
+        """Time windows need a smallest latency > 0 and no budget on messages or scalars."""
+        schedule = self.schedule
+        dist = schedule.latency_distribution()
+        if not dist.minimum > 0:
+            raise fail(f"gossip = 'deterministic' runs the hosts in time windows no longer than the smallest "
+                       f"message latency, but [schedule] latency = {show(schedule.latency)} can be "
+                       f"{dist.minimum:g}; allowed: a latency with a positive minimum (a constant > 0, a uniform "
+                       "distribution with low > 0), or gossip = \"free\"", ("engine", "gossip"))
+        for where, key, value in (("schedule", "max_messages", schedule.max_messages),
+                                  ("stop", "max_scalars", self.stop.max_scalars)):
+            if value is not None:
+                raise fail(f"{key} = {value} is a budget that one host meets at an exact message, which hosts in "
+                           "time windows cannot see; allowed with gossip = 'deterministic': [schedule] max_time, "
+                           "[stop] max_rounds or max_iterations (virtual time), or gossip = \"free\"",
+                           (where, key))
+
     def _check_schedule(self) -> None:
         """Resolve ``[schedule] kind = "auto"`` to the algorithm's scheduler; keys and faults must fit it."""
         info = self.algorithm.info
@@ -225,6 +242,8 @@ class Scenario(SectionModel):
         if schedule.kind == "gossip" and self.engine.name == "ray" and schedule.eval_messages is not None:
             raise fail(f"eval_messages = {schedule.eval_messages} counts messages in one process; Ray hosts evaluate "
                        "on their own virtual clocks: allowed on engine ray: eval_time", ("schedule", "eval_messages"))
+        if schedule.kind == "gossip" and self.engine.name == "ray" and self.engine.gossip == "deterministic":
+            self._check_deterministic_gossip()
         if schedule.kind == "gossip" and not self.faults.is_empty:
             stop = self.stop
             budgets = (stop.max_iterations, stop.max_rounds, stop.max_scalars, stop.max_seconds,

@@ -250,21 +250,40 @@ class TopologySection(SectionModel):
         return self.params[key]
 
 
+GOSSIP_MODES = ("free", "deterministic")
+
+
 class EngineSection(SectionModel):
     """``[engine]``: where the node programs run."""
 
-    name: str = "inproc"
-    actors: int = Field(2, ge=1)
-    address: str = ""
-    dashboard: bool = False
-    metrics: bool = True
-    colocate: bool = True   # Ray: single-node roles (the server) share the first client host's actor
+    name: str = Field("inproc", description="where the node programs run: inproc (this process), ray (actors), "
+                                            "ray-cgraph (actors driven by a Ray compiled graph)")
+    actors: int = Field(2, ge=1, description="Ray: host actors per role played by several nodes")
+    address: str = Field("", description="Ray: a cluster to join (auto, or HOST:PORT); empty starts a private one")
+    dashboard: bool = Field(False, description="Ray: start the private instance's dashboard")
+    metrics: bool = Field(True, description="Ray: export live counters and gauges (ray.util.metrics)")
+    colocate: bool = Field(True, description="Ray: single-node roles (the server) share the first client host's "
+                                             "actor")
+    gossip: str = Field("free", description="Ray gossip: free (each host on its own clock; fast, runs differ) or "
+                                            "deterministic (time windows: the in-process run bit for bit; needs a "
+                                            "latency with a positive minimum)")
+    checkpoint_every: int = Field(100, ge=1, description="Ray gossip, deterministic: windows between the driver's "
+                                                         "checkpoints of every host")
+    recover: bool = Field(True, description="Ray gossip, deterministic: replace a host actor that dies, restored "
+                                            "from its last checkpoint (false: a lost host ends the run)")
 
     @field_validator("name")
     @classmethod
     def _known_engine(cls, value: str) -> str:
         if value not in ENGINES:
             raise choice("name", value, "an engine", ENGINES)
+        return value
+
+    @field_validator("gossip")
+    @classmethod
+    def _known_gossip_mode(cls, value: str) -> str:
+        if value not in GOSSIP_MODES:
+            raise choice("gossip", value, "a mode of gossip on Ray", GOSSIP_MODES)
         return value
 
     @model_validator(mode="after")

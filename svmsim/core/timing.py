@@ -148,6 +148,13 @@ class Distribution:
         return self.params[1] if len(self.params) > 1 else 0.0
 
     @property
+    def minimum(self) -> float:
+        """The least value a draw can take (0 for the exponential, and for a lognormal with sigma > 0)."""
+        if self.kind in ("constant", "uniform") or (self.kind == "lognormal" and self.b == 0):
+            return self.a
+        return 0.0
+
+    @property
     def mean(self) -> float:
         if self.kind == "constant":
             return self.a

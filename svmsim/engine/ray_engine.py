@@ -246,11 +246,16 @@ class RayEngine(Engine):
         object (raw array buffers, one pickle pass), which Ray moves much faster than objects holding several
         numpy arrays; "objects" hands the Inbox and Outbox objects to Ray's own serialiser (plain actors only: a
         compiled graph would pass arrays as views of its channel buffers, which must not outlive a round).
+    gossip: how gossip hosts keep time (`engine.ray_gossip`): "free" (each host runs on its own clock, kept within
+        a skew of the others; fast, but runs differ) or "deterministic" (time windows no longer than the smallest
+        latency: the in-process run bit for bit). checkpoint_every, recover: deterministic gossip's checkpoints
+        (every this many windows) and the replacement of a host actor that dies (`engine.ray_windows`).
     """
 
     def __init__(self, compiled: bool = False, address: str | None = None, actors: int = 2,
                  colocate: bool = True, init_options: dict | None = None, namespace: str | None = None,
-                 round_timeout: float | None = None, wire: str = "bytes"):
+                 round_timeout: float | None = None, wire: str = "bytes", gossip: str = "free",
+                 checkpoint_every: int | None = 100, recover: bool = True):
         if int(actors) < 1:
             raise ScenarioError(f"engine actors = {actors!r} is not a number of Ray actors; allowed: an integer >= 1")
         if wire not in _WIRES:
@@ -267,6 +272,11 @@ class RayEngine(Engine):
         self.colocate = bool(colocate)
         self.name = "ray-cgraph" if self.compiled else "ray"
         self.address = address
+        if gossip not in ("free", "deterministic"):
+            raise ScenarioError(f"engine gossip = {gossip!r} is not a mode of gossip on Ray; allowed: free, "
+                                "deterministic")
+        self.gossip_mode = gossip
+        self.gossip_checkpoint_every, self.gossip_recover = checkpoint_every, recover
         self.actors = int(actors)
         self.init_options = dict(init_options or {})
         self._own_namespace = namespace is None
@@ -400,7 +410,9 @@ class RayEngine(Engine):
         if self.compiled:
             raise ScenarioError("the compiled graph (engine ray-cgraph) runs synchronous rounds only; gossip runs "
                                 "on plain actors: allowed: engine.name = \"ray\"")
-        run = RayGossipRun(actors=self.actors, address=self.address, init_options=self.init_options)
+        run = RayGossipRun(actors=self.actors, address=self.address, init_options=self.init_options,
+                           deterministic=self.gossip_mode == "deterministic",
+                           checkpoint_every=self.gossip_checkpoint_every, recover=self.gossip_recover)
         try:
             run.deploy(run.plan(roles), seed, topology, clock=clock, latency=latency, faults=faults,
                        round_time=round_time, compiled=compiled, node_names=node_names)

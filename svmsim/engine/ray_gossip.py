@@ -1,12 +1,15 @@
 """Asynchronous gossip on Ray: the gossip node programs run in Ray actors that send to each other directly.
 
-The peers are split over `actors` host actors ("peer-0..499", "peer-500..999": named after the nodes they carry,
-so the Ray dashboard shows them). Each host runs the same node programs as the in-process gossip scheduler
-(`svmsim.schedule.gossip`): each host is the same `schedule.event_host.EventHost` that the in-process engine runs
-for all nodes, here owning its actor's nodes: the same counter-based streams give its nodes' clocks, latencies
-and faults, and it drives the programs through their compiled `GossipKernel` when they have one (Push-Sum and
-GADGET do; the loop runs with the GIL released) or through their Python ``wake``/``receive`` methods otherwise
-(``compiled = False``).
+The peers are split over `actors` host actors ("peer-0..499", "peer-500..999", named after their nodes). Each runs
+the in-process scheduler's `schedule.event_host.EventHost` for its nodes (the same counter-based streams for their
+clocks, latencies and faults), through the programs' compiled `GossipKernel` (Push-Sum, GADGET; with the GIL
+released) or their Python ``wake``/``receive`` methods (``compiled = False``).
+
+Two modes. **Free-running** (the default, described below): every host runs on its own clock, kept within
+``max_skew`` of the others; fast, but which messages arrive late depends on Ray's timing, so runs differ.
+**Deterministic** (``deterministic=True``, ``[engine] gossip = "deterministic"``): the driver cuts conservative time
+windows no longer than the smallest latency and routes the messages between hosts at each window's end
+(`schedule.windows`): the in-process run bit for bit on any number of actors, at one call per host per window.
 
 Event loop and virtual time
 ---------------------------
@@ -29,12 +32,9 @@ in rounds of virtual time, ``round_time``; default 0.5; ``None`` lets hosts run 
 sends its own published time to the others, so two hosts never wait for each other. ``max_skew`` bounds how
 late a message can be, at the price of waiting: a host learns the others' times from their calls, and calls are
 what Ray is slow at (about 1.5e3 per second on a 2-core machine), so a small skew makes the hosts take turns.
-Measured on the project machine (1000 Push-Sum nodes, d = 100, 2 hosts, ``benchmarks/bench_ray_gossip.py``;
-ranges over runs while other jobs shared the 2 cores): 0.5 rounds 1.0e5-1.4e5 messages/s, with 85% of the
-cross-host messages late, by 0.23 rounds on average; 0.25 rounds 6e4-1.1e5/s (late by 0.11 rounds); 0.1 rounds
-about 6e4/s (0.03 rounds); 1 round 1.2e5-1.5e5/s (0.5 rounds); no bound 1.1e5-1.8e5/s, but the hosts' clocks
-drift hundreds of rounds apart. (Announcing the clock between batches, to let the hosts run side by side, was
-slower: more calls.) The in-process compiled loop runs 1.2e6-1.3e6 messages/s in one process.
+Measured (``benchmarks/bench_ray_gossip.py``, 1000 Push-Sum nodes, 2 hosts): 0.5 rounds 1.0e5-1.4e5 messages/s,
+85% of the cross-host messages late by 0.23 rounds on average; 0.1 rounds about 6e4/s; no bound 1.1e5-1.8e5/s,
+but the hosts' clocks drift hundreds of rounds apart.
 
 Metering and the merged ledger
 ------------------------------
@@ -96,6 +96,7 @@ import networkx as nx
 import numpy as np
 
 from ..comm.meter import Ledger, Meter
+from ..core.streams import STREAM_EDGE, stream_keys
 from ..core.timing import Clock, LatencyModel
 from ..errors import ScenarioError, SvmsimError
 from ..faults import FaultModel, FaultTally
@@ -104,6 +105,7 @@ from ..schedule.event_host import EventHost, GossipSetting
 from ..schedule.event_kernels import (I_DOWN, I_SENT, NO_LIMIT, ST_BAD_EDGE, ST_EVAL_TIME, ST_FLUSH, ST_GROW,
                                       ST_MESSAGES, ST_QUIESCENT, ST_SCALARS, ST_TIME, ST_XFLUSH, ST_YIELD)
 from ..schedule.gossip import GossipOutcome, GossipProgress, GossipStopReason, check_gossip_groups
+from ..schedule.windows import WindowHost, smallest_latency
 from ..topology import check_connected, neighbour_csr
 from .base import split_roles
 from .ray_actors import (colocate_groups, ensure_ray, host_scheduling, lost_hosts, placement, raise_original,
@@ -152,6 +154,8 @@ class _HostState:
         The driver sends the groups pickled in one bytes object: unpickled here, the programs' and data's arrays
         are writable copies, as in-process (Ray hands numpy arguments over as read-only views).
         """
+        self._deploy_args = (groups, seed, n_nodes, owner, adj_ptr, adj, clock, latency, faults, round_time,
+                             compiled, node_names, options)
         if isinstance(groups, (bytes, bytearray)):
             groups = _ray().cloudpickle.loads(groups)
         n = int(n_nodes)
@@ -213,6 +217,44 @@ class _HostState:
         self._thread = threading.Thread(target=self._run_thread, name=f"svmsim-gossip-{self.name}", daemon=True)
         self._thread.start()
         return True
+
+    # -- deterministic mode: the driver cuts time windows (`schedule.windows`) ---------------------------------------
+    def window_begin(self) -> bool:
+        self._windows = WindowHost(self.host, self._observe)
+        return True
+
+    def window(self, incoming: list, limit: float, snapshot: bool) -> dict:
+        try:
+            out = self._windows.step(incoming, limit, snapshot)
+        except Exception as err:
+            _note(err, self.name)
+            raise
+        for dest, parts in out["out"].items():
+            self.x_sent[dest] += sum(p[3].shape[0] for p in parts)
+        return out
+
+    def checkpoint(self) -> bytes:
+        """This host's state between two windows: its event loop's heap, buffers and counters, its programs'
+        states, its meter and its fault tally (the programs and their data are the deployed ones, not copied)."""
+        saved = {k: v for k, v in self.host.__dict__.items() if k not in _NOT_CHECKPOINTED}
+        return pickle.dumps({"host": saved, "x_sent": self.x_sent}, protocol=_PICKLE)
+
+    def restore(self, blob: bytes) -> bool:
+        """Take up a checkpoint of this host (taken by an actor deployed with the same arguments)."""
+        saved = pickle.loads(blob)
+        host = self.host
+        host.__dict__.update(saved["host"])
+        if host.compiled:                      # the kernel works on the restored states' arrays
+            gid = next(iter(host.programs))
+            host.kernel = host.programs[gid].kernel(host.states[gid])
+        self.meter, self.plan = host.meter, host.plan
+        self.x_sent = saved["x_sent"]
+        return self.window_begin()
+
+    def window_reset(self) -> bool:
+        """Back to the state before the run (deployed afresh from the same programs, data and seed)."""
+        self.deploy(*self._deploy_args)
+        return self.window_begin()
 
     def _run_thread(self) -> None:
         try:
@@ -389,8 +431,9 @@ class _HostState:
             self._sealed = True
             return self.x_sent.copy()
 
-    def finish(self) -> dict:
-        """Stop the loop, meter what is still held as in flight at the end, and return this host's results."""
+    def finish(self, incoming: list = ()) -> dict:
+        """Stop the loop, meter what is still held (and `incoming`: parts lists of messages from other hosts still
+        on their way, in deterministic mode) as in flight at the end, and return this host's results."""
         self._stop = True
         self._wakeup.set()
         if self._thread is not None:
@@ -401,6 +444,11 @@ class _HostState:
             host = self.host
             self._sealed = True
             self._take_incoming()
+            for parts in incoming:
+                host.put_incoming(parts)
+            host.flush()
+            at_stop = self._counters()            # before what is held is metered (as in-process)
+            at_stop["in_flight"] = self._pending()
             self._send_out()                      # sealed: metered as in flight
             if not self._finished:
                 host.meter_in_flight()
@@ -408,7 +456,8 @@ class _HostState:
             ni = host.node_state()
             tally = self.plan.tally
             local = host.local
-            return {"ledger": self.meter.ledger(), "counters": self._counters(), "observations": self._observe(),
+            return {"ledger": self.meter.ledger(), "counters": self._counters(), "at_stop": at_stop,
+                    "observations": self._observe(),
                     "tally": {"by_fate": dict(tally.by_fate), "node_event_counts": dict(tally.node_event_counts),
                               "node_events": list(tally.node_events)},
                     "down": local[ni[local, I_DOWN] > 0], "sent_per_node": ni[local, I_SENT].copy(),
@@ -417,6 +466,11 @@ class _HostState:
 
     def ping(self) -> bool:
         return True
+
+
+#: what a checkpoint leaves out: the compiled loop and the kernel (bound to functions of this process), the programs
+#: and the topology (as deployed)
+_NOT_CHECKPOINTED = frozenset({"_loop", "kernel", "programs", "adj_ptr", "adj", "owner", "node_group"})
 
 
 def _note(err: BaseException, host: str) -> None:
@@ -468,6 +522,7 @@ def merge_tallies(tallies: list[dict]) -> FaultTally:
 # The driver
 # ----------------------------------------------------------------------------------------------------------------
 
+
 class RayGossipRun:
     """Runs gossip node programs in Ray actors that send to each other directly (see the module docstring).
 
@@ -485,6 +540,11 @@ class RayGossipRun:
     poll_interval: seconds between the driver's polls of the hosts.
     call_timeout: seconds the driver waits for any one call (deploy waits 5x as long: it compiles the loop).
     drain_timeout: seconds the drain may take before what is left is metered as in flight at the end.
+    deterministic: run in conservative time windows (`schedule.windows`): the in-process run bit for bit, on any
+        number of actors; needs a smallest latency > 0 (max_skew, batch_bytes and flush_interval do not apply).
+    checkpoint_every: deterministic mode: the driver keeps a checkpoint of every host every this many windows (None:
+        none; a lost host then replays from the start). recover: deterministic mode: replace a host actor that
+        dies and bring it back to where it was (`engine.ray_windows`); False: a lost host ends the run.
     """
 
     name = "ray"
@@ -492,7 +552,8 @@ class RayGossipRun:
     def __init__(self, actors: int = 2, address: str | None = None, init_options: dict | None = None,
                  namespace: str | None = None, max_skew: float | None = 0.5, batch_bytes: int = 90_000,
                  flush_interval: float = 0.005, poll_interval: float = 0.05, call_timeout: float = 60.0,
-                 drain_timeout: float = 30.0):
+                 drain_timeout: float = 30.0, deterministic: bool = False, checkpoint_every: int | None = 100,
+                 recover: bool = True):
         if int(actors) < 1:
             raise ScenarioError(f"engine actors = {actors!r} is not a number of Ray actors; allowed: an integer >= 1")
         if not (max_skew is None or (isinstance(max_skew, (int, float)) and not isinstance(max_skew, bool)
@@ -508,6 +569,9 @@ class RayGossipRun:
         self.poll_interval = float(poll_interval)
         self.call_timeout = float(call_timeout)
         self.drain_timeout = float(drain_timeout)
+        self.deterministic = bool(deterministic)
+        self.checkpoint_every, self.recover = checkpoint_every, bool(recover)
+        self.window = math.nan              # deterministic mode: the time window (the smallest latency)
         self.started_ray = False
         self.groups: list[Group] = []
         self.hosts: dict[str, list[int]] = {}
@@ -554,29 +618,36 @@ class RayGossipRun:
                 owner[np.asarray(by_gid[gid].node_ids, dtype=np.int64)] = j
         self.owner = owner
         adj_ptr, adj = neighbour_csr(topology)
+        if self.deterministic:
+            self.window = smallest_latency(self.latency, adj_ptr, adj, stream_keys(self.seed, STREAM_EDGE, 1)[0])
         skew = None if self.max_skew is None else self.max_skew * self.round_time
         options = {"n_hosts": len(self.hosts), "max_skew": skew, "batch_bytes": self.batch_bytes,
                    "flush_interval": self.flush_interval}
         names = node_names or [str(i) for i in range(n)]
         self._ensure_ray()
-        Host = GossipHost()
         try:
-            for j, (name, where) in enumerate(zip(self.hosts, host_scheduling(len(self.hosts)))):
-                self._handles.append(Host.options(name=name, namespace=self.namespace,
-                                                  scheduling_strategy=where).remote(name, j))
+            for j in range(len(self.hosts)):
+                self._handles.append(self._start_host(j))
             cloudpickle = _ray().cloudpickle
-            self.host_info = self._get(
-                [h.deploy.remote(cloudpickle.dumps([(gid, by_gid[gid].program, by_gid[gid].node_ids,
-                                                     by_gid[gid].node_data) for gid in gids], protocol=_PICKLE),
-                                 self.seed, n, owner, adj_ptr, adj, self.clock, self.latency,
-                                 self.fault_model, self.round_time, compiled, names, options)
-                 for h, gids in zip(self._handles, self.hosts.values())], timeout=5 * self.call_timeout)
+            self.host_args = [(cloudpickle.dumps([(gid, by_gid[gid].program, by_gid[gid].node_ids,
+                                                   by_gid[gid].node_data) for gid in gids], protocol=_PICKLE),
+                               self.seed, n, owner, adj_ptr, adj, self.clock, self.latency, self.fault_model,
+                               self.round_time, compiled, names, options) for gids in self.hosts.values()]
+            self.host_info = self._get([h.deploy.remote(*args) for h, args in zip(self._handles, self.host_args)],
+                                       timeout=5 * self.call_timeout)
             self._get([h.connect.remote(self._handles) for h in self._handles])
         except BaseException:
             self.close()
             raise
         self.compiled = all(info["compiled"] for info in self.host_info)
         self.host_nodes = {info["name"]: info["ray_node"] for info in self.host_info}
+
+    def _start_host(self, j: int, suffix: str = ""):
+        """A new (not yet deployed) actor for host `j` (its actor named after the host, plus `suffix`), placed as
+        `ray_actors.host_scheduling` says."""
+        name = list(self.hosts)[j]
+        return GossipHost().options(name=name + suffix, namespace=self.namespace,
+                                    scheduling_strategy=host_scheduling(len(self.hosts))[j]).remote(name, j)
 
     # -- calls ----------------------------------------------------------------------------------------------------
     def _get(self, refs: list, timeout: float | None = None) -> list:
@@ -641,6 +712,8 @@ class RayGossipRun:
         self._ran = True
         if eval_time is not None and not eval_time > 0:
             raise ScenarioError(f"eval_time = {eval_time!r} is out of range; allowed: a number > 0")
+        if self.deterministic:
+            return self._run_windows(max_time, max_messages, max_scalars, max_seconds, eval_time, on_observe)
         sizes = [info["nodes"] for info in self.host_info]
         mm, ms = self._shares(max_messages, sizes), self._shares(max_scalars, sizes)
         started = time.perf_counter()
@@ -691,6 +764,20 @@ class RayGossipRun:
         wall = time.perf_counter() - started
         self._outcome = self._result(reason, results, run_wall, wall, drained, at_stop,
                                      max_time if reason == GossipStopReason.TIME else None)
+        return reason
+
+    def _run_windows(self, max_time, max_messages, max_scalars, max_seconds, eval_time, on_observe) -> str:
+        """Deterministic mode (`engine.ray_windows`): time windows, checkpoints, lost hosts replaced."""
+        from .ray_windows import run_deterministic
+
+        started = time.perf_counter()
+        reason, results, stats = run_deterministic(self, max_time, max_messages, max_scalars, max_seconds, eval_time,
+                                                   on_observe, checkpoint_every=self.checkpoint_every,
+                                                   recover=self.recover)
+        wall = time.perf_counter() - started
+        self._outcome = self._result(reason, results, wall, wall, None, {},
+                                     max_time if reason == GossipStopReason.TIME else None)
+        self._outcome.stats.update(stats, max_skew_rounds=None)
         return reason
 
     def outcome(self) -> GossipOutcome:
@@ -763,11 +850,14 @@ class RayGossipRun:
         t = max(c["time"] for c in counters)
         if clock_at_least is not None:         # as in-process: a run stopped by the time budget ends at it
             t = max(t, float(clock_at_least))
+        # deterministic mode ends as in-process: what is in flight is metered after the final state is taken
+        held = [r["at_stop"] for r in results] if self.deterministic else None
+        totals = {k: sum(c[k] for c in held) for k in ("in_flight", "messages", "scalars", "bytes")} if held else \
+            dict(ledger.totals, in_flight=0)
         progress = GossipProgress(time=t, round=int(t / self.round_time), wakes=sum(c["wakes"] for c in counters),
                                   events=sum(c["events"] for c in counters), sent=sum(c["sent"] for c in counters),
-                                  sent_scalars=sum(c["sent_scalars"] for c in counters), in_flight=0,
-                                  messages=ledger.totals["messages"], scalars=ledger.totals["scalars"],
-                                  bytes=ledger.totals["bytes"])
+                                  sent_scalars=sum(c["sent_scalars"] for c in counters), in_flight=totals["in_flight"],
+                                  messages=totals["messages"], scalars=totals["scalars"], bytes=totals["bytes"])
         cross = int(sum(int(np.sum(r["x_sent"])) for r in results))
         late = sum(c["late"] for c in counters)
         sent = progress.sent

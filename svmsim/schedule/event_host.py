@@ -36,12 +36,13 @@ from .event_kernels import (C_CHURN_KEEP, C_DELAY, C_LAT, C_N, C_PERIODIC, CAUSE
                             E_CHURN_RATE, E_DELAY, E_DELAY_A, E_DELAY_B, E_DROP, E_DUP, E_JITTER, E_LAT_A, E_LAT_B,
                             E_ROUND_TIME, E_SPREAD, F_LATENESS, F_MAX_TIME, F_NEXT_EVAL, F_NOW, I_CHURN, I_DEAD,
                             I_DOWN, I_EPOCH, I_SENT, I_TICKS, K_CHURN, K_CLOCK, K_FAULT, K_LATENCY, L_DRAIN,
-                            L_MAX_MESSAGES, L_MAX_SCALARS, L_NEXT_EVAL_MSG, L_XBATCH, L_YIELD,
+                            L_MAX_MESSAGES, L_MAX_SCALARS, L_NEXT_EVAL_MSG, L_PAUSE_DONE, L_XBATCH, L_YIELD,
                             N_BAD_DST, N_BAD_SRC, N_COUNTERS, N_DELAYED, N_DONE, N_EVENTS, N_FREE, N_HEAP, N_LATE,
                             N_LOG, N_OUT, N_REC, N_SENT, N_SENT_SCALARS, N_SETTINGS, N_WAKES, NO_LIMIT, NODE_CRASH,
                             NODE_EVENT_NAMES, NODE_JOIN, NODE_LEAVE, NODE_RECOVER, P_CRASH, P_DELIVER, P_JOIN,
-                            P_LEAVE, P_RECOVER, P_WAKE, ST_DONE, ST_EVAL_MSG, ST_EVAL_TIME, ST_MESSAGES, ST_QUIESCENT,
-                            ST_SCALARS, ST_TIME, ST_XFLUSH, ST_YIELD, X_BIN, X_COPY, X_DST, X_HOST, X_SRC, X_TAG,
+                            P_LEAVE, P_RECOVER, P_WAKE, ST_DONE, ST_DONE_CHANGE, ST_EVAL_MSG, ST_EVAL_TIME,
+                            ST_MESSAGES, ST_QUIESCENT, ST_SCALARS, ST_TIME, ST_XFLUSH, ST_YIELD, X_BIN, X_COPY, X_DST,
+                            X_HOST, X_SRC, X_TAG,
                             churn_duration, next_tick, send_fate)
 
 __all__ = ["GossipSetting", "EventHost", "register_kind", "grow_pool"]
@@ -212,6 +213,7 @@ class EventHost:
         self.compiled = self.kernel is not None
         self.draining = False  # pragma: no mutate (equivalent: None is as false)
         self.return_on_done = xbatch_bytes is None    # a host among several leaves `done` to its engine
+        self.pause_on_done = False    # ... and, in time windows, hands back whenever its `done` changes
         self.max_messages = self.max_scalars = self.next_eval_msg = NO_LIMIT
         self.next_eval = math.inf
         events = setting.initial_events(owned)
@@ -369,6 +371,7 @@ class EventHost:
         lim[L_MAX_SCALARS] = self.max_scalars
         lim[L_NEXT_EVAL_MSG] = self.next_eval_msg
         lim[L_DRAIN] = 1 if self.draining else 0  # pragma: no mutate (equivalent: the loop tests it against 0)
+        lim[L_PAUSE_DONE] = 1 if self.pause_on_done else 0
         st = self.setting
         # pragma: no mutate start (equivalent for every result: only silences numba's warning at the first compile)
         if not self._loop_compiled:              # numba calls a loop bound to functions "experimental"; it is not
@@ -413,6 +416,7 @@ class EventHost:
         adj_sets = self._adj_sets
         group_done = self._group_done
         all_done, return_on_done = self._done_py, self.return_on_done
+        pause_on_done = self.pause_on_done
         st = self.setting
         env, cfg, keys, rates, edge_key = st.env, st.cfg, st.keys, st.rates, st.edge_key
         round_time = self.round_time
@@ -503,11 +507,15 @@ class EventHost:
                     else:
                         xout.append((owner[d], kind, s, d, bin_, copy, arrive, row))
             sig = out.signals
+            was_done = all_done
             if sig and "done" in sig:
                 group_done[node_group[sender]] = bool(sig["done"])
                 all_done = all(group_done.values())
             if all_done and return_on_done:
                 status = ST_DONE
+                break
+            if remote and pause_on_done and all_done != was_done:
+                status = ST_DONE_CHANGE
                 break
             if sent >= max_messages:
                 status = ST_MESSAGES

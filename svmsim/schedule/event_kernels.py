@@ -50,13 +50,14 @@ C_PERIODIC, C_LAT, C_DELAY, C_N, C_CHURN_KEEP = range(5)
  N_BAD_DST, N_OUT, N_LATE) = range(15)
 N_COUNTERS = 16
 # float settings (F_LATENESS: summed lateness of late arrivals) and integer limits (L_DRAIN: only deliveries are
-# handled; L_XBATCH: hand back once this many messages wait for other hosts)
+# handled; L_XBATCH: hand back once this many messages wait for other hosts; L_PAUSE_DONE: hand back whenever the
+# programs' `done` signal changes, for conservative time windows)
 F_NOW, F_NEXT_EVAL, F_MAX_TIME, F_LATENESS = range(4)
-L_MAX_MESSAGES, L_MAX_SCALARS, L_NEXT_EVAL_MSG, L_YIELD, L_DRAIN, L_XBATCH = range(6)
+L_MAX_MESSAGES, L_MAX_SCALARS, L_NEXT_EVAL_MSG, L_YIELD, L_DRAIN, L_XBATCH, L_PAUSE_DONE = range(7)
 N_SETTINGS = 8
 # loop status
 (ST_QUIESCENT, ST_TIME, ST_DONE, ST_MESSAGES, ST_SCALARS, ST_EVAL_TIME, ST_EVAL_MSG, ST_YIELD, ST_FLUSH, ST_GROW,
- ST_BAD_EDGE, ST_XFLUSH) = range(12)
+ ST_BAD_EDGE, ST_XFLUSH, ST_DONE_CHANGE) = range(13)
 NO_LIMIT = np.iinfo(np.int64).max
 #: per message for another host: its host, src, dst, kind, round bin, duplicate copy (+ arrival time and payload)
 X_HOST, X_SRC, X_DST, X_TAG, X_BIN, X_COPY = range(6)
@@ -352,7 +353,8 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk,
     sequence) order, until Python is needed: a budget, an evaluation point, a full buffer, every `lim[L_YIELD]`
     events (wall-clock checks). A message to a node of this host goes on the heap; a message to another host's
     node goes to the outgoing buffer (xi, xf) with its arrival time. While draining (`lim[L_DRAIN]`) only
-    deliveries are handled; `done` is then left to the engine (in ctr[N_DONE]) instead of ending the slice.
+    deliveries are handled; `done` is then left to the engine (in ctr[N_DONE]) instead of ending the slice, and
+    with `lim[L_PAUSE_DONE]` the loop hands back after every event that changed it.
     `remote` is a compile-time constant of `loop_for`: a host that owns every node compiles none of that.
     Statement for statement the same as `EventHost._run_python`, so both give the same run."""
     max_out = out_dst.shape[0]
@@ -408,9 +410,12 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk,
                     xf[x, 0] = arrive
                     for q in range(w):
                         xf[x, 1 + q] = out_pay[k, q]
+        changed = ctr[N_DONE] != (1 if done else 0)
         ctr[N_DONE] = 1 if done else 0
         if done and not remote:
             return ST_DONE
+        if remote and changed and lim[L_PAUSE_DONE] != 0:
+            return ST_DONE_CHANGE                          # a time window's host: the engine notes when
         if ctr[N_SENT] >= lim[L_MAX_MESSAGES]:
             return ST_MESSAGES
         if ctr[N_SENT_SCALARS] >= lim[L_MAX_SCALARS]:

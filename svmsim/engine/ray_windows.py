@@ -1,0 +1,155 @@
+"""Deterministic gossip on Ray: the host actors of a `RayGossipRun` driven in time windows (`schedule.windows`),
+with checkpoints and the recovery of a lost host.
+
+Every ``checkpoint_every`` windows the driver asks each host for a checkpoint of its state (its event loop's heap,
+buffers and counters, its programs' states, its meter and fault tally: `_HostState.checkpoint`) and keeps it, with
+every window request it sends each host after it. A host actor that dies (its process killed, `ray.kill`, a lost
+machine) is replaced: a new actor is deployed with the host's programs and data, takes up the last checkpoint and
+is handed the windows since then again (their results were routed already and are dropped), the last being the
+window that failed. The same requests to the same state give the same results, and the meter comes back with the
+state, so the run finishes with the ledger and model of an undisturbed run: each message is counted once. With
+recovery off (``recover = False``), a lost host ends the run with one message naming it and its logical nodes.
+"""
+from __future__ import annotations
+
+import time
+
+from ..errors import ScenarioError, SvmsimError
+from ..schedule.gossip import GossipStopReason
+from ..schedule.windows import run_windows
+from .ray_actors import lost_hosts, raise_original
+
+__all__ = ["WindowedHosts", "run_deterministic"]
+
+_REASONS = {"time": GossipStopReason.TIME, "quiescent": GossipStopReason.QUIESCENT, "done": GossipStopReason.DONE,
+            "observer": GossipStopReason.OBSERVER, "wall": GossipStopReason.WALL}
+BUDGETS_REFUSED = ("deterministic gossip on Ray stops on virtual time, evaluation points and the programs' done "
+                   "signal, not on a budget of messages or scalars (one host meets those at an exact message, which "
+                   "hosts in time windows cannot see); allowed: [schedule] max_time or [stop] max_rounds, or "
+                   "[engine] gossip = \"free\"")
+
+
+class WindowedHosts:
+    """The `step` and `reset` of `schedule.windows.run_windows` for the host actors of `run` (a deployed
+    `RayGossipRun`), with checkpoints every `checkpoint_every` windows (None: none; a lost host then replays from
+    the start) and the recovery of lost hosts (`recover`)."""
+
+    def __init__(self, run, checkpoint_every: int | None = 100, recover: bool = True):
+        if checkpoint_every is not None and int(checkpoint_every) < 1:
+            raise ScenarioError(f"checkpoint_every = {checkpoint_every!r} is out of range; allowed: an integer >= 1 "
+                                "(windows), or None")
+        self.run = run
+        self.every = None if checkpoint_every is None else int(checkpoint_every)
+        self.recover = bool(recover)
+        n = len(run._handles)
+        self.checkpoints: list[bytes | None] = [None] * n
+        self.logs: list[list] = [[] for _ in range(n)]
+        self.windows = 0
+        self.recovered: list[dict] = []
+        self.checkpoint_s = 0.0
+        self.checkpoint_bytes = 0
+        self.checkpoints_taken = 0
+
+    def begin(self) -> None:
+        self.run._get([h.window_begin.remote() for h in self.run._handles])
+
+    def step(self, requests: list[tuple]) -> list[dict]:
+        run = self.run
+        refs = [h.window.remote(*req) for h, req in zip(run._handles, requests)]
+        for log, req in zip(self.logs, requests):
+            log.append(req)
+        results = [self._result(ref) for ref in refs]
+        for j, res in enumerate(results):
+            if res is _LOST:
+                results[j] = self._replace(j)
+        self.windows += 1
+        if self.every is not None and self.windows % self.every == 0:
+            self._checkpoint()
+        return results
+
+    def reset(self) -> None:
+        run = self.run
+        run._get([h.window_reset.remote() for h in run._handles], timeout=5 * run.call_timeout)
+        self.checkpoints = [None] * len(self.checkpoints)
+        self.logs = [[] for _ in self.logs]
+
+    # -- checkpoints and recovery ------------------------------------------------------------------------------
+    def _result(self, ref):
+        """A window's result, or _LOST when the host died (a program's error is raised as itself)."""
+        import ray
+        from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
+        try:
+            return ray.get(ref, timeout=self.run.call_timeout)
+        except RayTaskError as err:
+            raise_original(err)
+        except RayActorError as err:
+            if not self.recover:
+                run = self.run
+                raise lost_hosts(run.hosts, run._handles, run.groups, err) from None
+            return _LOST
+        except GetTimeoutError as err:
+            raise SvmsimError(f"a Ray gossip host did not answer within {self.run.call_timeout:g} s (hosts "
+                              f"{', '.join(self.run.hosts)})") from err
+
+    def _checkpoint(self) -> None:
+        t0 = time.perf_counter()
+        self.checkpoints = self.run._get([h.checkpoint.remote() for h in self.run._handles])
+        self.logs = [[] for _ in self.logs]
+        self.checkpoint_s += time.perf_counter() - t0
+        self.checkpoint_bytes = sum(len(b) for b in self.checkpoints)
+        self.checkpoints_taken += 1
+
+    def _replace(self, j: int) -> dict:
+        """A new actor for host `j`, deployed, at its last checkpoint, with the windows since handed to it again;
+        returns the result of the last (the window that failed)."""
+        run = self.run
+        name = list(run.hosts)[j]
+        attempt = 1 + sum(1 for r in self.recovered if r["host"] == name)
+        t0 = time.perf_counter()
+        new = run._start_host(j, f"~{attempt}")
+        run._handles[j] = new
+        info = run._get([new.deploy.remote(*run.host_args[j])], timeout=5 * run.call_timeout)[0]
+        if self.checkpoints[j] is not None:
+            run._get([new.restore.remote(self.checkpoints[j])])
+        else:
+            run._get([new.window_begin.remote()])
+        result = None
+        for req in self.logs[j]:
+            result = run._get([new.window.remote(*req)])[0]
+        run.host_nodes[name] = info["ray_node"]
+        self.recovered.append({"host": name, "at_window": self.windows, "replayed_windows": len(self.logs[j]),
+                               "from_checkpoint": self.checkpoints[j] is not None,
+                               "seconds": time.perf_counter() - t0})
+        return result
+
+    def stats(self) -> dict:
+        return {"checkpoint_every": self.every, "checkpoints": self.checkpoints_taken,
+                "checkpoint_s": self.checkpoint_s, "checkpoint_bytes": self.checkpoint_bytes,
+                "recovered": self.recovered}
+
+
+_LOST = object()
+
+
+def run_deterministic(run, max_time, max_messages, max_scalars, max_seconds, eval_time, on_observe, *,
+                      checkpoint_every: int | None = 100, recover: bool = True) -> tuple[str, list, dict]:
+    """Run the deployed `RayGossipRun` in time windows: (stop reason, each host's finished results, stats)."""
+    if max_messages is not None or max_scalars is not None:
+        raise ScenarioError(BUDGETS_REFUSED)
+    hosts = WindowedHosts(run, checkpoint_every, recover)
+    hosts.begin()
+
+    def observe(snaps: list[dict], at: float) -> bool:
+        for snap in snaps:
+            snap["time"] = at
+        return on_observe(*run._combine(snaps))
+
+    out = run_windows(hosts.step, hosts.reset, len(run._handles), run.window, max_time=max_time,
+                      eval_time=eval_time, observe=observe if on_observe is not None else None,
+                      max_seconds=max_seconds)
+    results = run._get([h.finish.remote(out.transit[j]) for j, h in enumerate(run._handles)])
+    stats = {"mode": "deterministic", "window": run.window, "windows": out.windows, "replayed": out.replayed,
+             **hosts.stats()}
+    return _REASONS[out.reason], results, stats
+
