@@ -172,6 +172,8 @@ def test_plain_turns_models_enums_arrays_and_sets_into_data():
     assert plain(np.array([1, None], dtype=object), toml=True) == [1]
     assert plain([[1, None]]) == [[1, None]]
     assert plain(frozenset({"b", "a"})) == ["a", "b"]
+    assert list(frozenset({40, 3, 17})) == [40, 17, 3]          # (ints hash to themselves: a set not in order)
+    assert plain(frozenset({40, 3, 17})) == [3, 17, 40] and plain({40, 3, 17}) == [3, 17, 40]
 
 
 def test_paths_become_plain_strings():
