@@ -101,6 +101,8 @@ def windows_vs_free(dep, lows=(0.05, 0.25, 0.5), max_time: float = 200.0, seed: 
             rows.append({"latency_low": low, "mode": "deterministic" if deterministic else "free",
                          "messages": res.progress.sent, "deploy_s": deploy, "run_s": st["run_wall_s"],
                          "windows": st.get("windows"), "late_fraction": st["late_fraction"],
+                         "checkpoints": st.get("checkpoints"), "checkpoint_s": st.get("checkpoint_s"),
+                         "checkpoint_mb": (st.get("checkpoint_bytes") or 0) / 1e6,
                          "same_ledger_as_inproc": res.ledger.equals(ref)})
         base = rows[-3]["messages"] / rows[-3]["run_s"]
         for r in rows[-3:]:
@@ -174,7 +176,8 @@ def main():
             ray.shutdown()
             shutil.rmtree(temp, ignore_errors=True)
         print(table(rows, ["latency_low", "mode", "messages", "run_s", "windows", "messages_per_s", "vs_inproc",
-                           "vs_free", "late_fraction", "same_ledger_as_inproc"]))
+                           "vs_free", "late_fraction", "checkpoints", "checkpoint_s", "checkpoint_mb",
+                           "same_ledger_as_inproc"]))
         print("saved", save("ray_gossip_deterministic", {"nodes": NODES, "d": DIM, "actors": ACTORS, "rows": rows}))
         return
     try:
