@@ -210,5 +210,11 @@ def test_a_deterministic_ray_scenario_needs_a_positive_latency_and_no_message_bu
     with pytest.raises(ScenarioError, match=r"gossip = 'lockstep' is not a mode of gossip on Ray; allowed: "
                                             r"free, deterministic"):
         load_scenario({**base, "engine": {"name": "ray", "gossip": "lockstep"}})
+    gadget = {**base, "algorithm": {"name": "gadget", "nodes": 10}, "schedule": {"latency": 0.1}}
+    for faults in ({"crash": 0.1}, {"crash_nodes": [3]}, {"churn_rate": 0.01}):
+        with pytest.raises(ScenarioError, match=r"\[engine\] gossip = 'deterministic' with faults that take nodes "
+                                                r"down: algorithm 'gadget' ends when.*allowed: no crash"):
+            load_scenario({**gadget, "faults": faults})
+    assert load_scenario({**gadget, "faults": {"drop": 0.2, "duplicate": 0.1}}).faults.drop == 0.2
     assert load_scenario({**base, "schedule": {"latency": 0.1}}).engine.gossip == "deterministic"
     assert load_scenario({**base, "engine": {"name": "inproc"}, "schedule": {"latency": 0.0}}).engine.gossip == "free"

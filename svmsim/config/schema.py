@@ -216,6 +216,15 @@ class Scenario(SectionModel):
                        f"message latency, but [schedule] latency = {show(schedule.latency)} can be "
                        f"{dist.minimum:g}; allowed: a latency with a positive minimum (a constant > 0, a uniform "
                        "distribution with low > 0), or gossip = \"free\"", ("engine", "gossip"))
+        faults = self.faults.model()
+        ends = getattr(self.algorithm.params, "finishes_by_itself", None)
+        if (faults.crash > 0 or faults.crash_nodes or faults.churn_rate > 0 or faults.outages) and ends is not None \
+                and ends():
+            raise fail(f"gossip = 'deterministic' with faults that take nodes down: algorithm "
+                       f"{self.algorithm.name!r} ends when every node has finished or is down, a node going down or "
+                       "coming back can decide that instant, and time windows do not yet find it exactly (a host "
+                       "sees the change only at its next program event); allowed: no crash, crash_nodes or "
+                       "churn_rate with this algorithm, or gossip = \"free\"", ("engine", "gossip"))
         for where, key, value in (("schedule", "max_messages", schedule.max_messages),
                                   ("stop", "max_scalars", self.stop.max_scalars)):
             if value is not None:

@@ -56,14 +56,15 @@ class WindowedHosts:
     def step(self, requests: list[tuple]) -> list[dict]:
         run = self.run
         refs = [h.window.remote(*req) for h, req in zip(run._handles, requests)]
-        for log, req in zip(self.logs, requests):
-            log.append(req)
+        if self.recover:                       # (without recovery nothing is replayed: no log, no checkpoint)
+            for log, req in zip(self.logs, requests):
+                log.append(req)
         results = [self._result(ref) for ref in refs]
         for j, res in enumerate(results):
             if res is _LOST:
                 results[j] = self._replace(j)
         self.windows += 1
-        if self.every is not None and self.windows % self.every == 0:
+        if self.recover and self.every is not None and self.windows % self.every == 0:
             self._checkpoint()
         return results
 
