@@ -4,6 +4,8 @@ the programs' `done` signal (found exactly, then replayed) and runs with faults;
 a message can have, and a scenario that has none is refused. The Ray form is held by tests/test_ray_gossip.py."""
 from __future__ import annotations
 
+import math
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ from svmsim.algorithms.pushsum import PushSumParams, build_pushsum
 from svmsim.comm import merge_ledgers
 from svmsim.comm.meter import Meter
 from svmsim.config import load_scenario
-from svmsim.core.streams import STREAM_EDGE, stream_keys
+from svmsim.core.streams import STREAM_EDGE, counter_uniform, standard_normal, stream_keys
 from svmsim.core.timing import Clock, Distribution, LatencyModel
 from svmsim.data import make_dataset
 from svmsim.deployment import Problem
@@ -190,7 +192,10 @@ def test_the_window_is_the_smallest_latency_and_zero_is_refused():
     assert smallest_latency(LatencyModel(Distribution.constant(0.2)), adj_ptr, adj, key) == 0.2
     assert smallest_latency(LatencyModel(Distribution.uniform(0.1, 0.3), bandwidth=10.0), adj_ptr, adj, key) == 0.1
     spread = smallest_latency(LatencyModel(Distribution.constant(0.2), edge_spread=0.5), adj_ptr, adj, key)
-    assert 0.02 < spread < 0.2
+    # the least edge factor exp(0.5 Z_edge) over the graph's edges, with the loop's draw for each edge
+    z = min(standard_normal(counter_uniform(key, 2 * (min(u, v) * 20 + max(u, v))),
+                            counter_uniform(key, 2 * (min(u, v) * 20 + max(u, v)) + 1)) for u, v in G.edges())
+    assert spread == pytest.approx(0.2 * math.exp(0.5 * z) * (1 - 1e-9), rel=1e-15) and 0.02 < spread < 0.2
     for dist in (Distribution.constant(0.0), Distribution.exponential(0.1), Distribution.lognormal(0.1, 0.5)):
         with pytest.raises(ScenarioError, match="smallest message latency > 0.*allowed"):
             smallest_latency(LatencyModel(dist), adj_ptr, adj, key)

@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from svmsim.errors import ScenarioError, TopologyError
 
-from .lower import (BUILTIN_DATASETS, ENGINES, PARTITION_SCHEMES, SCALINGS, SYNTHETIC_KINDS, TOPOLOGIES,
-                    AlgorithmInfo, ParamSpec, algorithm_names, get_algorithm, resolve_params)
+from .lower import (BUILTIN_DATASETS, ENGINES, GOSSIP_MODES, PARTITION_SCHEMES, SCALINGS, SYNTHETIC_KINDS,
+                    TOPOLOGIES, AlgorithmInfo, ParamSpec, algorithm_names, get_algorithm, resolve_params)
 from .messages import TYPE_WORDS, choice, describe_field, fail, issue, key_path, several
 from .values import DEFAULT_SYNTHETIC_KIND, RAY_ENGINES, SYNTHETIC_KEYS, as_plain_str, is_int, is_number, show
 
@@ -248,9 +248,6 @@ class TopologySection(SectionModel):
 
     def __getitem__(self, key: str) -> Any:
         return self.params[key]
-
-
-GOSSIP_MODES = ("free", "deterministic")
 
 
 class EngineSection(SectionModel):

@@ -7,8 +7,9 @@ from __future__ import annotations
 import importlib
 
 ENGINES = ("inproc", "ray", "ray-cgraph")
+GOSSIP_MODES = ("free", "deterministic")     # how Ray gossip hosts keep time (`engine.ray_gossip`)
 
-__all__ = ["Engine", "split_roles", "InProcessEngine", "ENGINES", "make_engine", "RayGossipRun"]
+__all__ = ["Engine", "split_roles", "InProcessEngine", "ENGINES", "GOSSIP_MODES", "make_engine", "RayGossipRun"]
 
 _LAZY = {"Engine": ".base", "split_roles": ".base", "InProcessEngine": ".inproc", "RayGossipRun": ".ray_gossip"}
 

@@ -36,6 +36,7 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from ..comm.message import Inbox, MessageBatch, Outbox
 from ..errors import ScenarioError
+from . import GOSSIP_MODES
 from ..program import Group, NodeProgram, RoleSpec
 from .base import Engine, split_roles
 from .ray_actors import (colocate_groups, ensure_ray, host_scheduling, lost_hosts, new_namespace,
@@ -272,9 +273,9 @@ class RayEngine(Engine):
         self.colocate = bool(colocate)
         self.name = "ray-cgraph" if self.compiled else "ray"
         self.address = address
-        if gossip not in ("free", "deterministic"):
-            raise ScenarioError(f"engine gossip = {gossip!r} is not a mode of gossip on Ray; allowed: free, "
-                                "deterministic")
+        if gossip not in GOSSIP_MODES:
+            raise ScenarioError(f"engine gossip = {gossip!r} is not a mode of gossip on Ray; allowed: "
+                                f"{', '.join(GOSSIP_MODES)}")
         self.gossip_mode = gossip
         self.gossip_checkpoint_every, self.gossip_recover = checkpoint_every, recover
         self.actors = int(actors)

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+import numba
 import numpy as np
 
 from ..core.streams import counter_uniform, standard_normal
@@ -56,15 +57,24 @@ def smallest_latency(latency: LatencyModel, adj_ptr: np.ndarray, adj: np.ndarray
             f"but [schedule] latency = {dist.to_config()} can be {low:g}; allowed: a constant > 0, a uniform "
             "distribution with low > 0 or a lognormal with sigma = 0, or [engine] gossip = \"free\"")
     if latency.edge_spread > 0:
-        n = adj_ptr.shape[0] - 1
-        src = np.repeat(np.arange(n, dtype=np.int64), np.diff(adj_ptr))
-        lo, hi = np.minimum(src, adj), np.maximum(src, adj)
-        e = lo * n + hi
-        z = min((standard_normal(counter_uniform(edge_key, 2 * int(k)), counter_uniform(edge_key, 2 * int(k) + 1))
-                 for k in np.unique(e).tolist()), default=0.0)
+        z = _least_edge_normal(adj_ptr, adj, edge_key)
         # the loop computes each edge's factor in compiled code: leave room for its last bit
         low = low * math.exp(latency.edge_spread * z) * (1.0 - 1e-9)
     return low
+
+
+@numba.njit(cache=True)
+def _least_edge_normal(adj_ptr, adj, edge_key):
+    """The least per-edge standard normal Z_edge over the topology's edges (`event_kernels.send_fate`'s draws)."""
+    n = adj_ptr.shape[0] - 1
+    least = math.inf
+    for i in range(n):
+        for p in range(adj_ptr[i], adj_ptr[i + 1]):
+            j = adj[p]
+            lo = min(i, j)
+            e = lo * n + (i + j - lo)
+            least = min(least, standard_normal(counter_uniform(edge_key, 2 * e), counter_uniform(edge_key, 2 * e + 1)))
+    return least if least < math.inf else 0.0
 
 
 def _merge(into: dict, parts_by_host: dict) -> None:
