@@ -23,6 +23,9 @@ in-process engine:
   (``compiled=False``), bit for bit; for synchronous rounds also with every role in 3 groups. A deployment none
   of whose programs lends a compiled step fails this check unless the algorithm declares why it has none
   (`SKIPS`).
+* ``restore``: synchronous rounds: every group's state, pickled mid-run and taken up by a fresh copy of its
+  program as deployed (unpickled and initialised), continues the run bit for bit: what a Ray host actor that
+  replaces a lost one does. A program must keep everything a step depends on in its state.
 * ``params``: bad parameters are refused clearly: for every key of ``info.Params``, a value out of its range and
   a value of the wrong type, and an unknown key, raise pydantic's ValidationError from ``info.Params(...)`` and a
   ScenarioError from ``svmsim.config.load_scenario`` that names the key and says what is allowed.
@@ -53,7 +56,7 @@ from .algorithms.registry import AlgorithmInfo
 __all__ = ["SMALL_PARAMS", "VARIANTS", "RUN_SETTINGS", "SKIPS", "CheckSkipped", "Check", "yield_checks", "check_names",
            "variant_label", "small_params", "small_problem", "run_small", "SmallRun", "DISTRIBUTED_CHECKS",
            "SINGLE_CHECKS", "check_grouping", "check_ledger", "check_replay", "check_seed", "check_compiled",
-           "check_params"]
+           "check_restore", "check_params"]
 
 # ----------------------------------------------------------------------------------------------------------------
 # Declarations: the small parameters of every algorithm, its run settings, the checks that do not apply
@@ -211,6 +214,7 @@ class SmallRun:
     compiled: bool = False
     faults: dict | None = None
     scalars: int = 0
+    restored: bool = False
 
 
 def _is_gossip(deployment) -> bool:
@@ -224,12 +228,15 @@ def _build(info: AlgorithmInfo, problem, params: dict | None = None):
 
 
 def run_small(info: AlgorithmInfo, problem, *, params: dict | None = None, hosts: dict[str, int] | int | None = None,
-              compiled: bool | None = False, faults=None) -> SmallRun:
+              compiled: bool | None = False, faults=None, restore_at: int | None = None) -> SmallRun:
     """Build `info` with its small parameters for `problem` and run it to its small budget.
 
     params: the algorithm's parameters (default: its `SMALL_PARAMS` entry).
     hosts: None for the in-process engine's plan (one group per role), else groups per role (an int: for every
     role) as `split_roles` makes them. compiled: the scheduler's `compiled` argument. faults: a gossip fault model.
+    restore_at: synchronous rounds only: before this round, every group is taken over by a fresh copy of its program
+    (unpickled from its deploy-time pickle and initialised) with the pickled and unpickled state, as a Ray host
+    actor that replaces a lost one is (`SmallRun.restored` says whether the run reached that round).
     """
     built = _build(info, problem, params)
     from .deployment import Deployment
@@ -240,17 +247,39 @@ def run_small(info: AlgorithmInfo, problem, *, params: dict | None = None, hosts
         return _run_gossip(info, built, problem.seed, hosts, compiled, faults)
     if faults is not None:
         raise ValueError("run_small: fault models are only used with gossip deployments here")
-    return _run_sync(info, built, problem.seed, hosts, compiled)
+    return _run_sync(info, built, problem.seed, hosts, compiled, restore_at)
 
 
-def _engine(roles, hosts):
-    """An in-process engine whose plan is the default one (hosts None) or `split_roles` with `hosts` per role, and
-    which counts how often it lent the programs' compiled steps."""
+def _engine(roles, hosts, restore_at: int | None = None):
+    """An in-process engine whose plan is the default one (hosts None) or `split_roles` with `hosts` per role, which
+    counts how often it lent the programs' compiled steps, and which (`restore_at`) hands every group's state over
+    to a fresh program before that round."""
+    import pickle
+
     from .engine.base import split_roles
     from .engine.inproc import InProcessEngine
 
     class _Engine(InProcessEngine):
         lent = 0
+        restored = False
+
+        def deploy(self, groups, seed):
+            if restore_at is not None:          # what a replacement actor is deployed with: the programs as deployed
+                self.deployed = [pickle.dumps(g.program) for g in groups], seed
+            super().deploy(groups, seed)
+
+        def step(self, round_, inboxes):
+            if round_ == restore_at:
+                self._restore()
+            return super().step(round_, inboxes)
+
+        def _restore(self):
+            blobs, seed = self.deployed
+            states = pickle.loads(pickle.dumps(self.states))
+            fresh = [dataclasses.replace(g, program=pickle.loads(b)) for g, b in zip(self.groups, blobs)]
+            for g in fresh:
+                g.program.init(g.node_ids, g.node_data, seed)
+            self.groups, self.states, self.restored = fresh, states, True
 
         def plan(self, roles_):
             if hosts is None:
@@ -273,12 +302,12 @@ def _by_role(observed: dict, groups) -> dict[str, list]:
     return by_role(observed, groups)
 
 
-def _run_sync(info, dep, seed, hosts, compiled) -> SmallRun:
+def _run_sync(info, dep, seed, hosts, compiled, restore_at=None) -> SmallRun:
     from .comm.meter import Meter
     from .schedule.sync import SyncScheduler
 
     s = run_settings(info)
-    engine = _engine(dep.roles, hosts)
+    engine = _engine(dep.roles, hosts, restore_at)
     groups = engine.plan(dep.roles)
     engine.deploy(groups, seed)
     meter = Meter(dep.n_nodes, dep.adjacency(), dep.node_names)
@@ -298,7 +327,7 @@ def _run_sync(info, dep, seed, hosts, compiled) -> SmallRun:
     model = dep.model(obs) if dep.model else {}
     declared = dep.declared_scalars(obs) if dep.declared_scalars else None
     return SmallRun(reason, rows, final, model, declared, meter.ledger(), obs, groups, engine.lent > 0, None,
-                    meter.scalars)
+                    meter.scalars, engine.restored)
 
 
 def _run_gossip(info, dep, seed, hosts, compiled, faults) -> SmallRun:
@@ -639,6 +668,23 @@ def _minimal_scenario(info: AlgorithmInfo, params: dict) -> dict:
     return scenario
 
 
+def check_restore(info: AlgorithmInfo, problem, params: dict | None = None) -> None:
+    """A program's state is all it keeps: pickled mid-run and taken up by a fresh copy of the deployed program, it
+    continues the run bit for bit (what a Ray host actor that replaces a lost one does, `engine.ray_engine`)."""
+    if _deployment_kind(info, problem, params) != "sync":
+        raise CheckSkipped("gossip hosts checkpoint their whole event loop with the programs' states "
+                           "(engine.ray_gossip, tests/test_windows.py); this check is for synchronous rounds")
+    base = run_small(info, problem, params=params)
+    at = max(1, int(base.final["round"]) // 2)
+    restored = run_small(info, problem, params=params, restore_at=at)
+    assert restored.restored, f"{info.name}: the small run ended before round {at}; the check is vacuous"
+    d = _run_difference(base, restored)
+    assert d is None, (
+        f"{info.name}: every group's state pickled before round {at} and taken up by a fresh copy of its program "
+        f"changed the run: {d}. A node program must keep everything a step depends on in its state (not on the "
+        f"program object), so that a Ray host that replaces a lost one continues the run exactly")
+
+
 def check_params(info: AlgorithmInfo, problem, params: dict | None = None) -> None:
     """Bad parameters are refused: ValidationError from Params, a ScenarioError naming the key from a scenario."""
     from pydantic import ValidationError
@@ -675,7 +721,7 @@ def check_params(info: AlgorithmInfo, problem, params: dict | None = None) -> No
 #: (name, check) of distributed algorithms, in the order they run
 DISTRIBUTED_CHECKS: tuple[tuple[str, Check], ...] = (
     ("grouping", check_grouping), ("ledger", check_ledger), ("replay", check_replay), ("seed", check_seed),
-    ("compiled", check_compiled), ("params", check_params))
+    ("compiled", check_compiled), ("restore", check_restore), ("params", check_params))
 #: (name, check) of single-machine algorithms
 SINGLE_CHECKS: tuple[tuple[str, Check], ...] = (
     ("replay", check_replay), ("seed", check_seed), ("params", check_params))

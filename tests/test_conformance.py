@@ -80,7 +80,7 @@ def test_a_skip_of_a_check_the_algorithm_does_not_have_is_refused(monkeypatch):
 class ToyParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     clients: int = Field(4, ge=1)
-    defect: Literal["none", "grouping", "miscount", "seedless"] = "none"
+    defect: Literal["none", "grouping", "miscount", "seedless", "program_state"] = "none"
 
 
 class LaxToyParams(ToyParams):
@@ -114,6 +114,7 @@ class ToyClient(NodeProgram):
 
     def __init__(self, defect):
         self.defect = defect
+        self.pings = 0                            # used by the "program_state" defect only
 
     def init(self, node_ids, node_data, seed):
         if self.defect == "seedless":
@@ -126,6 +127,9 @@ class ToyClient(NodeProgram):
 
     def step(self, st, inbox, round_):
         ping = inbox["ping"]
+        if self.defect == "program_state":        # a step that depends on the program object, not on its state
+            self.pings += 1
+            st["base"] = st["base"] + (self.pings == 3)
         pos = ping.dst - st["ids"][0]
         st["answers"][pos] += 1
         out = Outbox()
@@ -167,7 +171,7 @@ def toy(monkeypatch):
 
 def test_the_toy_passes_the_checks_that_apply(toy):
     info = toy()
-    for name in ("grouping", "ledger", "replay", "seed", "params"):
+    for name in ("grouping", "ledger", "replay", "seed", "restore", "params"):
         dict(C.yield_checks(info))[name](info, C.small_problem(info))
     with pytest.raises(AssertionError, match="lent a compiled step"):       # no kernel and no declared reason
         C.check_compiled(info, C.small_problem(info))
@@ -177,6 +181,7 @@ def test_the_toy_passes_the_checks_that_apply(toy):
     ("grouping", C.check_grouping, "splitting every role into 2 groups"),
     ("miscount", C.check_ledger, "declared_scalars"),
     ("seedless", C.check_seed, "gave the same run"),
+    ("program_state", C.check_restore, "taken up by a fresh copy of its program changed the run"),
 ])
 def test_a_planted_defect_fails_its_check(toy, defect, check, message):
     info = toy(defect)
