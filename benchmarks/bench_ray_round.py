@@ -6,6 +6,9 @@ Measures, on a local Ray, with k logical clients split over 2 client groups plus
   ray separate:         svmsim rounds on plain actors, the server in an actor of its own (3 actors);
   ray co-located:       the same with the server in the first client actor (2 actors);
   ray-cgraph separate / co-located: the same driven by a compiled graph (a graph over 3 / 2 actors);
+  ... bare:             co-located, plain and compiled, with recovery off (no checkpoints, no log of rounds);
+                        every other configuration runs with the defaults: a checkpoint of every host every 100
+                        rounds and each round's requests logged, so that a lost host can be replaced;
   plus, for context: the in-process engine on the same program (the scheduler's own share of a round), plain
   actors with ``wire="objects"``, and a compiled graph with everything on 1 actor.
 The rounds are driven by `SyncScheduler` with a toy program whose messages carry a few floats.
@@ -15,6 +18,9 @@ The toy server aggregates the replies and broadcasts the next value in one step,
 Configurations are interleaved in a shuffled order per repetition; every engine is built fresh for its
 repetition (a compiled graph left alive keeps its actors polling, which would slow the other configurations).
 Reports medians over repetitions of per-repetition medians, in ms, and writes benchmarks/results/ray_round.json.
+A checkpoint every 100 rounds does not move a median round: what checkpoints cost is compared on the mean round
+(`mean_ms`, medians over repetitions of per-repetition means; the floor's mean likewise): the target is the
+co-located plain round with checkpoints on <= 1.1x the floor.
 
 For the co-located compiled graph it also splits a round into the driver's parts (the scheduler outside
 `engine.step`, encoding the inboxes, `execute`, waiting in `ray.get`, decoding the outboxes) and measures the
@@ -131,7 +137,7 @@ def floor_round(n_rounds, n_actors=2, compiled=False):
             graph.teardown()
         for a in actors:
             ray.kill(a)
-    return {"all": statistics.median(times)}
+    return {"all": statistics.median(times), "mean": statistics.fmean(times)}
 
 
 def engine_rounds(engine, k, n_rounds, breakdown=False):
@@ -162,7 +168,7 @@ def engine_rounds(engine, k, n_rounds, breakdown=False):
     client = dt[rounds % 2 == 1]  # round 0: server broadcasts; odd rounds: clients reply
     server = dt[rounds % 2 == 0]
     res = {"all": float(np.median(dt)), "client_round": float(np.median(client)),
-           "server_round": float(np.median(server)), "messages": meter.messages}
+           "server_round": float(np.median(server)), "mean": float(np.mean(dt)), "messages": meter.messages}
     if breakdown:
         per_round = {}
         for name, times in parts.items():  # encode / decode run once per actor with mail: sum per round
@@ -233,11 +239,14 @@ def main():
         "inproc": lambda: engine_rounds(InProcessEngine(), k, n),
         "ray-separate": lambda: engine_rounds(RayEngine(actors=2, colocate=False), k, n),
         "ray-colocated": lambda: engine_rounds(RayEngine(actors=2, colocate=True), k, n),
+        "ray-colocated-bare": lambda: engine_rounds(RayEngine(actors=2, colocate=True, recover=False), k, n),
         "ray-objects": lambda: engine_rounds(RayEngine(actors=2, wire="objects", colocate=False), k, n),
         "ray-cgraph-separate": lambda: engine_rounds(RayEngine(compiled=True, actors=2, colocate=False), k, n),
         "ray-cgraph-colocated": lambda: engine_rounds(RayEngine(compiled=True, actors=2, colocate=True), k, n,
                                                       breakdown=args.breakdown),
         "ray-cgraph-1": lambda: engine_rounds(RayEngine(compiled=True, actors=1, colocate=True), k, n),
+        "ray-cgraph-colocated-bare": lambda: engine_rounds(RayEngine(compiled=True, actors=2, colocate=True,
+                                                                     recover=False), k, n),
     }
     if args.only:
         wanted = {"floor", *args.only.split(",")}
@@ -263,6 +272,7 @@ def main():
     keys = ("all", "client_round", "server_round")
     ms = {name: {key: 1e3 * statistics.median(r[key] for r in runs) for key in keys if key in runs[0]}
           for name, runs in reps.items()}
+    mean_ms = {name: 1e3 * statistics.median(r["mean"] for r in runs) for name, runs in reps.items()}
     with_parts = [r["breakdown"] for r in reps.get("ray-cgraph-colocated", []) if "breakdown" in r]
     parts_ms = ({key: 1e3 * statistics.median(p[key] for p in with_parts) for key in with_parts[0]}
                 if with_parts else None)
@@ -271,16 +281,19 @@ def main():
               "cgraph-floor-3": "cgraph floor, 3 actors", "inproc": "in-process engine",
               "ray-separate": "ray, separate (3 act.)", "ray-colocated": "ray, co-located (2 act.)",
               "ray-objects": "ray, wire=objects, sep.", "ray-cgraph-separate": "ray-cgraph, separate (3)",
-              "ray-cgraph-colocated": "ray-cgraph, co-located (2)", "ray-cgraph-1": "ray-cgraph, 1 actor"}
-    rows = [(labels[name], v["all"], v.get("client_round"), v.get("server_round")) for name, v in ms.items()]
+              "ray-cgraph-colocated": "ray-cgraph, co-located (2)", "ray-cgraph-1": "ray-cgraph, 1 actor",
+              "ray-colocated-bare": "ray, co-located, bare", "ray-cgraph-colocated-bare": "ray-cgraph, co-loc., bare"}
+    rows = [(labels[name], v["all"], v.get("client_round"), v.get("server_round"), mean_ms[name])
+            for name, v in ms.items()]
     print(f"\nload average before/after (1 min): {load_before[0]:.2f} / {os.getloadavg()[0]:.2f}")
     print(f"k = {args.clients} clients in 2 client groups + 1 server group; {args.reps} reps x {args.rounds} "
           "rounds; medians in ms")
-    print(f"{'configuration':<30}{'all rounds':>12}{'client rnd':>12}{'server rnd':>12}{'x floor':>10}")
-    for label, a, c, s in rows:
+    print(f"{'configuration':<30}{'all rounds':>12}{'client rnd':>12}{'server rnd':>12}{'x floor':>10}"
+          f"{'mean rnd':>10}{'mean x fl.':>11}")
+    for label, a, c, s, mean in rows:
         fmt = lambda v: f"{v:12.3f}" if v is not None else f"{'-':>12}"  # noqa: E731
         ratio = (c if c is not None else a) / floor
-        print(f"{label:<30}{fmt(a)}{fmt(c)}{fmt(s)}{ratio:10.2f}")
+        print(f"{label:<30}{fmt(a)}{fmt(c)}{fmt(s)}{ratio:10.2f}{mean:10.3f}{mean / mean_ms['floor']:11.2f}")
     if parts_ms:
         print("\nray-cgraph co-located, one round split on the driver (ms): "
               + ", ".join(f"{k} {v:.3f}" for k, v in parts_ms.items()))
@@ -293,6 +306,14 @@ def main():
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__,
                     "loadavg_1_5_15_before": load_before, "loadavg_1_5_15_after": os.getloadavg()},
         "median_ms": ms,
+        "mean_ms": mean_ms,
+        "checkpoints": {"every_rounds": 100,
+                        "ratio_mean_round_to_floor": {name: mean_ms[name] / mean_ms["floor"] for name in
+                                                      ("ray-colocated", "ray-colocated-bare") if name in mean_ms},
+                        "ratio_with_to_bare_mean_round": {
+                            name: mean_ms[name] / mean_ms[f"{name}-bare"]
+                            for name in ("ray-colocated", "ray-cgraph-colocated")
+                            if name in mean_ms and f"{name}-bare" in mean_ms}},
         "cgraph_colocated_round_parts_ms": parts_ms,
         "idle_actor_cpu_cores": polling,
         "ratio_ray_client_round_to_floor": {name: ms[name]["client_round"] / floor
@@ -301,7 +322,9 @@ def main():
                                  ("ray-cgraph-separate", "ray-cgraph-colocated", "ray-cgraph-1") if name in ms},
         "targets": {"ray_client_round_le_1.3x_floor": (None if "ray-separate" not in ms else
                                                        get("ray-separate", "client_round") <= 1.3 * floor),
-                    "cgraph_colocated_round_le_0.5ms": None if cg is None else cg <= 0.5},
+                    "cgraph_colocated_round_le_0.5ms": None if cg is None else cg <= 0.5,
+                    "checkpointed_mean_round_le_1.1x_floor": (None if "ray-colocated" not in mean_ms else
+                                                              mean_ms["ray-colocated"] <= 1.1 * mean_ms["floor"])},
         "per_repetition_s": reps,
     }
     out = Path(args.out)

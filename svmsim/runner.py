@@ -266,6 +266,8 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
              "ledger_matches_declared": None if declared is None else bool(declared == meter.scalars)}
     if getattr(engine, "host_nodes", None):
         extra["ray_hosts"] = dict(engine.host_nodes)    # host actor -> the Ray node it ran on
+    if engine.recovery() is not None:
+        extra["ray_recovery"] = engine.recovery()       # checkpoints taken, their cost, hosts replaced
     if lost is not None:
         extra["engine_failure"] = {"message": failed, "hosts": list(lost.hosts), "node_ids": list(lost.node_ids)}
     if clock is not None:

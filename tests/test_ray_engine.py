@@ -557,33 +557,82 @@ def test_an_address_where_no_cluster_answers_is_one_clear_error(tmp_path):
 
 
 class _LosesAHost(RayEngine):
-    """A Ray engine whose second host actor is killed (`ray.kill`, as a lost machine) in round `at`."""
+    """A Ray engine whose second host actor is killed in each round of `at`: by `ray.kill` (as a lost machine) or
+    by SIGKILL to its worker process (``how="sigkill"``, as the kernel's OOM killer or `kill -9` would)."""
 
-    def __init__(self, at: int, **kw):
+    def __init__(self, at, how: str = "ray.kill", **kw):
         super().__init__(**kw)
-        self.at = at
+        self.at = (at,) if isinstance(at, int) else tuple(at)
+        self.how = how
 
     def step(self, round_, inboxes):
-        if round_ == self.at:
-            ray.kill(self._hosts[1], no_restart=True)
+        if round_ in self.at:
+            host = self._hosts[1]
+            if self.how == "sigkill":
+                import os
+                import signal
+
+                pid = ray.get(host.__ray_call__.remote(lambda actor: os.getpid()))
+                os.kill(pid, signal.SIGKILL)
+            else:
+                ray.kill(host, no_restart=True)
         return super().step(round_, inboxes)
 
 
+_LOST_SCENARIO = {"name": "lost", "seed": 0, "data": {"name": "synthetic", "kind": "separable", "n": 80, "d": 6},
+                  "algorithm": {"name": "saddle-dsvc", "clients": 4, "eps": 0.2},
+                  "stop": {"max_iterations": 120}, "output": {"eval_every": 5, "plots": False, "progress": False}}
+
+
+def _rows(result):
+    return [{k: v for k, v in row.items() if k != "wall_time"} for row in result.metrics]
+
+
+@pytest.mark.parametrize("name", ["ray", "ray-cgraph"])
+def test_a_lost_host_actor_is_replaced_and_the_run_is_the_undisturbed_one(ray_local, name):
+    """A host actor killed twice (`ray.kill` before the first checkpoint, SIGKILL to its process after one): each
+    time a new actor takes up the host's groups from the last checkpoint (or from the start) and every host replays
+    the rounds since, so the run ends with the in-process run's ledger, model and metrics rows, and the summary
+    says what was replaced."""
+    import svmsim
+
+    inproc = svmsim.run(_LOST_SCENARIO, write=False)
+    eng = _LosesAHost(at=(30,), actors=2, round_timeout=120, compiled=name == "ray-cgraph", checkpoint_every=50)
+    try:
+        first = svmsim.run(_LOST_SCENARIO, engine=eng, write=False)
+    finally:
+        eng.close()
+    eng = _LosesAHost(at=(170,), how="sigkill", actors=2, round_timeout=120, compiled=name == "ray-cgraph",
+                      checkpoint_every=50)
+    try:
+        second = svmsim.run(_LOST_SCENARIO, engine=eng, write=False)
+    finally:
+        eng.close()
+    for run, at, replayed, from_checkpoint in ((first, 30, 31, False), (second, 170, 21, True)):
+        assert run.ledger.equals(inproc.ledger) and _rows(run) == _rows(inproc)
+        assert run.model.keys() == inproc.model.keys()
+        assert all(np.array_equal(run.model[k], inproc.model[k]) for k in inproc.model)
+        assert run.summary["ledger_matches_declared"] is True and "died" not in run.stop_reason
+        rec = run.summary["ray_recovery"]
+        assert rec["checkpoint_every"] == 50 and rec["checkpoints"] == run.summary["rounds"] // 50
+        assert [(r["hosts"], r["at_round"], r["replayed_rounds"], r["from_checkpoint"]) for r in rec["recovered"]] \
+            == [(["client-2..3"], at, replayed, from_checkpoint)]
+
+
 def test_a_lost_host_actor_is_one_clear_error_and_the_measured_rounds_are_kept(ray_local, tmp_path):
-    """A host actor killed mid-run: an EngineFailure naming the host and its logical nodes (the CLI prints it and
-    exits 2), and the run directory kept as '<dir>.failed' with the ledger and metrics of the rounds before; no
-    directory under the run's own name."""
+    """With recovery off, a host actor killed mid-run: an EngineFailure naming the host and its logical nodes, and
+    the run directory kept as '<dir>.failed' with the ledger and metrics of the rounds before; no directory under
+    the run's own name."""
     import svmsim
     from svmsim.errors import EngineFailure
 
-    scenario = {"name": "lost", "seed": 0, "data": {"name": "synthetic", "kind": "separable", "n": 80, "d": 6},
-                "algorithm": {"name": "saddle-dsvc", "clients": 4, "eps": 0.2},
-                "stop": {"max_iterations": 200}, "output": {"eval_every": 5, "plots": False, "progress": False}}
-    eng = _LosesAHost(at=40, actors=2, round_timeout=120)
+    scenario = {**_LOST_SCENARIO, "stop": {"max_iterations": 200}}
+    eng = _LosesAHost(at=40, actors=2, round_timeout=120, recover=False)
     with pytest.raises(EngineFailure, match=r"Ray host actor 'client-2..3' died .*carrying logical nodes 3-4; "
                                             r".*in round 40.*the ledger and metrics measured before are in") as e:
         svmsim.run(scenario, engine=eng, out_dir=tmp_path / "run")
     assert e.value.hosts == ("client-2..3",) and e.value.node_ids == (3, 4)
+    assert eng.recovery() is None
     kept = tmp_path / "run.failed"
     assert kept.is_dir() and not (tmp_path / "run").exists()
     metrics = (kept / "metrics.csv").read_text().splitlines()
@@ -591,6 +640,34 @@ def test_a_lost_host_actor_is_one_clear_error_and_the_measured_rounds_are_kept(r
     ledger = json.loads((kept / "ledger.json").read_text())
     assert ledger["totals"]["messages"] > 0
     assert "died" in json.loads((kept / "summary.json").read_text())["stop_reason"]
+
+
+def test_with_recovery_off_the_cli_exits_2_with_one_message_and_keeps_the_run(ray_local, tmp_path, monkeypatch,
+                                                                              capsys):
+    """`svmsim run` with [engine] recover = false and a host actor lost in round 40: exit 2, one message naming the
+    host and where the measured rounds are, no traceback; the partial run directory kept as '<out>.failed'."""
+    from svmsim import cli
+
+    step = RayEngine.step
+
+    def losing_step(self, round_, inboxes):
+        if round_ == 40:
+            ray.kill(self._hosts[1], no_restart=True)
+        return step(self, round_, inboxes)
+
+    monkeypatch.setattr(RayEngine, "step", losing_step)
+    path = tmp_path / "lost.toml"
+    path.write_text('name = "lost"\nseed = 0\n[data]\nname = "synthetic"\nkind = "separable"\nn = 80\nd = 6\n'
+                    '[algorithm]\nname = "saddle-dsvc"\nclients = 4\neps = 0.2\n[stop]\nmax_iterations = 200\n'
+                    '[engine]\nname = "ray"\nrecover = false\nmetrics = false\n'
+                    '[output]\neval_every = 5\nplots = false\nprogress = false\n')
+    code = cli.main(["run", str(path), "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    said = " ".join(err.split())
+    assert "Ray host actor 'client-2..3' died" in said and "carrying logical nodes 3-4" in said
+    assert f"measuredbeforearein{tmp_path / 'run.failed'}" in "".join(err.split())   # (wrapped at any hyphen)
+    assert (tmp_path / "run.failed" / "ledger.json").is_file() and not (tmp_path / "run").exists()
 
 
 _TWO_NODE_RUN = r'''

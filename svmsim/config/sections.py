@@ -264,10 +264,11 @@ class EngineSection(SectionModel):
     gossip: str = Field("free", description="Ray gossip: free (each host on its own clock; fast, runs differ) or "
                                             "deterministic (time windows: the in-process run bit for bit; needs a "
                                             "latency with a positive minimum)")
-    checkpoint_every: int = Field(100, ge=1, description="Ray gossip, deterministic: windows between the driver's "
-                                                         "checkpoints of every host")
-    recover: bool = Field(True, description="Ray gossip, deterministic: replace a host actor that dies, restored "
-                                            "from its last checkpoint (false: a lost host ends the run)")
+    checkpoint_every: int = Field(100, ge=1, description="Ray: rounds (windows, for deterministic gossip) between "
+                                                         "the driver's checkpoints of every host")
+    recover: bool = Field(True, description="Ray, synchronous rounds and deterministic gossip: replace a host actor "
+                                            "that dies, restored from its last checkpoint, and replay the rounds "
+                                            "since (false: a lost host ends the run)")
 
     @field_validator("name")
     @classmethod

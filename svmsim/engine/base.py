@@ -72,6 +72,10 @@ class Engine(ABC):
         them in its own process, else None (the default: groups live elsewhere)."""
         return None
 
+    def recovery(self) -> dict | None:
+        """What keeping the run alive through lost hosts cost, and which were replaced (None: nothing to say)."""
+        return None
+
     def close(self) -> None:
         pass
 

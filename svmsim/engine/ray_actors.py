@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
+from typing import Any, Callable
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RaySystemError, RayTaskError
@@ -13,7 +15,7 @@ from ..errors import EngineFailure, ScenarioError
 from ..program import Group
 
 __all__ = ["ensure_ray", "colocate_groups", "placement", "release_actors", "new_namespace", "raise_original",
-           "lost_hosts", "HOST_JOIN", "host_scheduling", "this_node"]
+           "lost_hosts", "HOST_JOIN", "host_scheduling", "this_node", "HostJournal"]
 
 _DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
 #: a private Ray exports live metrics every second (Ray's default is 10 s), so the dashboard keeps up with a run
@@ -189,3 +191,64 @@ def raise_original(err: RayTaskError):
                           "`pip install -e .`), put it on PYTHONPATH, or ship it by value with "
                           "ray.cloudpickle.register_pickle_by_value(module)")
     raise original from err
+
+
+# -- what the driver keeps to rebuild a host actor that died ---------------------------------------------------------
+class HostJournal:
+    """Each host's last checkpoint (bytes from the host; None before the first) and every request that changed its
+    state since, in order: a host actor that dies is replaced by a new one deployed with the same programs and
+    data, which takes up the checkpoint and is handed the requests again. Both Ray engines keep one (synchronous
+    rounds: a round's inboxes; deterministic gossip: a window's requests).
+
+    every: calls between checkpoints (None: no checkpoint; a lost host then replays from the start).
+    """
+
+    def __init__(self, n_hosts: int, every: int | None):
+        self.every = every
+        self.checkpoints: list[bytes | None] = [None] * n_hosts
+        self.logs: list[list] = [[] for _ in range(n_hosts)]
+        self.calls = 0
+        self.since = 0            # calls since the last checkpoint (since the start before the first)
+        self.taken = 0
+        self.seconds = 0.0
+        self.bytes = 0
+        self.recovered: list[dict] = []
+
+    def record(self, requests) -> bool:
+        """Log one call's requests, ``{host: request}`` or one per host in order; True when a checkpoint is due
+        after it."""
+        for j, req in (requests.items() if isinstance(requests, dict) else enumerate(requests)):
+            self.logs[j].append(req)
+        self.calls += 1
+        self.since += 1
+        return self.every is not None and self.calls % self.every == 0
+
+    def take(self, get_blobs: Callable[[], list[bytes]]) -> None:
+        """A checkpoint of every host (`get_blobs` asks them, in host order); the logs start again."""
+        t0 = time.perf_counter()
+        self.checkpoints = list(get_blobs())
+        self.logs = [[] for _ in self.logs]
+        self.since = 0
+        self.seconds += time.perf_counter() - t0
+        self.bytes = sum(len(b) for b in self.checkpoints)
+        self.taken += 1
+
+    def reset(self) -> None:
+        """Back to the start of the run: no checkpoint, nothing logged."""
+        self.checkpoints = [None] * len(self.checkpoints)
+        self.logs = [[] for _ in self.logs]
+        self.since = 0
+
+    def rebuild(self, j: int, restore: Callable[[bytes], Any], replay: Callable[[Any], Any]):
+        """Host `j`'s state back at the last call: `restore` its checkpoint (when there is one), then `replay` each
+        logged request in order; returns what `replay` returned last (None when nothing was logged)."""
+        if self.checkpoints[j] is not None:
+            restore(self.checkpoints[j])
+        result = None
+        for req in self.logs[j]:
+            result = replay(req)
+        return result
+
+    def stats(self) -> dict:
+        return {"checkpoint_every": self.every, "checkpoints": self.taken, "checkpoint_s": self.seconds,
+                "checkpoint_bytes": self.bytes, "recovered": self.recovered}

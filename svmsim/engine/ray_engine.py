@@ -27,19 +27,20 @@ from __future__ import annotations
 
 import logging
 import pickle
+import time
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import RayActorError, RayChannelError, RayTaskError
 
 from ..comm.message import Inbox, MessageBatch, Outbox
-from ..errors import ScenarioError
+from ..errors import EngineFailure, ScenarioError
 from . import GOSSIP_MODES
 from ..program import Group, NodeProgram, RoleSpec
 from .base import Engine, split_roles
-from .ray_actors import (colocate_groups, ensure_ray, host_scheduling, lost_hosts, new_namespace,
+from .ray_actors import (HostJournal, colocate_groups, ensure_ray, host_scheduling, lost_hosts, new_namespace,
                          placement, raise_original, release_actors, this_node)
 
 __all__ = ["RayEngine", "NodeHost", "colocate_groups", "placement"]
@@ -204,8 +205,29 @@ class NodeHost:
                 raise
         return out
 
+    def checkpoint(self) -> bytes:
+        """Every group's state, pickled (the programs and their data are the deployed ones, not copied)."""
+        return _dump(self.states)
+
+    def restore(self, blob: bytes) -> bool:
+        """Take up a checkpoint of this host (taken by an actor deployed with the same groups)."""
+        self.states = pickle.loads(blob)
+        return True
+
     def ping(self) -> bool:
         return True
+
+
+class _LostActorChatter(logging.Filter):
+    """Drops what Ray's compiled graph logs when it tears itself down after an actor died (the engine reports the
+    lost host itself, or replaces it) and its info-level teardown lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return record.levelno >= logging.WARNING and not isinstance(exc, RayActorError)
+
+
+_LOST_ACTOR_CHATTER = _LostActorChatter()
 
 
 @contextmanager
@@ -249,8 +271,15 @@ class RayEngine(Engine):
         compiled graph would pass arrays as views of its channel buffers, which must not outlive a round).
     gossip: how gossip hosts keep time (`engine.ray_gossip`): "free" (each host runs on its own clock, kept within
         a skew of the others; fast, but runs differ) or "deterministic" (time windows no longer than the smallest
-        latency: the in-process run bit for bit). checkpoint_every, recover: deterministic gossip's checkpoints
-        (every this many windows) and the replacement of a host actor that dies (`engine.ray_windows`).
+        latency: the in-process run bit for bit).
+    recover: replace a host actor that dies (its process killed, `ray.kill`, a lost machine) and go on as if it had
+        not: synchronous rounds and deterministic gossip (`engine.ray_windows`). The driver keeps a checkpoint of
+        every host (its groups' states, pickled) every `checkpoint_every` rounds (windows, for gossip) and every
+        request sent to a host since. A new actor is deployed with the lost one's groups, takes up the checkpoint
+        and is handed the rounds since again; so are the other hosts (a compiled graph is built anew), so the run
+        ends with the ledger and iterates of an undisturbed one. False: a lost host ends the run with one message
+        naming it and its logical nodes (`errors.EngineFailure`). A host lost again while the hosts are rebuilt
+        ends the run the same way.
     """
 
     def __init__(self, compiled: bool = False, address: str | None = None, actors: int = 2,
@@ -277,7 +306,15 @@ class RayEngine(Engine):
             raise ScenarioError(f"engine gossip = {gossip!r} is not a mode of gossip on Ray; allowed: "
                                 f"{', '.join(GOSSIP_MODES)}")
         self.gossip_mode = gossip
-        self.gossip_checkpoint_every, self.gossip_recover = checkpoint_every, recover
+        if checkpoint_every is not None and (isinstance(checkpoint_every, bool) or int(checkpoint_every) < 1):
+            raise ScenarioError(f"engine checkpoint_every = {checkpoint_every!r} is out of range; allowed: an "
+                                "integer >= 1 (rounds, or windows of deterministic gossip), or None")
+        self.checkpoint_every = None if checkpoint_every is None else int(checkpoint_every)
+        self.recover = bool(recover)
+        self._journal: HostJournal | None = None   # checkpoints and logged rounds (with `recover`)
+        self._deployed: list[list[tuple]] = []     # per host: its groups as deployed, (gid, program, ids, data)
+        self._seed = 0
+        self._round = -1                           # the last round stepped
         self.actors = int(actors)
         self.init_options = dict(init_options or {})
         self._own_namespace = namespace is None
@@ -322,21 +359,29 @@ class RayEngine(Engine):
         self.host_names = {gid: name for name, gids in self.hosts.items() for gid in gids}
         self._host_of = {gid: j for j, gids in enumerate(self.hosts.values()) for gid in gids}
         by_gid = {g.gid: g for g in self.groups}
+        self._deployed = [[(gid, by_gid[gid].program, by_gid[gid].node_ids, by_gid[gid].node_data) for gid in gids]
+                          for gids in self.hosts.values()]
+        self._seed = seed
+        self._journal = HostJournal(len(self.hosts), self.checkpoint_every) if self.recover else None
         try:
-            for name, where in zip(self.hosts, host_scheduling(len(self.hosts))):
-                handle = NodeHost.options(name=name, namespace=self.namespace,
-                                          scheduling_strategy=where).remote(name)
-                self._hosts.append(handle)
-                self._step_calls.append(handle.step_packed if self.packed else handle.step)
-            where = self._get([handle.deploy.remote([(gid, by_gid[gid].program, by_gid[gid].node_ids,
-                                                      by_gid[gid].node_data) for gid in gids], seed)
-                               for handle, gids in zip(self._hosts, self.hosts.values())])
+            for j, name in enumerate(self.hosts):
+                self._hosts.append(self._new_host(j, name))
+                self._step_calls.append(self._step_call(self._hosts[j]))
+            where = self._get([handle.deploy.remote(self._deployed[j], seed) for j, handle in enumerate(self._hosts)])
             self.host_nodes = dict(zip(self.hosts, where))
             if self.compiled:
                 self._compile()
         except BaseException:
             self.close()
             raise
+
+    def _new_host(self, j: int, actor_name: str):
+        """A new (not yet deployed) actor for host `j`, named `actor_name`, placed as `host_scheduling` says."""
+        return NodeHost.options(name=actor_name, namespace=self.namespace,
+                                scheduling_strategy=host_scheduling(len(self.hosts))[j]).remote(list(self.hosts)[j])
+
+    def _step_call(self, handle):
+        return handle.step_packed if self.packed else handle.step
 
     def _compile(self) -> None:
         from ray.dag import InputNode, MultiOutputNode
@@ -345,6 +390,17 @@ class RayEngine(Engine):
             dag = MultiOutputNode([h.step_graph.bind(inp[j]) for j, h in enumerate(self._hosts)])
         with _quiet(_CGRAPH_LOGGER):
             self._graph = dag.experimental_compile()
+        logging.getLogger(_CGRAPH_LOGGER).addFilter(_LOST_ACTOR_CHATTER)
+
+    def _teardown_graph(self) -> None:
+        graph, self._graph = self._graph, None
+        if graph is not None:
+            try:
+                with _quiet(_CGRAPH_LOGGER):
+                    graph.teardown()
+            except Exception:  # noqa: BLE001 - a graph Ray tore down itself (a lost actor) is gone already
+                pass
+            logging.getLogger(_CGRAPH_LOGGER).removeFilter(_LOST_ACTOR_CHATTER)
 
     def _by_host(self, inboxes: dict[int, Inbox]) -> dict[int, dict[int, Inbox]]:
         """The round's inboxes split by host: ``{host position: {gid: inbox}}``."""
@@ -360,39 +416,115 @@ class RayEngine(Engine):
         return work
 
     def step(self, round_: int, inboxes: dict[int, Inbox]) -> dict[int, Outbox]:
-        work = self._by_host(inboxes)
-        if self._graph is not None:
-            return self._step_graph(round_, work)
-        calls = self._step_calls
-        out: dict[int, Outbox] = {}
+        # one request per host with mail: its groups' inboxes (one bytes object, or the round and the Inbox objects)
         if self.packed:
-            refs = [calls[j].remote(encode_inboxes(round_, mine)) for j, mine in work.items()]
-            for data in self._get(refs):
-                out.update(decode_outboxes(data))
+            work = {j: encode_inboxes(round_, mine) for j, mine in self._by_host(inboxes).items()}
         else:
-            for part in self._get([calls[j].remote(round_, mine) for j, mine in work.items()]):
-                out.update(part)
+            work = {j: (round_, mine) for j, mine in self._by_host(inboxes).items()}
+        self._round = round_
+        journal = self._journal
+        due = journal.record(work) if journal is not None else False
+        try:
+            out = self._step_graph(work) if self._graph is not None else self._step_actors(work)
+        except EngineFailure as lost:
+            if journal is None:
+                raise
+            out = self._recover(lost, work)
+        if due:
+            self._checkpoint()
         return out
 
-    def _step_graph(self, round_: int, work: dict[int, dict[int, Inbox]]) -> dict[int, Outbox]:
+    def _outboxes(self, results) -> dict[int, Outbox]:
+        """``{gid: outbox}`` from the hosts' results of one round."""
+        out: dict[int, Outbox] = {}
+        for res in results:
+            out.update(decode_outboxes(res) if self.packed else res)
+        return out
+
+    def _step_actors(self, work: dict[int, Any]) -> dict[int, Outbox]:
+        calls = self._step_calls
+        if self.packed:
+            return self._outboxes(self._get([calls[j].remote(req) for j, req in work.items()]))
+        return self._outboxes(self._get([calls[j].remote(*req) for j, req in work.items()]))
+
+    def _step_graph(self, work: dict[int, bytes]) -> dict[int, Outbox]:
         """One execution of the compiled graph: every host runs, those without mail return None at once."""
         args: list = [None] * len(self._hosts)
-        for j, mine in work.items():
-            args[j] = encode_inboxes(round_, mine)
-        refs = self._graph.execute(*args)
+        for j, req in work.items():
+            args[j] = req
         timeout = -1 if self.round_timeout is None else self.round_timeout  # -1: no limit for a compiled graph
         try:
-            outs = ray.get(refs, timeout=timeout)
+            outs = ray.get(self._graph.execute(*args), timeout=timeout)
         except RayTaskError as err:
             raise_original(err)
-        except RayActorError as err:
+        except (RayActorError, RayChannelError) as err:    # (a graph torn down after an actor died: its channels)
             raise lost_hosts(self.hosts, self._hosts, self.groups, err) from None
-        out: dict[int, Outbox] = {}
-        for j in work:
-            out.update(decode_outboxes(outs[j]))
-        return out
+        return self._outboxes(outs[j] for j in work)
+
+    # -- checkpoints and the recovery of lost hosts -------------------------------------------------------------
+    def _checkpoint(self) -> None:
+        take = lambda: self._get([h.checkpoint.remote() for h in self._hosts])  # noqa: E731
+        try:
+            self._journal.take(take)
+        except EngineFailure as lost:      # lost while checkpointing: rebuild from the last one, then take it
+            self._recover(lost, {})
+            self._journal.take(take)
+
+    def _recover(self, lost: EngineFailure, work: dict[int, Any]) -> dict[int, Outbox]:
+        """Replace the lost hosts by new actors deployed with their groups; bring every host back to its last
+        checkpoint and hand it the rounds since again (the last one is `work`, the round that failed); returns
+        that round's outboxes. A host that also fails now ends the run (`EngineFailure`)."""
+        t0 = time.perf_counter()
+        journal = self._journal
+        self._teardown_graph()
+        dead = set(lost.hosts)
+        last: dict[int, Any] = {}
+        pending: list = []
+        placed: dict[str, int] = {}        # host name -> position of its deploy call in `pending`
+        for j, name in enumerate(self.hosts):
+            handle = self._hosts[j]
+            if name in dead:
+                try:
+                    ray.kill(handle, no_restart=True)   # gone already, or (when none was found dead) replaced too
+                except Exception:  # noqa: BLE001
+                    pass
+                attempt = 1 + sum(1 for r in journal.recovered if name in r["hosts"])
+                handle = self._hosts[j] = self._new_host(j, f"{name}~{attempt}")
+                self._step_calls[j] = self._step_call(handle)
+            if name in dead or journal.checkpoints[j] is None:   # (again, for a host without checkpoint yet)
+                placed[name] = len(pending)
+                pending.append(handle.deploy.remote(self._deployed[j], self._seed))
+            call = self._step_calls[j]
+            # actor calls run in the order sent: submit the whole rebuild, then wait once
+            restore = lambda blob, h=handle: pending.append(h.restore.remote(blob))  # noqa: E731
+            replay = (lambda req, c=call: c.remote(req)) if self.packed else (lambda req, c=call: c.remote(*req))
+            last[j] = journal.rebuild(j, restore, replay)
+        refs = [ref for ref in last.values() if ref is not None]
+        done = self._get(pending + refs)
+        results = dict(zip([j for j, ref in last.items() if ref is not None], done[len(pending):]))
+        for name in dead:
+            self.host_nodes[name] = done[placed[name]]          # the Ray node the new actor runs on
+        if self.compiled:
+            self._compile()
+        journal.recovered.append({"hosts": sorted(dead), "at_round": self._round, "replayed_rounds": journal.since,
+                                  "from_checkpoint": journal.checkpoints[0] is not None,
+                                  "seconds": time.perf_counter() - t0})
+        return self._outboxes(results[j] for j in work)
+
+    def recovery(self) -> dict | None:
+        """What checkpoints cost and which hosts were replaced: `HostJournal.stats` (None without `recover`)."""
+        return None if self._journal is None else self._journal.stats()
 
     def observe(self, gids: list[int] | None = None) -> dict[int, Any]:
+        try:
+            return self._observe(gids)
+        except EngineFailure as lost:
+            if self._journal is None:
+                raise
+            self._recover(lost, {})
+            return self._observe(gids)
+
+    def _observe(self, gids: list[int] | None) -> dict[int, Any]:
         gids = [g.gid for g in self.groups] if gids is None else list(gids)
         asked: dict[int, list[int]] = {}
         for gid in gids:
@@ -413,7 +545,7 @@ class RayEngine(Engine):
                                 "on plain actors: allowed: engine.name = \"ray\"")
         run = RayGossipRun(actors=self.actors, address=self.address, init_options=self.init_options,
                            deterministic=self.gossip_mode == "deterministic",
-                           checkpoint_every=self.gossip_checkpoint_every, recover=self.gossip_recover)
+                           checkpoint_every=self.checkpoint_every, recover=self.recover)
         try:
             run.deploy(run.plan(roles), seed, topology, clock=clock, latency=latency, faults=faults,
                        round_time=round_time, compiled=compiled, node_names=node_names)
@@ -445,13 +577,7 @@ class RayEngine(Engine):
         if self._closed:
             return
         self._closed = True
-        graph, self._graph = self._graph, None
-        if graph is not None:
-            try:
-                with _quiet(_CGRAPH_LOGGER):
-                    graph.teardown()
-            except Exception:  # noqa: BLE001 - keep closing: the actors are killed next
-                pass
+        self._teardown_graph()
         hosts, self._hosts = self._hosts, []
         self._step_calls = []
         release_actors(hosts, self.started_ray)

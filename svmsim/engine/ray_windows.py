@@ -17,7 +17,7 @@ import time
 from ..errors import ScenarioError, SvmsimError
 from ..schedule.gossip import GossipStopReason
 from ..schedule.windows import run_windows
-from .ray_actors import lost_hosts, raise_original
+from .ray_actors import HostJournal, lost_hosts, raise_original
 
 __all__ = ["WindowedHosts", "run_deterministic"]
 
@@ -39,16 +39,9 @@ class WindowedHosts:
             raise ScenarioError(f"checkpoint_every = {checkpoint_every!r} is out of range; allowed: an integer >= 1 "
                                 "(windows), or None")
         self.run = run
-        self.every = None if checkpoint_every is None else int(checkpoint_every)
         self.recover = bool(recover)
-        n = len(run._handles)
-        self.checkpoints: list[bytes | None] = [None] * n
-        self.logs: list[list] = [[] for _ in range(n)]
+        self.journal = HostJournal(len(run._handles), None if checkpoint_every is None else int(checkpoint_every))
         self.windows = 0
-        self.recovered: list[dict] = []
-        self.checkpoint_s = 0.0
-        self.checkpoint_bytes = 0
-        self.checkpoints_taken = 0
 
     def begin(self) -> None:
         self.run._get([h.window_begin.remote() for h in self.run._handles])
@@ -56,23 +49,21 @@ class WindowedHosts:
     def step(self, requests: list[tuple]) -> list[dict]:
         run = self.run
         refs = [h.window.remote(*req) for h, req in zip(run._handles, requests)]
-        if self.recover:                       # (without recovery nothing is replayed: no log, no checkpoint)
-            for log, req in zip(self.logs, requests):
-                log.append(req)
+        # (without recovery nothing is replayed: no log, no checkpoint)
+        due = self.journal.record(requests) if self.recover else False
         results = [self._result(ref) for ref in refs]
         for j, res in enumerate(results):
             if res is _LOST:
                 results[j] = self._replace(j)
         self.windows += 1
-        if self.recover and self.every is not None and self.windows % self.every == 0:
-            self._checkpoint()
+        if due:
+            self.journal.take(lambda: run._get([h.checkpoint.remote() for h in run._handles]))
         return results
 
     def reset(self) -> None:
         run = self.run
         run._get([h.window_reset.remote() for h in run._handles], timeout=5 * run.call_timeout)
-        self.checkpoints = [None] * len(self.checkpoints)
-        self.logs = [[] for _ in self.logs]
+        self.journal.reset()
 
     # -- checkpoints and recovery ------------------------------------------------------------------------------
     def _result(self, ref):
@@ -93,41 +84,29 @@ class WindowedHosts:
             raise SvmsimError(f"a Ray gossip host did not answer within {self.run.call_timeout:g} s (hosts "
                               f"{', '.join(self.run.hosts)})") from err
 
-    def _checkpoint(self) -> None:
-        t0 = time.perf_counter()
-        self.checkpoints = self.run._get([h.checkpoint.remote() for h in self.run._handles])
-        self.logs = [[] for _ in self.logs]
-        self.checkpoint_s += time.perf_counter() - t0
-        self.checkpoint_bytes = sum(len(b) for b in self.checkpoints)
-        self.checkpoints_taken += 1
-
     def _replace(self, j: int) -> dict:
         """A new actor for host `j`, deployed, at its last checkpoint, with the windows since handed to it again;
         returns the result of the last (the window that failed)."""
-        run = self.run
+        run, journal = self.run, self.journal
         name = list(run.hosts)[j]
-        attempt = 1 + sum(1 for r in self.recovered if r["host"] == name)
+        attempt = 1 + sum(1 for r in journal.recovered if r["host"] == name)
         t0 = time.perf_counter()
         new = run._start_host(j, f"~{attempt}")
         run._handles[j] = new
         info = run._get([new.deploy.remote(*run.host_args[j])], timeout=5 * run.call_timeout)[0]
-        if self.checkpoints[j] is not None:
-            run._get([new.restore.remote(self.checkpoints[j])])
-        else:
+        if journal.checkpoints[j] is None:
             run._get([new.window_begin.remote()])
-        result = None
-        for req in self.logs[j]:
-            result = run._get([new.window.remote(*req)])[0]
+        replayed = len(journal.logs[j])
+        result = journal.rebuild(j, lambda blob: run._get([new.restore.remote(blob)]),
+                                 lambda req: run._get([new.window.remote(*req)])[0])
         run.host_nodes[name] = info["ray_node"]
-        self.recovered.append({"host": name, "at_window": self.windows, "replayed_windows": len(self.logs[j]),
-                               "from_checkpoint": self.checkpoints[j] is not None,
-                               "seconds": time.perf_counter() - t0})
+        journal.recovered.append({"host": name, "at_window": self.windows, "replayed_windows": replayed,
+                                  "from_checkpoint": journal.checkpoints[j] is not None,
+                                  "seconds": time.perf_counter() - t0})
         return result
 
     def stats(self) -> dict:
-        return {"checkpoint_every": self.every, "checkpoints": self.checkpoints_taken,
-                "checkpoint_s": self.checkpoint_s, "checkpoint_bytes": self.checkpoint_bytes,
-                "recovered": self.recovered}
+        return self.journal.stats()
 
 
 _LOST = object()
