@@ -144,6 +144,10 @@ def decode_outboxes(data: bytes) -> dict[int, Outbox]:
     return {gid: _outbox(w) for gid, *w in pickle.loads(data)}
 
 
+#: the compiled graph's input that asks every host for a checkpoint (no pickle starts so: rounds start b"\x80")
+GRAPH_CHECKPOINT = b"svmsim:checkpoint"
+
+
 @ray.remote(num_cpus=0)
 class NodeHost:
     """One or more groups of logical nodes, each with its program and state (a plain, ordered Ray actor).
@@ -191,8 +195,14 @@ class NodeHost:
         return encode_outboxes(self.step(round_, inboxes))
 
     def step_graph(self, work: bytes | None) -> bytes | None:
-        """Compiled-graph entry: `step_packed` for a host with mail, ``None`` at once for an idle one."""
-        return None if work is None else self.step_packed(work)
+        """Compiled-graph entry: `step_packed` for a host with mail, ``None`` at once for an idle one, and
+        `checkpoint` for `GRAPH_CHECKPOINT` (an actor call beside a live graph waits for the graph's polling thread
+        to let go of the interpreter lock, several ms)."""
+        if work is None:
+            return None
+        if work == GRAPH_CHECKPOINT:
+            return self.checkpoint()
+        return self.step_packed(work)
 
     def observe(self, gids: list[int] | None = None) -> dict[int, Any]:
         """``{gid: observation}`` of the given groups (default: all of this host's groups)."""
@@ -452,18 +462,26 @@ class RayEngine(Engine):
         args: list = [None] * len(self._hosts)
         for j, req in work.items():
             args[j] = req
+        outs = self._run_graph(args)
+        return self._outboxes(outs[j] for j in work)
+
+    def _run_graph(self, args: list) -> list:
+        """One execution of the compiled graph with one input per host; their results."""
         timeout = -1 if self.round_timeout is None else self.round_timeout  # -1: no limit for a compiled graph
         try:
-            outs = ray.get(self._graph.execute(*args), timeout=timeout)
+            return ray.get(self._graph.execute(*args), timeout=timeout)
         except RayTaskError as err:
             raise_original(err)
         except (RayActorError, RayChannelError) as err:    # (a graph torn down after an actor died: its channels)
             raise lost_hosts(self.hosts, self._hosts, self.groups, err) from None
-        return self._outboxes(outs[j] for j in work)
 
     # -- checkpoints and the recovery of lost hosts -------------------------------------------------------------
     def _checkpoint(self) -> None:
-        take = lambda: self._get([h.checkpoint.remote() for h in self._hosts])  # noqa: E731
+        def take():
+            if self._graph is not None:
+                return self._run_graph([GRAPH_CHECKPOINT] * len(self._hosts))
+            return self._get([h.checkpoint.remote() for h in self._hosts])
+
         try:
             self._journal.take(take)
         except EngineFailure as lost:      # lost while checkpointing: rebuild from the last one, then take it
