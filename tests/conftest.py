@@ -18,7 +18,7 @@ def ray_local():
         return
     temp_dir = tempfile.mkdtemp(prefix="svmsim-ray-")  # short path: Ray's socket paths must stay < 108 chars
     # metrics every second (Ray's floor) so that the live-metrics test sees its counters quickly
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024**2, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024**2, log_to_driver=False,
              _temp_dir=temp_dir, _system_config={"metrics_report_interval_ms": 1000})
     try:
         yield ray
@@ -79,3 +79,12 @@ def _private_cache(tmp_path_factory):
         os.environ.pop("SVMSIM_CACHE_DIR", None)
     else:
         os.environ["SVMSIM_CACHE_DIR"] = old
+
+
+@pytest.fixture
+def checkpoints_on_schedule(monkeypatch):
+    """Checkpoints exactly every `checkpoint_every` calls (not later when one is slow against the calls between,
+    which the journal allows for: see `ray_actors.MAX_CHECKPOINT_SHARE`), so the test knows where they are."""
+    from svmsim.engine import ray_actors
+
+    monkeypatch.setattr(ray_actors, "MAX_CHECKPOINT_SHARE", 1e9)

@@ -536,6 +536,59 @@ def test_without_an_address_the_cli_starts_a_private_ray_even_when_one_is_named(
     assert "metrics    http://" in r.stdout and "final counters exported" in r.stdout
 
 
+def test_without_an_address_the_cli_starts_a_private_ray_while_a_ray_start_cluster_is_up(tmp_path):
+    """A cluster started with `ray start --head` on this machine (which a plain ray.init() would join): `svmsim run
+    --engine ray` without --address still succeeds on a private Ray of its own, and leaves that cluster up."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    env.pop("RAY_ADDRESS", None)
+    # Ray's default temporary directory, where `ray start` records the cluster that a plain ray.init() joins (put
+    # back as it was afterwards: a record of a cluster that is gone would send the next plain ray.init() there)
+    record = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    recorded = record.read_bytes() if record.exists() else None
+    head = subprocess.Popen([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", f"--port={port}",
+                             "--num-cpus=1", "--include-dashboard=false", "--block"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert head.poll() is None and time.time() < deadline, "ray start --head did not come up"
+                time.sleep(0.5)
+        scenario = tmp_path / "s.toml"
+        scenario.write_text('name = "beside"\n[data]\nname = "synthetic"\nkind = "separable"\nn = 60\nd = 4\n'
+                            '[algorithm]\nname = "saddle-dsvc"\nclients = 2\neps = 0.2\n'
+                            '[stop]\nmax_iterations = 20\n[output]\nplots = false\nprogress = false\n')
+        r = subprocess.run([sys.executable, "-m", "svmsim.cli", "run", str(scenario), "--engine", "ray", "--out",
+                            str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert (tmp_path / "run" / "ledger.json").is_file() and head.poll() is None   # that cluster is still up
+        # no driver but this probe ever joined that cluster: the run did not
+        probe = subprocess.run([sys.executable, "-c", "import ray, ray._private.state as s; "
+                                f"ray.init(address='127.0.0.1:{port}', log_to_driver=False); "
+                                "print(len(s.jobs()))"], capture_output=True, text=True, env=env, timeout=300)
+        assert probe.returncode == 0 and probe.stdout.strip().splitlines()[-1] == "1", probe.stderr[-2000:]
+    finally:
+        os.killpg(head.pid, signal.SIGKILL)   # that cluster's processes, all in the session `ray start` leads
+        head.wait(60)
+        if recorded is None:
+            record.unlink(missing_ok=True)
+        else:
+            record.write_bytes(recorded)
+
+
 def test_an_address_where_no_cluster_answers_is_one_clear_error(tmp_path):
     """--address HOST:PORT with nothing listening: exit 2 at once with what is allowed (Ray itself retries for
     minutes), and no run directory; an address that is not HOST:PORT likewise."""
@@ -579,6 +632,38 @@ class _LosesAHost(RayEngine):
         return super().step(round_, inboxes)
 
 
+def test_the_journal_checkpoints_every_n_calls_and_later_when_a_checkpoint_is_slow():
+    """`HostJournal`: due every `every` calls, unless the last checkpoint took more than `max_share` of the time
+    since it ended; `rebuild` restores the last checkpoint and replays the calls logged since, in order."""
+    from svmsim.engine.ray_actors import HostJournal
+
+    now = [0.0]
+    journal = HostJournal(2, every=3, max_share=0.1, clock=lambda: now[0])
+
+    def call(j_requests, cost=1.0):
+        now[0] += cost
+        return journal.record(j_requests)
+
+    def take(cost):
+        def blobs():
+            now[0] += cost
+            return [b"host0", b"host1"]
+        journal.take(blobs)
+
+    assert [call({0: i}) for i in range(3)] == [False, False, True]
+    take(2.0)                                  # 2 s: the next one waits for 20 s since it ended
+    assert [call({0: i, 1: i}) for i in range(3, 9)] == [False, False, False, False, False, False]
+    assert journal.since == 6 and call({0: 9}, cost=14.0) is True      # 20 s after the slow checkpoint: due
+    assert journal.taken == 1 and journal.seconds == 2.0 and journal.bytes == 10
+    restored, replayed = [], []
+    assert journal.rebuild(0, restored.append, lambda r: replayed.append(r) or r) == 9
+    assert restored == [b"host0"] and replayed == [3, 4, 5, 6, 7, 8, 9]
+    assert journal.rebuild(1, restored.append, lambda r: r) == 8
+    journal.reset()
+    assert journal.rebuild(0, restored.append, lambda r: r) is None and len(restored) == 2
+    assert HostJournal(1, None).record([1]) is False                     # no checkpoints at all
+
+
 _LOST_SCENARIO = {"name": "lost", "seed": 0, "data": {"name": "synthetic", "kind": "separable", "n": 80, "d": 6},
                   "algorithm": {"name": "saddle-dsvc", "clients": 4, "eps": 0.2},
                   "stop": {"max_iterations": 120}, "output": {"eval_every": 5, "plots": False, "progress": False}}
@@ -589,7 +674,8 @@ def _rows(result):
 
 
 @pytest.mark.parametrize("name", ["ray", "ray-cgraph"])
-def test_a_lost_host_actor_is_replaced_and_the_run_is_the_undisturbed_one(ray_local, name):
+def test_a_lost_host_actor_is_replaced_and_the_run_is_the_undisturbed_one(ray_local, name,
+                                                                        checkpoints_on_schedule):
     """A host actor killed twice (`ray.kill` before the first checkpoint, SIGKILL to its process after one): each
     time a new actor takes up the host's groups from the last checkpoint (or from the start) and every host replays
     the rounds since, so the run ends with the in-process run's ledger, model and metrics rows, and the summary

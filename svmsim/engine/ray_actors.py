@@ -194,6 +194,10 @@ def raise_original(err: RayTaskError):
 
 
 # -- what the driver keeps to rebuild a host actor that died ---------------------------------------------------------
+#: checkpoints take at most about this share of a run's time (`HostJournal`)
+MAX_CHECKPOINT_SHARE = 0.05
+
+
 class HostJournal:
     """Each host's last checkpoint (bytes from the host; None before the first) and every request that changed its
     state since, in order: a host actor that dies is replaced by a new one deployed with the same programs and
@@ -201,10 +205,19 @@ class HostJournal:
     rounds: a round's inboxes; deterministic gossip: a window's requests).
 
     every: calls between checkpoints (None: no checkpoint; a lost host then replays from the start).
+    max_share: a checkpoint waits past `every` calls until the time since the last one ended is at least the last
+        one's duration / max_share (default `MAX_CHECKPOINT_SHARE`), so that checkpoints take at most about this share of a run whatever the
+        size of the hosts' states (a host's data in its state is copied by every checkpoint).
+    clock: seconds (`time.perf_counter`; a test passes its own).
     """
 
-    def __init__(self, n_hosts: int, every: int | None):
+    def __init__(self, n_hosts: int, every: int | None, max_share: float | None = None,
+                 clock: Callable[[], float] = time.perf_counter):
         self.every = every
+        self.max_share = float(MAX_CHECKPOINT_SHARE if max_share is None else max_share)
+        self.clock = clock
+        self._last_end = clock()
+        self._last_seconds = 0.0
         self.checkpoints: list[bytes | None] = [None] * n_hosts
         self.logs: list[list] = [[] for _ in range(n_hosts)]
         self.calls = 0
@@ -221,15 +234,18 @@ class HostJournal:
             self.logs[j].append(req)
         self.calls += 1
         self.since += 1
-        return self.every is not None and self.calls % self.every == 0
+        return (self.every is not None and self.since >= self.every
+                and (self.clock() - self._last_end) * self.max_share >= self._last_seconds)
 
     def take(self, get_blobs: Callable[[], list[bytes]]) -> None:
         """A checkpoint of every host (`get_blobs` asks them, in host order); the logs start again."""
-        t0 = time.perf_counter()
+        t0 = self.clock()
         self.checkpoints = list(get_blobs())
         self.logs = [[] for _ in self.logs]
         self.since = 0
-        self.seconds += time.perf_counter() - t0
+        self._last_end = self.clock()
+        self._last_seconds = self._last_end - t0
+        self.seconds += self._last_seconds
         self.bytes = sum(len(b) for b in self.checkpoints)
         self.taken += 1
 
