@@ -265,7 +265,8 @@ class EngineSection(SectionModel):
                                             "deterministic (time windows: the in-process run bit for bit; needs a "
                                             "latency with a positive minimum)")
     checkpoint_every: int = Field(100, ge=1, description="Ray: rounds (windows, for deterministic gossip) between "
-                                                         "the driver's checkpoints of every host")
+                                                         "the driver's checkpoints of every host (later while the "
+                                                         "last one took over 5% of the time since)")
     recover: bool = Field(True, description="Ray, synchronous rounds and deterministic gossip: replace a host actor "
                                             "that dies, restored from its last checkpoint, and replay the rounds "
                                             "since (false: a lost host ends the run)")

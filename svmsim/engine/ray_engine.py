@@ -284,8 +284,9 @@ class RayEngine(Engine):
         latency: the in-process run bit for bit).
     recover: replace a host actor that dies (its process killed, `ray.kill`, a lost machine) and go on as if it had
         not: synchronous rounds and deterministic gossip (`engine.ray_windows`). The driver keeps a checkpoint of
-        every host (its groups' states, pickled) every `checkpoint_every` rounds (windows, for gossip) and every
-        request sent to a host since. A new actor is deployed with the lost one's groups, takes up the checkpoint
+        every host (its groups' states, pickled) every `checkpoint_every` rounds (windows, for gossip; later while
+        the last one took more than `ray_actors.MAX_CHECKPOINT_SHARE` of the time since) and every request sent
+        to a host since. A new actor is deployed with the lost one's groups, takes up the checkpoint
         and is handed the rounds since again; so are the other hosts (a compiled graph is built anew), so the run
         ends with the ledger and iterates of an undisturbed one. False: a lost host ends the run with one message
         naming it and its logical nodes (`errors.EngineFailure`). A host lost again while the hosts are rebuilt
