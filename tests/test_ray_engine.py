@@ -664,6 +664,16 @@ def test_the_journal_checkpoints_every_n_calls_and_later_when_a_checkpoint_is_sl
     assert HostJournal(1, None).record([1]) is False                     # no checkpoints at all
 
 
+def test_a_journal_of_large_requests_checkpoints_before_its_log_grows_past_its_bound(monkeypatch):
+    from svmsim.engine import ray_actors
+
+    monkeypatch.setattr(ray_actors, "MAX_LOGGED_BYTES", 100)
+    journal = ray_actors.HostJournal(2, every=None)          # (no checkpoints by count or time)
+    assert [journal.record({0: b"x" * 30, 1: b"y" * 10}) for _ in range(3)] == [False, False, True]
+    journal.take(lambda: [b"", b""])
+    assert journal.logged_bytes == 0 and journal.record([b"x" * 60, ("window", 1)]) is False
+
+
 _LOST_SCENARIO = {"name": "lost", "seed": 0, "data": {"name": "synthetic", "kind": "separable", "n": 80, "d": 6},
                   "algorithm": {"name": "saddle-dsvc", "clients": 4, "eps": 0.2},
                   "stop": {"max_iterations": 120}, "output": {"eval_every": 5, "plots": False, "progress": False}}

@@ -196,6 +196,8 @@ def raise_original(err: RayTaskError):
 # -- what the driver keeps to rebuild a host actor that died ---------------------------------------------------------
 #: checkpoints take at most about this share of a run's time (`HostJournal`)
 MAX_CHECKPOINT_SHARE = 0.05
+#: a checkpoint is due, whatever the calls and the time, once the requests logged since the last hold this many bytes
+MAX_LOGGED_BYTES = 256 * 2**20
 
 
 class HostJournal:
@@ -207,7 +209,9 @@ class HostJournal:
     every: calls between checkpoints (None: no checkpoint; a lost host then replays from the start).
     max_share: a checkpoint waits past `every` calls until the time since the last one ended is at least the last
         one's duration / max_share (default `MAX_CHECKPOINT_SHARE`), so that checkpoints take at most about this share of a run whatever the
-        size of the hosts' states (a host's data in its state is copied by every checkpoint).
+        size of the hosts' states (a host's data in its state is copied by every checkpoint). Whatever `every` and
+        the time, a checkpoint is due once the requests logged since hold `MAX_LOGGED_BYTES` (bytes requests),
+        so that the log of a run with large messages stays bounded.
     clock: seconds (`time.perf_counter`; a test passes its own).
     """
 
@@ -222,6 +226,7 @@ class HostJournal:
         self.logs: list[list] = [[] for _ in range(n_hosts)]
         self.calls = 0
         self.since = 0            # calls since the last checkpoint (since the start before the first)
+        self.logged_bytes = 0     # size of the bytes requests logged since
         self.taken = 0
         self.seconds = 0.0
         self.bytes = 0
@@ -232,8 +237,12 @@ class HostJournal:
         after it."""
         for j, req in (requests.items() if isinstance(requests, dict) else enumerate(requests)):
             self.logs[j].append(req)
+            if isinstance(req, bytes):
+                self.logged_bytes += len(req)
         self.calls += 1
         self.since += 1
+        if self.logged_bytes >= MAX_LOGGED_BYTES:
+            return True
         return (self.every is not None and self.since >= self.every
                 and (self.clock() - self._last_end) * self.max_share >= self._last_seconds)
 
@@ -242,7 +251,7 @@ class HostJournal:
         t0 = self.clock()
         self.checkpoints = list(get_blobs())
         self.logs = [[] for _ in self.logs]
-        self.since = 0
+        self.since = self.logged_bytes = 0
         self._last_end = self.clock()
         self._last_seconds = self._last_end - t0
         self.seconds += self._last_seconds
@@ -253,7 +262,7 @@ class HostJournal:
         """Back to the start of the run: no checkpoint, nothing logged."""
         self.checkpoints = [None] * len(self.checkpoints)
         self.logs = [[] for _ in self.logs]
-        self.since = 0
+        self.since = self.logged_bytes = 0
 
     def rebuild(self, j: int, restore: Callable[[bytes], Any], replay: Callable[[Any], Any]):
         """Host `j`'s state back at the last call: `restore` its checkpoint (when there is one), then `replay` each
