@@ -553,7 +553,12 @@ def test_without_an_address_the_cli_starts_a_private_ray_while_a_ray_start_clust
     env.pop("RAY_ADDRESS", None)
     # Ray's default temporary directory, where `ray start` records the cluster that a plain ray.init() joins (put
     # back as it was afterwards: a record of a cluster that is gone would send the next plain ray.init() there)
-    record = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    try:                                          # where this Ray keeps it (RAY_TMPDIR, TMPDIR, else /tmp)
+        from ray._common.utils import get_ray_address_file
+
+        record = Path(get_ray_address_file(None))
+    except ImportError:                           # pragma: no cover - another Ray's layout
+        record = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
     recorded = record.read_bytes() if record.exists() else None
     head = subprocess.Popen([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", f"--port={port}",
                              "--num-cpus=1", "--include-dashboard=false", "--block"],
@@ -672,6 +677,38 @@ def test_a_journal_of_large_requests_checkpoints_before_its_log_grows_past_its_b
     assert [journal.record({0: b"x" * 30, 1: b"y" * 10}) for _ in range(3)] == [False, False, True]
     journal.take(lambda: [b"", b""])
     assert journal.logged_bytes == 0 and journal.record([b"x" * 60, ("window", 1)]) is False
+
+
+class _Locked(NodeProgram):
+    """A program whose state holds a lock, which no pickler takes."""
+
+    role = "server"
+    initiator = True
+
+    def init(self, node_ids, node_data, seed):
+        import threading
+
+        return {"lock": threading.Lock(), "t": 0}
+
+    def step(self, state, inbox, round_):
+        state["t"] += 1
+        return state, Outbox(signals={"iteration": state["t"], "wake": state["t"] < 10})
+
+
+def test_a_state_that_cannot_be_checkpointed_is_one_clear_error_naming_its_group(ray_local):
+    from svmsim.errors import ScenarioError
+
+    with RayEngine(actors=1, round_timeout=ROUND_TIMEOUT, checkpoint_every=3) as eng:
+        groups = eng.plan([RoleSpec("server", _Locked(), np.array([0]), [None])])
+        eng.deploy(groups, 0)
+        sched = SyncScheduler(eng, groups, Meter(1), 1)
+        with pytest.raises(ScenarioError, match=r"the state of group 0 on Ray host 'server' \(_Locked\) cannot be "
+                                                r"pickled for a checkpoint .*recover = false"):
+            sched.run(max_iterations=10)
+    with RayEngine(actors=1, round_timeout=ROUND_TIMEOUT, recover=False) as eng:   # no checkpoints: runs
+        groups = eng.plan([RoleSpec("server", _Locked(), np.array([0]), [None])])
+        eng.deploy(groups, 0)
+        assert SyncScheduler(eng, groups, Meter(1), 1).run(max_iterations=10) == StopReason.ITERATIONS
 
 
 _LOST_SCENARIO = {"name": "lost", "seed": 0, "data": {"name": "synthetic", "kind": "separable", "n": 80, "d": 6},

@@ -9,7 +9,7 @@ import uuid
 from typing import Any, Callable
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RaySystemError, RayTaskError
+from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError, RaySystemError, RayTaskError
 
 from ..errors import EngineFailure, ScenarioError
 from ..program import Group
@@ -64,16 +64,18 @@ def _check_reachable(address: str, seconds: float = 5.0) -> None:
 HOST_JOIN = "+"
 
 
-def host_scheduling(n_hosts: int) -> list:
+def host_scheduling(n_hosts: int, soft: bool = False) -> list:
     """Where each of `n_hosts` host actors goes: the cluster's alive nodes in turn, this process's node first
     (hard node affinity). Ray's default packs actors that ask for no CPU on the driver's node, and its "SPREAD"
-    strategy is best effort (it put two hosts on one node of two now and then); a single-node Ray is unchanged."""
+    strategy is best effort (it put two hosts on one node of two now and then); a single-node Ray is unchanged.
+    `soft`: another node where that one cannot take the actor (a replacement for a lost host: its node may be the
+    one that was lost, still listed alive for a while)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = this_node()
     others = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive") and n["NodeID"] != here)
     order = [here] + others
-    return [NodeAffinitySchedulingStrategy(node_id=order[j % len(order)], soft=False) for j in range(n_hosts)]
+    return [NodeAffinitySchedulingStrategy(node_id=order[j % len(order)], soft=soft) for j in range(n_hosts)]
 
 
 def this_node() -> str:
@@ -139,22 +141,25 @@ def release_actors(handles, started_ray: bool) -> None:
 
 
 def lost_hosts(hosts: dict[str, list[int]], handles: list, groups: list[Group], err: BaseException,
-               probe=lambda handle: handle.ping.remote()) -> EngineFailure:
+               probe=lambda handle: handle.ping.remote(), rebuilding: bool = False) -> EngineFailure:
     """The error for a run whose host actors died: which of `hosts` (name -> gids, in the order of `handles`) no
-    longer answer `probe`, the logical nodes their groups carried, and what the user can do."""
+    longer answer `probe`, the logical nodes their groups carried, and what the user can do (`rebuilding`: lost
+    while the hosts were rebuilt after an earlier loss, which recovery does not retry)."""
     names = []
     for name, handle in zip(hosts, handles):
         try:
             ray.get(probe(handle), timeout=10)
-        except (RayActorError, GetTimeoutError):
+        except (RayActorError, GetTimeoutError, ActorUnschedulableError):
             names.append(name)
     names = names or list(hosts)
     by_gid = {g.gid: g for g in groups}
     nodes = sorted(int(n) for name in names for gid in hosts[name] for n in by_gid[gid].node_ids)
     return EngineFailure(f"Ray host actor{'s' if len(names) > 1 else ''} {', '.join(repr(n) for n in names)} died "
                          f"({type(err).__name__}), carrying logical nodes {_id_ranges(nodes)}; the run cannot go on "
-                         "without their state; allowed: run again (engine actors are not restarted), or engine "
-                         "inproc", hosts=tuple(names), node_ids=tuple(nodes))
+                         + ("without their state (lost while the hosts were rebuilt after an earlier loss); allowed: "
+                            "run again, or engine inproc" if rebuilding else
+                            "without their state; allowed: run again (engine actors are not restarted), or engine "
+                            "inproc"), hosts=tuple(names), node_ids=tuple(nodes))
 
 
 def _id_ranges(ids: list[int]) -> str:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 import ray
-from ray.exceptions import RayActorError, RayChannelError, RayTaskError
+from ray.exceptions import ActorUnschedulableError, RayActorError, RayChannelError, RayTaskError
 
 from ..comm.message import Inbox, MessageBatch, Outbox
 from ..errors import EngineFailure, ScenarioError
@@ -217,7 +217,19 @@ class NodeHost:
 
     def checkpoint(self) -> bytes:
         """Every group's state, pickled (the programs and their data are the deployed ones, not copied)."""
-        return _dump(self.states)
+        try:
+            return _dump(self.states)
+        except Exception as err:  # noqa: BLE001 - name the group whose state does not pickle
+            for gid, state in self.states.items():
+                try:
+                    _dump(state)
+                except Exception:  # noqa: BLE001
+                    raise ScenarioError(
+                        f"the state of group {gid} on Ray host {self.name!r} ({type(self.programs[gid]).__name__}) "
+                        f"cannot be pickled for a checkpoint ({type(err).__name__}: {err}); allowed: a state that "
+                        "pickles, or [engine] recover = false (no checkpoints; a lost host then ends the run)"
+                    ) from None
+            raise
 
     def restore(self, blob: bytes) -> bool:
         """Take up a checkpoint of this host (taken by an actor deployed with the same groups)."""
@@ -235,9 +247,6 @@ class _LostActorChatter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
         return record.levelno >= logging.WARNING and not isinstance(exc, RayActorError)
-
-
-_LOST_ACTOR_CHATTER = _LostActorChatter()
 
 
 @contextmanager
@@ -326,6 +335,7 @@ class RayEngine(Engine):
         self._deployed: list[list[tuple]] = []     # per host: its groups as deployed, (gid, program, ids, data)
         self._seed = 0
         self._round = -1                           # the last round stepped
+        self._chatter = _LostActorChatter()        # installed on Ray's compiled-graph logger while a graph lives
         self.actors = int(actors)
         self.init_options = dict(init_options or {})
         self._own_namespace = namespace is None
@@ -386,10 +396,12 @@ class RayEngine(Engine):
             self.close()
             raise
 
-    def _new_host(self, j: int, actor_name: str):
-        """A new (not yet deployed) actor for host `j`, named `actor_name`, placed as `host_scheduling` says."""
+    def _new_host(self, j: int, actor_name: str, replacement: bool = False):
+        """A new (not yet deployed) actor for host `j`, named `actor_name`, placed as `host_scheduling` says (a
+        replacement for a lost host prefers, not requires, that node)."""
+        where = host_scheduling(len(self.hosts), soft=replacement)[j]
         return NodeHost.options(name=actor_name, namespace=self.namespace,
-                                scheduling_strategy=host_scheduling(len(self.hosts))[j]).remote(list(self.hosts)[j])
+                                scheduling_strategy=where).remote(list(self.hosts)[j])
 
     def _step_call(self, handle):
         return handle.step_packed if self.packed else handle.step
@@ -401,7 +413,7 @@ class RayEngine(Engine):
             dag = MultiOutputNode([h.step_graph.bind(inp[j]) for j, h in enumerate(self._hosts)])
         with _quiet(_CGRAPH_LOGGER):
             self._graph = dag.experimental_compile()
-        logging.getLogger(_CGRAPH_LOGGER).addFilter(_LOST_ACTOR_CHATTER)
+        logging.getLogger(_CGRAPH_LOGGER).addFilter(self._chatter)
 
     def _teardown_graph(self) -> None:
         graph, self._graph = self._graph, None
@@ -411,7 +423,7 @@ class RayEngine(Engine):
                     graph.teardown()
             except Exception:  # noqa: BLE001 - a graph Ray tore down itself (a lost actor) is gone already
                 pass
-            logging.getLogger(_CGRAPH_LOGGER).removeFilter(_LOST_ACTOR_CHATTER)
+            logging.getLogger(_CGRAPH_LOGGER).removeFilter(self._chatter)
 
     def _by_host(self, inboxes: dict[int, Inbox]) -> dict[int, dict[int, Inbox]]:
         """The round's inboxes split by host: ``{host position: {gid: inbox}}``."""
@@ -508,7 +520,7 @@ class RayEngine(Engine):
                 except Exception:  # noqa: BLE001
                     pass
                 attempt = 1 + sum(1 for r in journal.recovered if name in r["hosts"])
-                handle = self._hosts[j] = self._new_host(j, f"{name}~{attempt}")
+                handle = self._hosts[j] = self._new_host(j, f"{name}~{attempt}", replacement=True)
                 self._step_calls[j] = self._step_call(handle)
             if name in dead or journal.checkpoints[j] is None:   # (again, for a host without checkpoint yet)
                 placed[name] = len(pending)
@@ -519,12 +531,15 @@ class RayEngine(Engine):
             replay = (lambda req, c=call: c.remote(req)) if self.packed else (lambda req, c=call: c.remote(*req))
             last[j] = journal.rebuild(j, restore, replay)
         refs = [ref for ref in last.values() if ref is not None]
-        done = self._get(pending + refs)
+        done = self._get(pending + refs, timeout=None, rebuilding=True)    # (no round's timeout: many rounds)
         results = dict(zip([j for j, ref in last.items() if ref is not None], done[len(pending):]))
         for name in dead:
             self.host_nodes[name] = done[placed[name]]          # the Ray node the new actor runs on
         if self.compiled:
-            self._compile()
+            try:
+                self._compile()
+            except Exception as err:  # noqa: BLE001 - a host lost while the graph is built
+                raise lost_hosts(self.hosts, self._hosts, self.groups, err, rebuilding=True) from err
         journal.recovered.append({"hosts": sorted(dead), "at_round": self._round, "replayed_rounds": journal.since,
                                   "from_checkpoint": journal.checkpoints[0] is not None,
                                   "seconds": time.perf_counter() - t0})
@@ -577,15 +592,16 @@ class RayEngine(Engine):
         """True when every host answers."""
         return all(self._get([h.ping.remote() for h in self._hosts]))
 
-    def _get(self, refs: list) -> list:
-        """`ray.get` over one call per host; a node program's exception is re-raised as itself, a host actor that
-        died as an `EngineFailure` naming it and its logical nodes."""
+    def _get(self, refs: list, timeout: float | None | str = "round", rebuilding: bool = False) -> list:
+        """`ray.get` over one call per host (within `round_timeout` unless `timeout` says otherwise); a node
+        program's exception is re-raised as itself, a host actor that died (or cannot be placed) as an
+        `EngineFailure` naming it and its logical nodes."""
         try:
-            return ray.get(refs, timeout=self.round_timeout)
+            return ray.get(refs, timeout=self.round_timeout if timeout == "round" else timeout)
         except RayTaskError as err:
             raise_original(err)
-        except RayActorError as err:
-            raise lost_hosts(self.hosts, self._hosts, self.groups, err) from None
+        except (RayActorError, ActorUnschedulableError) as err:
+            raise lost_hosts(self.hosts, self._hosts, self.groups, err, rebuilding=rebuilding) from None
 
     # -- lifetime -----------------------------------------------------------------------------------------
     def close(self) -> None:
