@@ -845,3 +845,66 @@ def test_host_actors_spread_over_the_nodes_of_a_cluster(tmp_path):
     assert sorted(out["hosts"]) == ["client-0..1+server", "client-2..3"]
     assert sorted(set(out["hosts"].values())) == out["nodes"] and len(out["nodes"]) == 2
     assert out["same_ledger"] and out["same_model"]
+
+
+_LOST_NODE_RUN = r'''
+import json
+import numpy as np
+import ray
+from ray.cluster_utils import Cluster
+import svmsim
+from svmsim.engine.ray_engine import RayEngine
+
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+worker = cluster.add_node(num_cpus=1)
+cluster.wait_for_nodes()
+
+
+class LosesANode(RayEngine):
+    """Removes the cluster's second node (the machine of the second host actor) in round 60."""
+
+    def step(self, round_, inboxes):
+        if round_ == 60:
+            self.lost_node = worker.node_id
+            cluster.remove_node(worker)
+        return super().step(round_, inboxes)
+
+
+try:
+    spec = {"name": "lost-node", "seed": 3, "data": {"name": "synthetic", "kind": "separable", "n": 80, "d": 6},
+            "algorithm": {"name": "saddle-dsvc", "clients": 4, "beta": 0.5},
+            "engine": {"name": "ray", "actors": 2, "address": cluster.address, "metrics": False},
+            "stop": {"max_iterations": 150}, "output": {"eval_every": 50, "progress": False}}
+    eng = LosesANode(actors=2, address=cluster.address, checkpoint_every=25)
+    try:
+        on_ray = svmsim.run(spec, engine=eng, write=False)
+    finally:
+        eng.close()
+    inproc = svmsim.run({**spec, "engine": {"name": "inproc"}}, write=False)
+    print(json.dumps({"recovered": on_ray.summary["ray_recovery"]["recovered"], "hosts": on_ray.summary["ray_hosts"],
+                      "lost_node": eng.lost_node,
+                      "same_ledger": on_ray.ledger.equals(inproc.ledger),
+                      "same_model": all(np.array_equal(on_ray.model[k], inproc.model[k]) for k in inproc.model)}))
+finally:
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster.shutdown()
+'''
+
+
+def test_a_host_on_a_lost_node_of_a_cluster_is_replaced_on_another_node(tmp_path):
+    """A two-node `ray.cluster_utils.Cluster` (in a process of its own) loses the node of the second host actor
+    mid-run: the replacement goes to the node that is left, and the run ends with the in-process ledger and model."""
+    import os
+    import subprocess
+
+    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    r = subprocess.run([sys.executable, "-c", _LOST_NODE_RUN], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    (lost,) = out["recovered"]
+    # (the node goes down while round 60 runs or just after: the loss is seen in round 60 or in the next few)
+    assert lost["hosts"] == ["client-2..3"] and 60 <= lost["at_round"] <= 65 and lost["from_checkpoint"]
+    assert out["hosts"]["client-2..3"] != out["lost_node"]
+    assert out["hosts"]["client-2..3"] == out["hosts"]["client-0..1+server"]     # the node that is left
+    assert out["same_ledger"] and out["same_model"]
