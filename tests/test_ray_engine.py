@@ -720,7 +720,7 @@ def _rows(result):
     return [{k: v for k, v in row.items() if k != "wall_time"} for row in result.metrics]
 
 
-@pytest.mark.parametrize("name", ["ray", "ray-cgraph"])
+@pytest.mark.parametrize("name", ["ray", "ray-cgraph", "ray-objects"])
 def test_a_lost_host_actor_is_replaced_and_the_run_is_the_undisturbed_one(ray_local, name,
                                                                         checkpoints_on_schedule):
     """A host actor killed twice (`ray.kill` before the first checkpoint, SIGKILL to its process after one): each
@@ -730,13 +730,13 @@ def test_a_lost_host_actor_is_replaced_and_the_run_is_the_undisturbed_one(ray_lo
     import svmsim
 
     inproc = svmsim.run(_LOST_SCENARIO, write=False)
-    eng = _LosesAHost(at=(30,), actors=2, round_timeout=120, compiled=name == "ray-cgraph", checkpoint_every=50)
+    options = {"compiled": name == "ray-cgraph", "wire": "objects" if name == "ray-objects" else "bytes"}
+    eng = _LosesAHost(at=(30,), actors=2, round_timeout=120, checkpoint_every=50, **options)
     try:
         first = svmsim.run(_LOST_SCENARIO, engine=eng, write=False)
     finally:
         eng.close()
-    eng = _LosesAHost(at=(170,), how="sigkill", actors=2, round_timeout=120, compiled=name == "ray-cgraph",
-                      checkpoint_every=50)
+    eng = _LosesAHost(at=(170,), how="sigkill", actors=2, round_timeout=120, checkpoint_every=50, **options)
     try:
         second = svmsim.run(_LOST_SCENARIO, engine=eng, write=False)
     finally:
