@@ -720,7 +720,7 @@ def _rows(result):
     return [{k: v for k, v in row.items() if k != "wall_time"} for row in result.metrics]
 
 
-@pytest.mark.parametrize("name", ["ray", "ray-cgraph", "ray-objects"])
+@pytest.mark.parametrize("name", ["ray", "ray-cgraph", pytest.param("ray-objects", marks=pytest.mark.slow)])
 def test_a_lost_host_actor_is_replaced_and_the_run_is_the_undisturbed_one(ray_local, name,
                                                                         checkpoints_on_schedule):
     """A host actor killed twice (`ray.kill` before the first checkpoint, SIGKILL to its process after one): each
