@@ -542,8 +542,8 @@ class RayGossipRun:
     drain_timeout: seconds the drain may take before what is left is metered as in flight at the end.
     deterministic: run in conservative time windows (`schedule.windows`): the in-process run bit for bit, on any
         number of actors; needs a smallest latency > 0 (max_skew, batch_bytes and flush_interval do not apply).
-    checkpoint_every: deterministic mode: the driver keeps a checkpoint of every host every this many windows (None:
-        none; a lost host then replays from the start). recover: deterministic mode: replace a host actor that
+    checkpoint_every: deterministic mode: a checkpoint of every host every this many windows, or later (`HostJournal`;
+        None: none, a lost host then replays from the start). recover: deterministic mode: replace a host actor that
         dies and bring it back to where it was (`engine.ray_windows`); False: a lost host ends the run.
     """
 
