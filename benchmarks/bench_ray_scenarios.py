@@ -5,8 +5,10 @@ computes the certificate), exports live metrics, keeps checkpoints for recovery 
 This benchmark runs shipped scenarios as `svmsim run --engine ray` does (2 host actors, live metrics on, the
 default checkpoints), on one private Ray started once, and reports a round over the whole run: the time from the
 end of the deployment to the end of the run (every round, evaluation, checkpoint and the final observation) over
-the rounds run (the run's fixed end, its wait for the final export of live metrics, is reported apart as "end s"), against the floor measured in the same session (one trivial `.remote()` call to each of 2 actors
-and one `ray.get`: `bench_ray_round.floor_round`). Configurations alternate over repetitions; medians.
+the rounds run (the run's fixed end, its wait for the final export of live metrics, is reported apart as "end s"),
+against the floor measured in the same session (one trivial `.remote()` call to each of 2 actors and one
+`ray.get`: `bench_ray_round.floor_round`). Each repetition runs the configurations in turn, in reverse order every
+other repetition; medians.
 
 Scenarios: quickstart (Saddle-DSVC, iris, k = 5, to its gap), and Saddle-DSVC on mushrooms (k = 20) with a budget
 of iterations. Target: <= 1.2x the floor per round.

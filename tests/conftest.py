@@ -18,8 +18,8 @@ def ray_local():
         return
     temp_dir = tempfile.mkdtemp(prefix="svmsim-ray-")  # short path: Ray's socket paths must stay < 108 chars
     # metrics every second (Ray's floor) so that the live-metrics test sees its counters quickly
-    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024**2, log_to_driver=False,
-             _temp_dir=temp_dir, _system_config={"metrics_report_interval_ms": 1000})
+    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024**2,
+             log_to_driver=False, _temp_dir=temp_dir, _system_config={"metrics_report_interval_ms": 1000})
     try:
         yield ray
     finally:

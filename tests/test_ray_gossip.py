@@ -330,7 +330,8 @@ def _kill_at(eng, calls: int, host: int = 1):
 
 @pytest.mark.parametrize("checkpoint_every", [4, None])
 def test_a_lost_host_is_replaced_and_the_deterministic_run_is_the_undisturbed_one(ray_local, iris,
-                                                                                  checkpoint_every, checkpoints_on_schedule):
+                                                                                  checkpoint_every,
+                                                                                  checkpoints_on_schedule):
     """A host actor killed mid-run comes back from its last checkpoint (or from the start) with the windows since
     replayed: the ledger, the fault tally and every node's state are the in-process run's, each message counted
     once."""

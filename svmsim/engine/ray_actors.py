@@ -213,9 +213,9 @@ class HostJournal:
 
     every: calls between checkpoints (None: no checkpoint; a lost host then replays from the start).
     max_share: a checkpoint waits past `every` calls until the time since the last one ended is at least the last
-        one's duration / max_share (default `MAX_CHECKPOINT_SHARE`), so that checkpoints take at most about this share of a run whatever the
-        size of the hosts' states (a host's data in its state is copied by every checkpoint). Whatever `every` and
-        the time, a checkpoint is due once the requests logged since hold `MAX_LOGGED_BYTES` (bytes requests),
+        one's duration / max_share (default `MAX_CHECKPOINT_SHARE`), so that checkpoints take at most about this
+        share of a run whatever the size of the hosts' states (a host's data in its state is copied by every
+        checkpoint). Whatever `every` and the time, a checkpoint is due once the requests logged since hold `MAX_LOGGED_BYTES` (bytes requests),
         so that the log of a run with large messages stays bounded.
     clock: seconds (`time.perf_counter`; a test passes its own).
     """
