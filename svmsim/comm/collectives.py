@@ -312,8 +312,8 @@ class Plan:
 
     def max_out(self, hosted: np.ndarray) -> int:
         """The most messages the group hosting `hosted` sends in one round."""
-        pos = [int(np.flatnonzero(self.nodes == n)[0]) for n in hosted]
-        return max(1, sum(max(1, len(self.children[p])) for p in pos))
+        pos_of = {int(n): p for p, n in enumerate(self.nodes)}
+        return max(1, sum(max(1, len(self.children[pos_of[int(n)]])) for n in hosted))
 
 
 def _combine_np(ops: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -397,7 +397,7 @@ def _simulate(p: Plan, st: "CollectiveArrays") -> list[tuple[int, int, int, str,
     numba steps, delivering each step's messages to the next one; returns the messages."""
     table = p.tag_table()
     widths = np.array([w for _, w in table], np.int64)
-    room = 2 * p.k * (p.k + 1) + 16
+    room = 2 * p.max_out(p.nodes) + 16          # a step's messages: at most every participant's max_out
     width = max(1, int(widths.max()) if widths.size else 1)
     bufs = [np.zeros(room, np.int64) for _ in range(3)] + [np.zeros((room, width))]
     n = collective_start(st, *bufs, 0)
