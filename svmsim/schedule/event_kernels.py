@@ -17,6 +17,7 @@ counting of the many array arguments at every call cost about half the loop's th
 from __future__ import annotations
 
 import math
+import sys
 from typing import Callable
 
 import numba
@@ -25,6 +26,7 @@ import numpy as np
 from ..core.streams import counter_uniform, standard_normal
 from ..core.timing import churn_gap, sample_duration, tick_gap
 from ..numerics.csr import is_edge
+from .loop_cache import cached_loop
 
 # event priorities at equal times
 P_CRASH, P_LEAVE, P_RECOVER, P_JOIN, P_DELIVER, P_WAKE = 0, 1, 2, 3, 4, 5
@@ -430,11 +432,16 @@ _LOOPS: dict[tuple, Callable] = {}
 def loop_for(kernel, remote: bool) -> Callable:
     """`_event_loop` with a `GossipKernel`'s functions and `remote` (whether other hosts own nodes) bound as
     compile-time constants (direct calls that numba can inline; the in-process loop compiles no remote branch).
-    Compiled once per process, set of functions and `remote` (about a second; numba cannot cache a loop that
-    receives functions, whether as arguments or bound like this)."""
+    Loaded from numba's cache on disk where the functions can be imported by name (`loop_cache`: a few seconds
+    of compilation once, a fraction of a second after); else compiled once per process, set of functions and
+    `remote` (numba cannot cache a loop that closes over functions)."""
     key = (kernel.wake, kernel.receive, kernel.crash, kernel.recover, bool(remote))
     loop = _LOOPS.get(key)
     if loop is None:
+        loop = cached_loop(sys.modules[__name__], *key)
+    if loop is not None:
+        _LOOPS[key] = loop
+    else:
         wake, receive, crash, recover, remote_ = key
 
         @numba.njit(nogil=True)
