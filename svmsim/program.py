@@ -180,6 +180,11 @@ def _kernel_no_recover(arrays, node, keep_state):
     return
 
 
+@numba.njit(cache=True)
+def _kernel_no_prefetch(arrays, node):
+    return
+
+
 @dataclass
 class GossipKernel:
     """A program's compiled form, for the compiled event loop. All functions are numba-jitted and act in place on
@@ -188,6 +193,8 @@ class GossipKernel:
     ``wake(arrays, node, t, out_dst, out_tag, out_payload) -> (n_out, done)``
     ``receive(arrays, dst, src, tag, payload, t, out_dst, out_tag, out_payload) -> (n_out, done)``
     ``crash(arrays, node)``, ``recover(arrays, node, keep_state)``
+    ``prefetch(arrays, node)`` (optional): prefetch the node's rows (`numerics.prefetch`), called for the next
+        event's node while the current one runs; it must change nothing
 
     A call writes its messages to rows ``0..n_out-1`` of the out arrays (sender: the event's node; payload row k
     holds ``widths[out_tag[k]]`` float64 scalars) and returns whether every node of the program has finished.
@@ -202,6 +209,7 @@ class GossipKernel:
     max_out: int = 1
     crash: Callable = _kernel_no_crash
     recover: Callable = _kernel_no_recover
+    prefetch: Callable = _kernel_no_prefetch
 
 
 class GossipProgram(NodeProgram):

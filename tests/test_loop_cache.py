@@ -12,13 +12,13 @@ import numba
 import pytest
 
 from svmsim.algorithms.gadget import _kernel_crash, _kernel_receive, _kernel_recover, _kernel_wake
-from svmsim.algorithms.pushsum import pushsum_receive, pushsum_wake
-from svmsim.program import _kernel_no_crash, _kernel_no_recover
+from svmsim.algorithms.pushsum import pushsum_prefetch, pushsum_receive, pushsum_wake
+from svmsim.program import _kernel_no_crash, _kernel_no_prefetch, _kernel_no_recover
 from svmsim.schedule import event_kernels, loop_cache
 
 ROOT = Path(__file__).resolve().parent.parent
-KERNELS = {"pushsum": (pushsum_wake, pushsum_receive, _kernel_no_crash, _kernel_no_recover),
-           "gadget": (_kernel_wake, _kernel_receive, _kernel_crash, _kernel_recover)}
+KERNELS = {"pushsum": (pushsum_wake, pushsum_receive, _kernel_no_crash, _kernel_no_recover, pushsum_prefetch),
+           "gadget": (_kernel_wake, _kernel_receive, _kernel_crash, _kernel_recover, _kernel_no_prefetch)}
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_functions_that_cannot_be_imported_by_name_compile_in_memory(cache_dir):
         return 0, False
 
     assert loop_cache.cached_loop(event_kernels, wake, pushsum_receive, _kernel_no_crash, _kernel_no_recover,
-                                  False) is None
+                                  _kernel_no_prefetch, False) is None
     assert not cache_dir.exists() or not list(cache_dir.glob("*.py"))
 
 

@@ -48,6 +48,7 @@ from ..comm.message import MessageBatch, Outbox
 from ..core.streams import STREAM_PROGRAM, counter_uniform, stream_keys
 from ..errors import DataError, InfeasibleParameterError, ScenarioError, TopologyError
 from ..numerics.csr import part_row_sums, sorted_position
+from ..numerics.prefetch import prefetch, prefetch_row
 from ..numerics.vectors import segment_cumsum
 from ..program import GossipKernel, GossipProgram, RoleSpec
 from ..topology import (MIXING_RULES, TOPOLOGIES, build_topology, check_connected, metropolis_hastings_weights,
@@ -287,6 +288,20 @@ def pushsum_wake(arrays, node, t, out_dst, out_tag, out_pay):
 
 
 @numba.njit(cache=True)
+def pushsum_prefetch(arrays, node):
+    """Prefetch what node `node`'s next tick or delivery reads (`GossipKernel.prefetch`): s, w, its counts, its
+    target stream and its mixing row."""
+    (local_of, s0, w0, s, w, sigma, rho, nbr_ptr, nbr, cand_ptr, cand_node, cand_slot, cand_cum, target_key,
+     counts, ip, fp) = arrays
+    i = local_of[node]
+    prefetch_row(s, i)
+    prefetch(w, i)
+    prefetch(counts, i)
+    prefetch(target_key, i)
+    prefetch(cand_ptr, i)
+
+
+@numba.njit(cache=True)
 def pushsum_receive(arrays, dst, src, tag, payload, t, out_dst, out_tag, out_pay):
     """A message from `src` arrived at `dst`: add the pushed mass, apply a running total, or average."""
     (local_of, s0, w0, s, w, sigma, rho, nbr_ptr, nbr, cand_ptr, cand_node, cand_slot, cand_cum, target_key,
@@ -496,7 +511,7 @@ class PushSum(GossipProgram):
 
     def kernel(self, state: PushSumState) -> GossipKernel:
         return GossipKernel(arrays=state.arrays, wake=pushsum_wake, receive=pushsum_receive, tags=TAGS,
-                            widths=state.widths, max_out=1, recover=pushsum_recover)
+                            widths=state.widths, max_out=1, recover=pushsum_recover, prefetch=pushsum_prefetch)
 
     def observe(self, state: PushSumState) -> dict:
         (_, s0, w0, s, w, sigma, rho, *_rest) = state.arrays

@@ -26,6 +26,7 @@ import numpy as np
 from ..core.streams import counter_uniform, standard_normal
 from ..core.timing import churn_gap, sample_duration, tick_gap
 from ..numerics.csr import is_edge
+from ..numerics.prefetch import prefetch
 from .loop_cache import cached_loop
 
 # event priorities at equal times
@@ -347,10 +348,25 @@ def _no_room(ctr, ht, rec, log_t, max_out):
     return -1
 
 
+#: below this many nodes the rows stay in the caches and the loop does not prefetch
+PREFETCH_MIN_NODES = 8192
+
+
+@numba.njit(_nrt=False)
+def _prefetch_node(prefetch_fn, prog, ni, keys, rates, adj_ptr, node):
+    """Prefetch what an event of `node` reads: its loop state, its random keys and rate, its adjacency, and the
+    program's rows (`GossipKernel.prefetch`). Changes nothing."""
+    prefetch(ni, node)
+    prefetch(keys, node)
+    prefetch(rates, node)
+    prefetch(adj_ptr, node)
+    prefetch_fn(prog, node)
+
+
 @numba.njit(nogil=True, _nrt=False)
-def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk, mi, mp, free, ni, rates, keys,
-                edge_key, env, cfg, adj_ptr, adj, owner, me, rec, log_t, log_i, ctr, fc, lim, out_dst, out_tag,
-                out_pay, xi, xf, remote):
+def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prefetch_fn, prog, widths, ht, hk, mi, mp, free, ni,
+                rates, keys, edge_key, env, cfg, adj_ptr, adj, owner, me, rec, log_t, log_i, ctr, fc, lim, out_dst,
+                out_tag, out_pay, xi, xf, remote):
     """The gossip event loop, compiled: events of the nodes that `owner` gives to host `me`, in (time, priority,
     sequence) order, until Python is needed: a budget, an evaluation point, a full buffer, every `lim[L_YIELD]`
     events (wall-clock checks). A message to a node of this host goes on the heap; a message to another host's
@@ -362,6 +378,7 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk,
     max_out = out_dst.shape[0]
     round_time = env[E_ROUND_TIME]
     draining = remote and lim[L_DRAIN] != 0
+    prefetching = cfg[C_N] >= PREFETCH_MIN_NODES
     since_yield = 0
     while True:
         if ctr[N_HEAP] == 0:
@@ -381,6 +398,10 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk,
             return ST_YIELD
         since_yield += 1
         t, prio, a, b = heap_pop(ht, hk, ctr)
+        if prefetching and ctr[N_HEAP] > 0:                # the next event's node: its rows arrive meanwhile
+            nxt = hk[0, 2] if hk[0, 0] != P_DELIVER else mi[hk[0, 2], 1]
+            if not remote or owner[nxt] == me:
+                _prefetch_node(prefetch_fn, prog, ni, keys, rates, adj_ptr, nxt)
         if draining and prio != P_DELIVER:
             continue                                       # the clocks have stopped: only deliveries remain
         ran, n_out, done, sender = _handle_event(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk,
@@ -388,6 +409,9 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, hk,
                                                  fc, out_dst, out_tag, out_pay, t, prio, a, b)
         if not ran:
             continue
+        for k in range(n_out if prefetching else 0):       # the receivers' rows (latency 0: their turn is next)
+            if not remote or owner[out_dst[k]] == me:
+                _prefetch_node(prefetch_fn, prog, ni, keys, rates, adj_ptr, out_dst[k])
         for k in range(n_out):
             d = out_dst[k]
             tag = out_tag[k]
@@ -435,21 +459,21 @@ def loop_for(kernel, remote: bool) -> Callable:
     Loaded from numba's cache on disk where the functions can be imported by name (`loop_cache`: a few seconds
     of compilation once, a fraction of a second after); else compiled once per process, set of functions and
     `remote` (numba cannot cache a loop that closes over functions)."""
-    key = (kernel.wake, kernel.receive, kernel.crash, kernel.recover, bool(remote))
+    key = (kernel.wake, kernel.receive, kernel.crash, kernel.recover, kernel.prefetch, bool(remote))
     loop = _LOOPS.get(key)
     if loop is None:
         loop = cached_loop(sys.modules[__name__], *key)
     if loop is not None:
         _LOOPS[key] = loop
     else:
-        wake, receive, crash, recover, remote_ = key
+        wake, receive, crash, recover, prefetch_, remote_ = key
 
         @numba.njit(nogil=True)
         def loop(prog, widths, ht, hk, mi, mp, free, ni, rates, keys, edge_key, env, cfg, adj_ptr, adj, owner, me,
                  rec, log_t, log_i, ctr, fc, lim, out_dst, out_tag, out_pay, xi, xf):
-            return _event_loop(wake, receive, crash, recover, prog, widths, ht, hk, mi, mp, free, ni, rates, keys,
-                               edge_key, env, cfg, adj_ptr, adj, owner, me, rec, log_t, log_i, ctr, fc, lim, out_dst,
-                               out_tag, out_pay, xi, xf, remote_)
+            return _event_loop(wake, receive, crash, recover, prefetch_, prog, widths, ht, hk, mi, mp, free, ni,
+                               rates, keys, edge_key, env, cfg, adj_ptr, adj, owner, me, rec, log_t, log_i, ctr, fc,
+                               lim, out_dst, out_tag, out_pay, xi, xf, remote_)
 
         loop = _LOOPS[key] = loop
     return loop

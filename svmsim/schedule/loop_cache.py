@@ -33,8 +33,10 @@ __all__ = ["cached_loop", "loop_cache_dir"]
 
 #: the functions of `event_kernels` that take the program's functions as parameters: rewritten with them (and
 #: `remote`) as the generated module's globals
-REWRITTEN = ("_node_event", "_handle_event", "_event_loop")
-_FUNCTION_PARAMS = ("wake_fn, receive_fn, crash_fn, recover_fn, ", "crash_fn, recover_fn, ")
+REWRITTEN = ("_node_event", "_handle_event", "_prefetch_node", "_event_loop")
+_FUNCTION_PARAMS = ("wake_fn, receive_fn, crash_fn, recover_fn, prefetch_fn, ", "wake_fn, receive_fn, crash_fn, "
+                    "recover_fn, ", "crash_fn, recover_fn, ", "prefetch_fn, ")
+ROLES = ("wake", "receive", "crash", "recover", "prefetch")
 
 _PRELUDE = '''"""The svmsim gossip event loop with {names} bound (see svmsim.schedule.loop_cache)."""
 import math
@@ -71,7 +73,7 @@ def _bound_source(event_kernels: ModuleType, remote: bool, names: list[tuple[str
             return None
         parts.append(src.replace("@numba.njit(", "@numba.njit(cache=True, ", 1))
     imports = "\n".join(f"from {m} import {n} as {role}_fn"
-                        for (m, n), role in zip(names, ("wake", "receive", "crash", "recover")))
+                        for (m, n), role in zip(names, ROLES))
     head = _PRELUDE.format(kernels=event_kernels.__name__, names=", ".join(n for _, n in names),
                            rewritten=repr(REWRITTEN), imports=imports, remote=bool(remote))
     return head + "\n\n".join(parts) + "\n\nloop = _event_loop\n"
@@ -133,11 +135,11 @@ def _prune(folder: Path) -> None:
             f.unlink(missing_ok=True)
 
 
-def cached_loop(event_kernels: ModuleType, wake, receive, crash, recover, remote: bool) -> Callable | None:
+def cached_loop(event_kernels: ModuleType, wake, receive, crash, recover, prefetch, remote: bool) -> Callable | None:
     """`event_kernels`' loop with these functions bound, from a cached module (written on first use), or None."""
     if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
         return None
-    named = [_importable(f) for f in (wake, receive, crash, recover)]
+    named = [_importable(f) for f in (wake, receive, crash, recover, prefetch)]
     if any(n is None for n in named):
         return None
     modules = [event_kernels] + [sys.modules[m] for m, _ in named]
