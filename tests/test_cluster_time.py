@@ -123,7 +123,8 @@ def test_work_the_compiled_loop_cannot_read_keeps_a_clocked_run_on_the_python_ro
     assert compiled == python and python > 1e-3          # every step's 1e6 operations at 1e9/s are in the time
     monkeypatch.setattr(CollectiveProgram, "kernel", lambda self, state: SyncKernel(
         state[0], collective_kernel_step, self.tags, self.widths, state[1], work=np.full(1, 1e6)))
-    with pytest.raises(ProtocolError, match=r"declared work of shape \(1,\) for its 4 nodes"):
+    with pytest.raises(ProtocolError, match=r"declared work of shape \(1,\) for its 4 nodes; allowed: one number of "
+                                            r"operations per node, in member order$"):
         _allreduce_time("ring", 4, 40, model)
 
 

@@ -369,6 +369,23 @@ def test_compiled_buffers_come_back_into_the_ledger():
     assert Meter(3, path3(), keep_log=True).compiled_buffers(1) is None and Meter(3).compiled_buffers(1) is None
 
 
+def test_compiled_buffers_have_the_compiled_loops_types_and_a_lookup_up_to_1024_nodes():
+    """The compiled loops index the edge counters by the lookup's int32 entries and count into int64 arrays (a float
+    array would compile a second loop, or count inexactly past 2^53); the dense lookup (N^2 entries) is built up to
+    1024 nodes inclusive, and beyond it the loop finds edges in the CSR rows."""
+    import networkx as nx
+
+    bufs = Meter(3, path3()).compiled_buffers(2, rounds=4, iterations=2)
+    assert bufs.lookup.dtype == np.int32
+    assert [a.dtype for a in (bufs.edges, bufs.by_tag, bufs.rounds, bufs.iterations)] == [np.dtype(np.int64)] * 4
+    for n, dense in ((1024, True), (1025, False)):
+        ring = nx.cycle_graph(n)
+        lookup = Meter(n, nx.to_scipy_sparse_array(ring)).compiled_buffers(1).lookup
+        assert lookup.shape == ((n * n,) if dense else (0,))
+        if dense:
+            assert lookup[0 * n + 1] >= 0 and lookup[(n - 1) * n + 0] >= 0 and lookup[0 * n + 2] == -1
+
+
 # -- errors that name what is wrong ------------------------------------------------------------------------------
 @pytest.mark.parametrize("adjacency", [path3(), None], ids=["topology", "keyed"])
 @pytest.mark.parametrize("s, d", [(3, 1), (1, 3), (-1, 0), (0, -1)])

