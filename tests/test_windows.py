@@ -223,3 +223,34 @@ def test_a_deterministic_ray_scenario_needs_a_positive_latency_and_no_message_bu
     assert load_scenario({**gadget, "faults": {"drop": 0.2, "duplicate": 0.1}}).faults.drop == 0.2
     assert load_scenario({**base, "schedule": {"latency": 0.1}}).engine.gossip == "deterministic"
     assert load_scenario({**base, "engine": {"name": "inproc"}, "schedule": {"latency": 0.0}}).engine.gossip == "free"
+
+
+def test_the_deterministic_mode_refusals_are_whole_and_exact():
+    """Every word of the three refusals (the allowed alternatives included), each condition at its edge: a uniform
+    latency whose low end is 0 is refused like a zero constant, Push-Sum (which never ends by itself) may crash in
+    windows, and the scalar budget is refused like the message budget."""
+    import re
+
+    base = {"name": "g", "data": {"name": "iris"}, "algorithm": {"name": "pushsum", "nodes": 10},
+            "topology": {"kind": "random_k_out", "k": 2}, "stop": {"max_rounds": 5},
+            "engine": {"name": "ray", "gossip": "deterministic"}}
+    latency = ("scenario: [engine] gossip = 'deterministic' runs the hosts in time windows no longer than the smallest "
+               "message latency, but [schedule] latency = {kind = \"uniform\", low = 0.0, high = 1.0} can be 0; "
+               "allowed: a latency with a positive minimum (a constant > 0, a uniform distribution with low > 0), or "
+               "gossip = \"free\"")
+    with pytest.raises(ScenarioError, match="^" + re.escape(latency) + "$"):
+        load_scenario({**base, "schedule": {"latency": {"kind": "uniform", "low": 0.0, "high": 1.0}}})
+    budget = ("scenario: [stop] max_scalars = 1000 is a budget that one host meets at an exact message, which hosts in "
+              "time windows cannot see; allowed with gossip = 'deterministic': [schedule] max_time, [stop] max_rounds "
+              "or max_iterations (virtual time), or gossip = \"free\"")
+    with pytest.raises(ScenarioError, match="^" + re.escape(budget) + "$"):
+        load_scenario({**base, "schedule": {"latency": 0.1}, "stop": {"max_scalars": 1000, "max_rounds": 5}})
+    faults = ("scenario: [engine] gossip = 'deterministic' with faults that take nodes down: algorithm 'gadget' ends "
+              "when every node has finished or is down, a node going down or coming back can decide that instant, "
+              "and time windows do not yet find it exactly (a host sees the change only at its next program event); "
+              "allowed: no crash, crash_nodes or churn_rate with this algorithm, or gossip = \"free\"")
+    with pytest.raises(ScenarioError, match="^" + re.escape(faults) + "$"):
+        load_scenario({**base, "algorithm": {"name": "gadget", "nodes": 10}, "schedule": {"latency": 0.1},
+                       "faults": {"crash": 0.1}})
+    assert load_scenario({**base, "schedule": {"latency": 0.1}, "faults": {"crash": 0.1}}).faults.crash == 0.1
+    assert load_scenario({**base, "schedule": {"latency": {"kind": "uniform", "low": 0.05, "high": 1.0}}})
