@@ -11,14 +11,14 @@ from pathlib import Path
 import numba
 import pytest
 
-from svmsim.algorithms.gadget import _kernel_crash, _kernel_receive, _kernel_recover, _kernel_wake
+from svmsim.algorithms.gadget import _kernel_crash, _kernel_prefetch, _kernel_receive, _kernel_recover, _kernel_wake
 from svmsim.algorithms.pushsum import pushsum_prefetch, pushsum_receive, pushsum_wake
 from svmsim.program import _kernel_no_crash, _kernel_no_prefetch, _kernel_no_recover
 from svmsim.schedule import event_kernels, loop_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = {"pushsum": (pushsum_wake, pushsum_receive, _kernel_no_crash, _kernel_no_recover, pushsum_prefetch),
-           "gadget": (_kernel_wake, _kernel_receive, _kernel_crash, _kernel_recover, _kernel_no_prefetch)}
+           "gadget": (_kernel_wake, _kernel_receive, _kernel_crash, _kernel_recover, _kernel_prefetch)}
 
 
 @pytest.fixture

@@ -61,6 +61,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..comm.message import MessageBatch, Outbox, frozen_ids
+from ..numerics.prefetch import prefetch, prefetch_row
 from ..program import GossipKernel, GossipProgram, RoleSpec
 from .pegasos import (PAPER_EPS, PAPER_PATIENCE, as_rows, next_index, next_uniform, row_axpy, row_dot,
                       seed_streams, stopping_update)
@@ -243,6 +244,19 @@ def _kernel_wake(arrays, node, t, out_dst, out_tag, out_payload):
 
 
 @numba.njit(cache=True)
+def _kernel_prefetch(arrays, node):
+    """Prefetch what `node`'s next tick or delivery reads first (`GossipKernel.prefetch`): its model row and sum,
+    its counters, its random stream and its neighbour row (its data rows are read only at a local step)."""
+    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config = arrays
+    j = local_of[node]
+    prefetch_row(W, j)
+    prefetch(ints, j)
+    prefetch(floats, j)
+    prefetch(rng, j)
+    prefetch(nbr_ptr, j)
+
+
+@numba.njit(cache=True)
 def _kernel_receive(arrays, dst, src, tag, payload, t, out_dst, out_tag, out_payload):
     progress = arrays[12]
     if _deliver(dst, tag, payload, arrays, out_payload[0]):
@@ -386,7 +400,8 @@ class GadgetPeer(GossipProgram):
         """The compiled form for the gossip scheduler's compiled loop (the same `_tick` and `_deliver`)."""
         widths = np.array([self.width] * len(self.tags), dtype=np.int64)
         return GossipKernel(arrays=st.arrays, wake=_kernel_wake, receive=_kernel_receive, tags=self.tags,
-                            widths=widths, max_out=1, crash=_kernel_crash, recover=_kernel_recover)
+                            widths=widths, max_out=1, crash=_kernel_crash, recover=_kernel_recover,
+                            prefetch=_kernel_prefetch)
 
     def observe(self, st: GadgetState):
         ints = st.ints
