@@ -254,3 +254,45 @@ def test_the_deterministic_mode_refusals_are_whole_and_exact():
                        "faults": {"crash": 0.1}})
     assert load_scenario({**base, "schedule": {"latency": 0.1}, "faults": {"crash": 0.1}}).faults.crash == 0.1
     assert load_scenario({**base, "schedule": {"latency": {"kind": "uniform", "low": 0.05, "high": 1.0}}})
+
+
+@pytest.mark.parametrize("compiled", [None, False])
+def test_a_host_hands_back_at_a_done_change_only_when_asked_and_only_at_a_change(load, compiled):
+    """Hosts in windows hand back at every change of their programs' done signal (and only then: the changes
+    alternate), hosts not asked (the default) never do, whether the loop is compiled or Python."""
+    ds = load("heart_scale")
+    dep = build_gadget(GadgetParams(nodes=7, lam=1e-2, eps=1e-3, patience=5, iterations=400),
+                       Problem(ds, seed=0, topology_kind="random_k_out", topology_params={"k": 2}))
+    hosts = Hosts(dep, 0, LATENCY, 2, compiled=compiled)
+    seen = []
+    step = hosts.step
+
+    def recording(requests):
+        res = step(requests)
+        seen.append([r["changes"] for r in res])
+        return res
+
+    def rebuilding():                                   # the replay to the done instant starts a second pass
+        seen.append(None)
+        build()
+
+    build = hosts.build
+    hosts.step, hosts.build = recording, rebuilding
+    assert hosts.run().reason == "done"
+    cut = seen.index(None)
+    for windows in (seen[:cut], seen[cut + 1:]):
+        for j in range(2):
+            flags = [done for window in windows for _, done in window[j]]
+            assert flags and flags[0] is True and all(a != b for a, b in zip(flags, flags[1:])), flags
+
+    fresh = Hosts(dep, 0, LATENCY, 2, compiled=compiled)
+    for wh in fresh.hosts:
+        wh.host.pause_on_done = False                   # as an EventHost starts (WindowHost asks for it)
+    pending, limit, res = [[], []], 0.0, []
+    while limit < 2000.0 and not (res and all(r["done"] for r in res)):
+        limit += 0.3                                    # the window: LATENCY's smallest latency
+        res = fresh.step([(pending[j], limit, False) for j in range(2)])
+        assert all(r["changes"] == [] for r in res)
+        pending = [[r["out"][j] for r in res if j in r["out"]] for j in range(2)]
+    assert all(r["done"] for r in res)                  # done changed, and nobody handed back for it
+

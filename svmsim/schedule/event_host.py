@@ -213,7 +213,8 @@ class EventHost:
         self.compiled = self.kernel is not None
         self.draining = False  # pragma: no mutate (equivalent: None is as false)
         self.return_on_done = xbatch_bytes is None    # a host among several leaves `done` to its engine
-        self.pause_on_done = False    # ... and, in time windows, hands back whenever its `done` changes
+        # ... and, in time windows, hands back whenever its `done` changes
+        self.pause_on_done = False  # pragma: no mutate (equivalent: only windows act on the pause, and set it)
         self.max_messages = self.max_scalars = self.next_eval_msg = NO_LIMIT
         self.next_eval = math.inf
         events = setting.initial_events(owned)
@@ -371,7 +372,7 @@ class EventHost:
         lim[L_MAX_SCALARS] = self.max_scalars
         lim[L_NEXT_EVAL_MSG] = self.next_eval_msg
         lim[L_DRAIN] = 1 if self.draining else 0  # pragma: no mutate (equivalent: the loop tests it against 0)
-        lim[L_PAUSE_DONE] = 1 if self.pause_on_done else 0
+        lim[L_PAUSE_DONE] = bool(self.pause_on_done)
         st = self.setting
         # pragma: no mutate start (equivalent for every result: only silences numba's warning at the first compile)
         if not self._loop_compiled:              # numba calls a loop bound to functions "experimental"; it is not
