@@ -274,3 +274,25 @@ def test_the_observer_gets_the_iteration_and_the_round_it_was_called_in(compiled
     for it, rnd, now, current in calls:
         assert type(it) is int and type(rnd) is int
         assert rnd == now and it == current and ended[it] < rnd
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_round_callback_gets_the_schedulers_round(compiled):
+    """on_round(round) (the progress bars' tick): the scheduler's round at each call, an int, never falling, the
+    last one the round the run ended at (both loops)."""
+    calls = []
+    k = 5
+    G = build_topology("star", k + 1)
+    clients = np.arange(1, k + 1, dtype=np.int64)
+    roles = [RoleSpec("server", Server(7, -1), np.array([0]), [{"clients": clients}]),
+             RoleSpec("client", Client(0), clients, [None] * k)]
+    eng = InProcessEngine()
+    groups = split_roles(roles, {"client": 1})
+    eng.deploy(groups, 0)
+    import networkx as nx
+
+    meter = Meter(k + 1, nx.to_numpy_array(G, nodelist=range(k + 1)) > 0)
+    sched = SyncScheduler(eng, groups, meter, k + 1, compiled=compiled)
+    sched.run(max_iterations=20, on_round=lambda r: calls.append((r, sched.round)))
+    assert calls and all(type(r) is int and r == now for r, now in calls)
+    assert [r for r, _ in calls] == sorted(r for r, _ in calls) and calls[-1][0] == sched.round

@@ -369,6 +369,19 @@ def test_compiled_buffers_come_back_into_the_ledger():
     assert Meter(3, path3(), keep_log=True).compiled_buffers(1) is None and Meter(3).compiled_buffers(1) is None
 
 
+def test_a_tag_whose_messages_carry_no_scalars_is_absorbed_by_its_message_count():
+    """A compiled loop's tag with messages of width 0 (a bare signal) has its row in the ledger: a tag counts once
+    it sent messages, whatever their scalars."""
+    m = Meter(3, path3(), node_names=NAMES)
+    bufs = m.compiled_buffers(2, rounds=4, iterations=2)
+    bufs.edges[:, bufs.lookup[0 * 3 + 1]] += [2, 0, 0]
+    bufs.by_tag[0] = [2, 0, 0]
+    bufs.rounds[0] = [0, 2, 0, 0]
+    m.absorb(bufs, ("ping", "data"), n_rounds=1, n_iterations=0)
+    led = m.ledger()
+    assert led.by_tag == {"ping": [2, 0, 0]} and led.totals == {"messages": 2, "scalars": 0, "bytes": 0}
+
+
 def test_compiled_buffers_have_the_compiled_loops_types_and_a_lookup_up_to_1024_nodes():
     """The compiled loops index the edge counters by the lookup's int32 entries and count into int64 arrays (a float
     array would compile a second loop, or count inexactly past 2^53); the dense lookup (N^2 entries) is built up to

