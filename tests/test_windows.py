@@ -245,6 +245,9 @@ def test_the_deterministic_mode_refusals_are_whole_and_exact():
               "or max_iterations (virtual time), or gossip = \"free\"")
     with pytest.raises(ScenarioError, match="^" + re.escape(budget) + "$"):
         load_scenario({**base, "schedule": {"latency": 0.1}, "stop": {"max_scalars": 1000, "max_rounds": 5}})
+    messages = budget.replace("[stop] max_scalars = 1000", "[schedule] max_messages = 100")
+    with pytest.raises(ScenarioError, match="^" + re.escape(messages) + "$"):
+        load_scenario({**base, "schedule": {"latency": 0.1, "max_messages": 100}})
     faults = ("scenario: [engine] gossip = 'deterministic' with faults that take nodes down: algorithm 'gadget' ends "
               "when every node has finished or is down, a node going down or coming back can decide that instant, "
               "and time windows do not yet find it exactly (a host sees the change only at its next program event); "
