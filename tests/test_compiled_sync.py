@@ -250,12 +250,10 @@ def test_a_kernel_state_with_a_nested_tuple_is_refused_clearly():
                                           max_scalars=None, max_iterations=None, observe_every=0)
 
 
-@pytest.mark.parametrize("compiled", [False, True])
-def test_the_observer_gets_the_iteration_and_the_round_it_was_called_in(compiled):
-    """on_iteration(iteration, round): the iteration that just ended (a multiple of observe_every) and the
-    scheduler's current round, after the iteration's round and its settle round (both loops)."""
-    calls = []
-    k = 5
+def _star_run(compiled, k=5):
+    """A server and k clients (one group) on a star, deployed in process: (scheduler, meter)."""
+    import networkx as nx
+
     G = build_topology("star", k + 1)
     clients = np.arange(1, k + 1, dtype=np.int64)
     roles = [RoleSpec("server", Server(7, -1), np.array([0]), [{"clients": clients}]),
@@ -263,10 +261,16 @@ def test_the_observer_gets_the_iteration_and_the_round_it_was_called_in(compiled
     eng = InProcessEngine()
     groups = split_roles(roles, {"client": 1})
     eng.deploy(groups, 0)
-    import networkx as nx
-
     meter = Meter(k + 1, nx.to_numpy_array(G, nodelist=range(k + 1)) > 0)
-    sched = SyncScheduler(eng, groups, meter, k + 1, compiled=compiled)
+    return SyncScheduler(eng, groups, meter, k + 1, compiled=compiled), meter
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_observer_gets_the_iteration_and_the_round_it_was_called_in(compiled):
+    """on_iteration(iteration, round): the iteration that just ended (a multiple of observe_every) and the
+    scheduler's current round, after the iteration's round and its settle round (both loops)."""
+    calls = []
+    sched, meter = _star_run(compiled)
     sched.run(max_iterations=20, observe_every=4,
               on_iteration=lambda it, rnd: calls.append((it, rnd, sched.round, sched.iteration)) or False)
     ended = dict(map(tuple, meter.iteration_rounds))
@@ -281,18 +285,7 @@ def test_the_round_callback_gets_the_schedulers_round(compiled):
     """on_round(round) (the progress bars' tick): the scheduler's round at each call, an int, never falling, the
     last one the round the run ended at (both loops)."""
     calls = []
-    k = 5
-    G = build_topology("star", k + 1)
-    clients = np.arange(1, k + 1, dtype=np.int64)
-    roles = [RoleSpec("server", Server(7, -1), np.array([0]), [{"clients": clients}]),
-             RoleSpec("client", Client(0), clients, [None] * k)]
-    eng = InProcessEngine()
-    groups = split_roles(roles, {"client": 1})
-    eng.deploy(groups, 0)
-    import networkx as nx
-
-    meter = Meter(k + 1, nx.to_numpy_array(G, nodelist=range(k + 1)) > 0)
-    sched = SyncScheduler(eng, groups, meter, k + 1, compiled=compiled)
+    sched, meter = _star_run(compiled)
     sched.run(max_iterations=20, on_round=lambda r: calls.append((r, sched.round)))
     assert calls and all(type(r) is int and r == now for r, now in calls)
     assert [r for r, _ in calls] == sorted(r for r, _ in calls) and calls[-1][0] == sched.round
