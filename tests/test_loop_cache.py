@@ -4,6 +4,7 @@ it is compiled from gives a new module, and functions that cannot be imported by
 compiled in memory."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,7 +53,7 @@ def test_a_second_process_loads_the_loop_instead_of_compiling_it(tmp_path):
             "r = svmsim.run('scenarios/pushsum_mixing.toml', overrides={'algorithm.nodes': 200, "
             "'algorithm.values': 'random', 'algorithm.dim': 3, 'stop.max_rounds': 2}, write=False, progress=False)\n"
             "print(r.final['messages'], '_event_loop' in compiled)\n")
-    env = {**__import__("os").environ, "SVMSIM_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "SVMSIM_CACHE_DIR": str(tmp_path)}
     runs = [subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                            timeout=600) for _ in range(2)]
     for out in runs:

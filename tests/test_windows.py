@@ -256,7 +256,8 @@ def test_the_deterministic_mode_refusals_are_whole_and_exact():
         load_scenario({**base, "algorithm": {"name": "gadget", "nodes": 10}, "schedule": {"latency": 0.1},
                        "faults": {"crash": 0.1}})
     assert load_scenario({**base, "schedule": {"latency": 0.1}, "faults": {"crash": 0.1}}).faults.crash == 0.1
-    assert load_scenario({**base, "schedule": {"latency": {"kind": "uniform", "low": 0.05, "high": 1.0}}})
+    low = load_scenario({**base, "schedule": {"latency": {"kind": "uniform", "low": 0.05, "high": 1.0}}})
+    assert low.engine.gossip == "deterministic" and low.schedule.latency_distribution().minimum == 0.05
 
 
 @pytest.mark.parametrize("compiled", [None, False])
