@@ -616,7 +616,9 @@ def test_an_address_where_no_cluster_answers_is_one_clear_error(tmp_path):
 
 class _LosesAHost(RayEngine):
     """A Ray engine whose second host actor is killed in each round of `at`: by `ray.kill` (as a lost machine) or
-    by SIGKILL to its worker process (``how="sigkill"``, as the kernel's OOM killer or `kill -9` would)."""
+    by SIGKILL to its worker process (``how="sigkill"``, as the kernel's OOM killer or `kill -9` would). The round
+    is sent only once the actor's process is gone (`ray.kill` returns before the actor dies: without the wait the
+    actor could still answer that round, and the loss would be found a round later)."""
 
     def __init__(self, at, how: str = "ray.kill", **kw):
         super().__init__(**kw)
@@ -625,16 +627,32 @@ class _LosesAHost(RayEngine):
 
     def step(self, round_, inboxes):
         if round_ in self.at:
-            host = self._hosts[1]
-            if self.how == "sigkill":
-                import os
-                import signal
+            import os
+            import signal
 
-                pid = ray.get(host.__ray_call__.remote(lambda actor: os.getpid()))
+            host = self._hosts[1]
+            pid = ray.get(host.__ray_call__.remote(lambda actor: os.getpid()))
+            if self.how == "sigkill":
                 os.kill(pid, signal.SIGKILL)
             else:
                 ray.kill(host, no_restart=True)
+            _wait_until_gone(pid)
         return super().step(round_, inboxes)
+
+
+def _wait_until_gone(pid: int, timeout: float = 60.0) -> None:
+    """Wait until process `pid` has exited (no longer listed, or a zombie not yet reaped by its parent)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the killed host actor's process {pid} still runs after {timeout:.0f} s")
 
 
 def test_the_journal_checkpoints_every_n_calls_and_later_when_a_checkpoint_is_slow():
