@@ -34,9 +34,12 @@ FINAL_EXPORT_WAIT_S = 12.0
 
 
 def metrics_endpoint() -> str | None:
-    """The Prometheus endpoint of this process's Ray node (its metrics agent), or None when it has none."""
+    """The Prometheus endpoint of this process's Ray node (its metrics agent), or None when it has none or Ray is
+    not initialised here (asking Ray's runtime context would start a Ray of its own)."""
     import ray
 
+    if not ray.is_initialized():
+        return None
     node_id = ray.get_runtime_context().get_node_id()
     for node in ray.nodes():
         if node.get("NodeID") == node_id and node.get("MetricsExportPort"):

@@ -183,6 +183,21 @@ def test_paper001_same_ledger_and_iterates_on_ray(ray_local, load, name, pattern
         np.testing.assert_array_equal(a1, a0)
 
 
+def test_the_metrics_endpoint_never_starts_a_ray(monkeypatch):
+    """Asked after the run's Ray has gone, `metrics_endpoint` says there is none instead of asking Ray's runtime
+    context (which would start a fresh local Ray, as ray.get_runtime_context() does when none is initialised)."""
+    import ray
+
+    import svmsim.monitor as monitor
+
+    def started():
+        raise AssertionError("metrics_endpoint asked Ray's runtime context with no Ray initialised")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "get_runtime_context", started)
+    assert monitor.metrics_endpoint() is None
+
+
 def test_the_final_export_wait_reports_and_never_fails_the_run(monkeypatch):
     """Ray that cannot say where its metrics agent is (or an endpoint that does not answer): finish() reports that
     the final counters were not seen, within its wait, instead of raising at the end of a finished run."""

@@ -577,6 +577,7 @@ class RayEngine(Engine):
         if self.compiled:
             raise ScenarioError("the compiled graph (engine ray-cgraph) runs synchronous rounds only; gossip runs "
                                 "on plain actors: allowed: engine.name = \"ray\"")
+        self._ensure_ray()      # this engine's Ray: it outlives the gossip run until `close` (live metrics read it)
         run = RayGossipRun(actors=self.actors, address=self.address, init_options=self.init_options,
                            deterministic=self.gossip_mode == "deterministic",
                            checkpoint_every=self.checkpoint_every, recover=self.recover)
