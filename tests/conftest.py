@@ -9,6 +9,16 @@ from pathlib import Path
 import pytest
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """With pytest-xdist's workers (the default ``-n 2 --dist loadgroup`` of pyproject.toml), the tests that use
+    Ray (marked ``ray`` or using `ray_local`) all run on one worker, one after another: one session Ray at a time
+    on the machine, while the other worker takes the rest."""
+    for item in items:
+        if item.get_closest_marker("ray") is not None or "ray_local" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """One local Ray instance for the whole test session (started here unless Ray is already running)."""
