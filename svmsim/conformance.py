@@ -201,7 +201,8 @@ def small_problem(info: AlgorithmInfo, seed: int | None = None):
 class SmallRun:
     """What one small run produced: the stop reason, metrics rows at the observation points, the final metrics,
     the model, the declared count, the ledger (None for a single machine), the observations by role, the groups,
-    whether the compiled loop ran, the fault summary (gossip) and the metered scalars."""
+    whether the compiled loop ran, the fault summary (gossip), the metered scalars, whether the states were handed
+    to fresh programs, and whether the compiled rounds' steps can be imported by name (their loop cached on disk)."""
 
     reason: str
     rows: list[dict]
@@ -215,6 +216,7 @@ class SmallRun:
     faults: dict | None = None
     scalars: int = 0
     restored: bool = False
+    loop_cacheable: bool | None = None
 
 
 def _is_gossip(deployment) -> bool:
@@ -262,6 +264,7 @@ def _engine(roles, hosts, restore_at: int | None = None):
     class _Engine(InProcessEngine):
         lent = 0
         restored = False
+        cacheable = None
 
         def deploy(self, groups, seed):
             if restore_at is not None:          # what a replacement actor is deployed with: the programs as deployed
@@ -290,7 +293,10 @@ def _engine(roles, hosts, restore_at: int | None = None):
         def kernels(self):
             kernels = super().kernels()
             if kernels is not None:
+                from .schedule.compiled_sync import loop_cacheable
+
                 self.lent += 1
+                self.cacheable = loop_cacheable(kernels)
             return kernels
 
     return _Engine()
@@ -327,7 +333,7 @@ def _run_sync(info, dep, seed, hosts, compiled, restore_at=None) -> SmallRun:
     model = dep.model(obs) if dep.model else {}
     declared = dep.declared_scalars(obs) if dep.declared_scalars else None
     return SmallRun(reason, rows, final, model, declared, meter.ledger(), obs, groups, engine.lent > 0, None,
-                    meter.scalars, engine.restored)
+                    meter.scalars, engine.restored, engine.cacheable)
 
 
 def _run_gossip(info, dep, seed, hosts, compiled, faults) -> SmallRun:
@@ -619,6 +625,11 @@ def check_compiled(info: AlgorithmInfo, problem, params: dict | None = None) -> 
     assert not python.compiled, f"{info.name}: compiled=False still ran the compiled loop"
     d = _run_difference(python, compiled)
     assert d is None, f"{info.name}: the compiled loop and the Python loop differ: {d}"
+    if kind == "sync":
+        assert compiled.loop_cacheable, (
+            f"{info.name}: a compiled step of its programs cannot be imported by its module and name, so the rounds "
+            "that call it are compiled afresh in every process (tens of seconds) instead of loaded from the disk "
+            "cache (schedule.loop_cache); allowed: steps that are module-level numba functions")
     if kind == "sync":                  # the compiled synchronous loop hosts any number of groups
         split = run_small(info, problem, params=params, hosts=3, compiled=True)
         d = _run_difference(python, split)

@@ -1,7 +1,8 @@
-"""The compiled gossip event loop is kept on disk (`schedule.loop_cache`): every shipped gossip kernel's loop comes
-from a generated module that numba caches, a second process loads it instead of compiling it, an edit to a source
-it is compiled from gives a new module, and functions that cannot be imported by name fall back to the loop
-compiled in memory."""
+"""svmsim's compiled loops are kept on disk (`schedule.loop_cache`): every shipped gossip kernel's event loop, and the
+synchronous rounds of steps that can be imported by name, come from generated modules that numba caches; a second
+process loads them instead of compiling them; an edit to a source a loop is compiled from gives a new module, and
+functions that cannot be imported by name fall back to the loop compiled in memory. (That every shipped
+synchronous step can be imported by name is a conformance check: `conformance.check_compiled`.)"""
 from __future__ import annotations
 
 import os
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numba
+import numpy as np
 import pytest
 
 from svmsim.algorithms.gadget import _kernel_crash, _kernel_prefetch, _kernel_receive, _kernel_recover, _kernel_wake
@@ -93,3 +95,80 @@ def test_old_modules_are_pruned(cache_dir, monkeypatch):
         (cache_dir / f"svmsim_loop_{i:024d}.py").write_text("")
     loop_cache.cached_loop(event_kernels, *KERNELS["pushsum"], False)
     assert len(list(cache_dir.glob("svmsim_loop_*.py"))) == 2
+
+
+_QUIET_STEP = """import numba
+
+
+@numba.njit(cache=True, nogil=True)
+def quiet_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
+    st[0][0] += 1.0
+    return 0, -1, 0
+"""
+
+_QUIET_RUN = """import numpy as np
+from numba.core import event as ev
+
+from quiet_steps import quiet_step
+from svmsim.comm.meter import Meter
+from svmsim.program import SyncKernel
+from svmsim.schedule import compiled_sync
+
+compiled = []
+
+
+class Compiled(ev.Listener):
+    def on_start(self, e):
+        pass
+
+    def on_end(self, e):
+        compiled.append(e.data["dispatcher"].py_func.__qualname__)
+
+
+ev.register("numba:compile", Compiled())
+state = (np.zeros(1),)
+kernel = SyncKernel(state, quiet_step, ("t",), np.array([1], np.int64), 1)
+mail, scratch = compiled_sync.CompiledMail(1, 4, 1), compiled_sync.CompiledMail(1, 4, 1)
+mail.wake[0] = True
+out = compiled_sync.run_compiled_rounds([kernel], mail, scratch, np.zeros(2, np.int64), Meter(2, ~np.eye(2, dtype=bool)),
+                                        round_=0, iteration=0, max_rounds=3, max_scalars=None, max_iterations=None,
+                                        observe_every=0)
+print(out[0], state[0][0], "_loop_compiled" in compiled)
+"""
+
+
+def test_a_second_process_loads_the_synchronous_rounds_instead_of_compiling_them(tmp_path):
+    """The compiled rounds of a step importable by name: the first process compiles them into a module of the cache
+    directory, the second loads them from numba's cache and gets the same run."""
+    (tmp_path / "quiet_steps.py").write_text(_QUIET_STEP)
+    env = {**os.environ, "SVMSIM_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    runs = [subprocess.run([sys.executable, "-c", _QUIET_RUN], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=600) for _ in range(2)]
+    for out in runs:
+        assert out.returncode == 0, out.stderr[-2000:]
+    first, second = (out.stdout.split() for out in runs)
+    assert first[:2] == second[:2] == ["1", "1.0"]          # quiescent after the one woken step, stepped once
+    assert first[2] == "True" and second[2] == "False"
+    modules = list((tmp_path / "cache" / "loops").glob("svmsim_rounds_*.py"))
+    assert len(modules) == 1 and "from quiet_steps import quiet_step as step_0" in modules[0].read_text()
+
+
+def test_the_synchronous_rounds_of_a_step_that_cannot_be_imported_compile_in_memory(cache_dir, monkeypatch):
+    import svmsim.algorithms.collective  # noqa: F401 - the module of the step named below
+    from svmsim.program import SyncKernel
+    from svmsim.schedule import compiled_sync
+
+    @numba.njit
+    def local_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
+        return 0, -1, 0
+
+    kernel = SyncKernel((np.zeros(1),), local_step, ("t",), np.array([1], np.int64), 1)
+    assert not compiled_sync.loop_cacheable([kernel])
+    monkeypatch.setattr(compiled_sync, "_LOOPS", {})
+    loop = compiled_sync._loop((True,), (-1,), None)
+    assert type(loop._cache).__name__ == "NullCache" and not cache_dir.exists()
+    cached = compiled_sync._loop((True,), (-1,), (("svmsim.algorithms.collective", "collective_kernel_step"),))
+    assert type(cached._cache).__name__ == "FunctionCache" and cached.py_func.__module__.startswith("svmsim_rounds_")
+    text = Path(sys.modules[cached.py_func.__module__].__file__).read_text()
+    assert "kinds[0][1]" not in text and "step_0(" in text

@@ -193,7 +193,7 @@ def recheck(module: str, tests: list[str], show: bool, timeout: float = 300.0, s
     for name in mutants:
         env = dict(os.environ, MUTANT_UNDER_TEST=name)
         try:
-            r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m",
+            r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider", "-m",
                                 "not slow and not ray", *(["-k", select] if select else []), *tests], cwd=copy,
                                env=env, capture_output=True, text=True, check=False, timeout=timeout)
             passed = r.returncode == 0

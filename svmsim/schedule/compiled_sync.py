@@ -35,8 +35,8 @@ from ..errors import ProtocolError
 from ..program import KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, SyncKernel, kernel_dtypes
 from .cluster_time import clock_message, clock_round, clock_work, idle_clock_state
 
-__all__ = ["CompiledMail", "run_compiled_rounds", "kernels_compatible", "work_readable", "ROUNDS", "QUIESCENT",
-           "COMMUNICATION", "DONE", "BOUNDARY", "PAUSE", "FLUSH"]
+__all__ = ["CompiledMail", "run_compiled_rounds", "kernels_compatible", "work_readable", "loop_cacheable", "ROUNDS",
+           "QUIESCENT", "COMMUNICATION", "DONE", "BOUNDARY", "PAUSE", "FLUSH"]
 
 # why the compiled loop returned (module constants, so that numba folds them)
 ROUNDS = 0           # round budget reached with mail in flight
@@ -407,22 +407,45 @@ def _branches(indent: str, kind: str, calls: list[str]) -> list[str]:
     return out
 
 
-def _loop(singles: tuple, work_slots: tuple):
+_CACHED_PRELUDE = '''"""svmsim's compiled synchronous rounds with {names} bound (see svmsim.schedule.loop_cache)."""
+import numba
+import numpy as np
+
+import {rounds} as _rounds
+
+globals().update({{k: v for k, v in vars(_rounds).items() if not k.startswith("__")}})
+{imports}
+
+
+@numba.njit(cache=True, nogil=True)
+'''
+
+
+def _loop(singles: tuple, work_slots: tuple, steps: tuple | None = None):
     """`_loop_source` compiled for kinds of steps with one group (True) or several (False) each: its
     `_STEP_OF_KIND(kinds, kind, slot, ...)` line becomes one branch per kind with a direct call of that kind's step
     on ``kinds[i][2][slot]``; the arrays of a kind with one group are taken out of the tuple once, before the rounds.
     `_WORK_OF_KIND` likewise becomes item ``work_slots[i]`` of the kind's state (``no_work`` where it is -1).
     (A call through a helper function, or `numba.literal_unroll` over the kinds, cost a quarter of a microsecond per
-    step, a quarter of the whole round of a small protocol; a branch on a constant index costs nothing measurable.)"""
-    fn = _LOOPS.get((singles, work_slots))
+    step, a quarter of the whole round of a small protocol; a branch on a constant index costs nothing measurable.)
+
+    steps: each kind's step as ``(module, name)`` by which it can be imported: the loop then calls ``step_i``, a
+    global of a module that `loop_cache` writes out and numba caches on disk (``kinds[i][1]`` is unused), so that
+    another process loads it instead of compiling it again; None: the loop calls ``kinds[i][1]`` and is compiled in
+    memory (also where the module cannot be written)."""
+    key = (singles, work_slots, steps)
+    fn = _LOOPS.get(key)
     if fn is None:
         lines = textwrap.dedent(inspect.getsource(_loop_source)).splitlines()
 
         def state_of(i, slot):
             return f"arrays_{i}" if singles[i] else f"_borrowed(kinds[{i}][2][{slot}])"
 
+        def step_of(i):
+            return f"step_{i}" if steps is not None else f"kinds[{i}][1]"
+
         at, end, indent, target, (kind, slot, rest) = _placeholder(lines, "_STEP_OF_KIND")
-        calls = [f"{target} = kinds[{i}][1]({state_of(i, slot)},{rest})" for i in range(len(singles))]
+        calls = [f"{target} = {step_of(i)}({state_of(i, slot)},{rest})" for i in range(len(singles))]
         lines = lines[:at] + _branches(indent, kind, calls) + lines[end + 1:]
         at, end, indent, target, (kind, slot, rest) = _placeholder(lines, "_WORK_OF_KIND")
         calls = [f"{target} = {state_of(i, slot)}[{w}]" if w >= 0 else f"{target} = {rest.strip()}"
@@ -435,10 +458,29 @@ def _loop(singles: tuple, work_slots: tuple):
         hoisted = [f"{pad}arrays_{i} = _borrowed(kinds[{i}][2][0])" for i, single in enumerate(singles) if single]
         lines = lines[:top + 1] + hoisted + lines[top + 1:]
         src = "\n".join(lines).replace("def _loop_source(", "def _loop_compiled(")
-        namespace = dict(globals())
-        exec(compile(src, f"<compiled_sync._loop for {len(singles)} kinds>", "exec"), namespace)
-        fn = _LOOPS[singles, work_slots] = numba.njit(nogil=True)(namespace["_loop_compiled"])
+        if steps is not None:
+            fn = _cached_loop(src, steps)
+        if fn is None:
+            namespace = dict(globals())
+            exec(compile(src, f"<compiled_sync._loop for {len(singles)} kinds>", "exec"), namespace)
+            fn = numba.njit(nogil=True)(namespace["_loop_compiled"])
+        _LOOPS[key] = fn
     return fn
+
+
+def _cached_loop(src: str, steps: tuple):
+    """The loop of source `src` calling ``step_i`` = ``steps[i]``, from a module numba caches on disk; None where
+    it cannot be written."""
+    import sys
+
+    from .loop_cache import cached_module
+
+    imports = "\n".join(f"from {m} import {n} as step_{i}" for i, (m, n) in enumerate(steps))
+    text = _CACHED_PRELUDE.format(names=", ".join(n for _, n in steps), rounds=__name__, imports=imports) + src
+    text += "\n\nloop = _loop_compiled\n"
+    modules = [sys.modules[__name__]] + [sys.modules[m] for m, _ in steps]
+    module = cached_module("svmsim_rounds", text, modules, steps)
+    return None if module is None else module.loop
 
 
 def _work_slot(kernel: SyncKernel) -> int:
@@ -490,6 +532,20 @@ def _kinds(kernels: list[SyncKernel]) -> tuple[tuple, np.ndarray, np.ndarray, tu
     return kinds, kind_of, slot_of, tuple(key[1] for key in index)
 
 
+def loop_cacheable(kernels: list[SyncKernel]) -> bool:
+    """Whether the compiled rounds of these kernels come from numba's cache on disk (every step importable by
+    its module and name: a module-level numba function), rather than compiled afresh in every process."""
+    return _importable_steps(_kinds(kernels)[0]) is not None
+
+
+def _importable_steps(kinds: tuple) -> tuple | None:
+    """Each kind's step as (module, name) when every one can be imported by name, else None."""
+    from .loop_cache import importable
+
+    named = tuple(importable(step) for _, step, _ in kinds)
+    return None if any(n is None for n in named) else named
+
+
 def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: CompiledMail, node_group, meter,
                         *, round_: int, iteration: int, max_rounds, max_scalars, max_iterations,
                         observe_every: int, clock=None, group_nodes: list[np.ndarray] | None = None
@@ -522,6 +578,9 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
     state = np.array([round_, iteration, meter.scalars, 0, 0, 0, 0], np.int64)
     error_info = np.full(3, -1, np.int64)
     kinds, kind_of, slot_of, work_slots = _kinds(kernels)
+    steps = _importable_steps(kinds)
+    if steps is not None:                # the loop calls them as its module's globals (cached on disk)
+        kinds = tuple((i, i, arrays) for i, _, arrays in kinds)
     if clock is None:
         clock_state, group_ptr, members = idle_clock_state(), np.zeros(1, np.int64), np.zeros(0, np.int64)
     else:
@@ -534,7 +593,7 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
         # numba calls passing jitted functions as arguments "first-class function type: experimental"; the loop
         # makes direct calls to them (each dispatcher is part of the compiled signature)
         warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
-        status = _loop(tuple(len(k[2]) == 1 for k in kinds), work_slots)(
+        status = _loop(tuple(len(k[2]) == 1 for k in kinds), work_slots, steps)(
             kinds, kind_of, slot_of, len(kernels), mail.tag, mail.src, mail.dst, mail.payload, mail.count, mail.wake,
             scratch.tag, scratch.src, scratch.dst, scratch.payload, scratch.count, scratch.wake, node_group,
             meter.n_nodes, widths, itemsizes, rules, bool(rules.any()), buffers.edges, buffers.ptr, buffers.nbr,
