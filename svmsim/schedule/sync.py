@@ -18,7 +18,8 @@ When the engine lends its groups' compiled steps (`Engine.kernels`: the in-proce
 offer a `SyncKernel`), the meter knows the topology and there is no fault model or message log, the rounds can run
 in the compiled loop of `compiled_sync` instead (any number of groups and nodes), with the same rules, the same
 ledger and the same states; rounds whose programs have no kernel (e.g. a set-up phase) run here. Compiling that
-loop for a program takes seconds (numba cannot cache it: the steps are arguments), so by default
+loop for a program takes seconds to a minute in the first process that runs it (later ones load it from disk:
+`loop_cache`), so by default
 (``compiled=None``) a run switches to it only after its rounds have taken `COMPILE_AFTER_SECONDS` here: a short
 run never pays for the compilation, a long one pays at most about twice what the better choice would have cost (the
 ski-rental rule). ``compiled=True`` switches at once, ``compiled=False`` never.
