@@ -630,7 +630,7 @@ def check_compiled(info: AlgorithmInfo, problem, params: dict | None = None) -> 
             f"{info.name}: a compiled step of its programs cannot be imported by its module and name, so the rounds "
             "that call it are compiled afresh in every process (tens of seconds) instead of loaded from the disk "
             "cache (schedule.loop_cache); allowed: steps that are module-level numba functions")
-    if kind == "sync":                  # the compiled synchronous loop hosts any number of groups
+        # the compiled synchronous loop hosts any number of groups
         split = run_small(info, problem, params=params, hosts=3, compiled=True)
         d = _run_difference(python, split)
         assert split.compiled and d is None, (

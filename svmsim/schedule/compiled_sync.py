@@ -19,6 +19,7 @@ to and from the Python loop's `Inbox`es, so the two loops can take turns (set-up
 from __future__ import annotations
 
 import inspect
+import sys
 import textwrap
 import warnings
 
@@ -34,6 +35,7 @@ from ..comm.message import Inbox, MessageBatch
 from ..errors import ProtocolError
 from ..program import KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, SyncKernel, kernel_dtypes
 from .cluster_time import clock_message, clock_round, clock_work, idle_clock_state
+from .loop_cache import cached_module, importable
 
 __all__ = ["CompiledMail", "run_compiled_rounds", "kernels_compatible", "work_readable", "loop_cacheable", "ROUNDS",
            "QUIESCENT", "COMMUNICATION", "DONE", "BOUNDARY", "PAUSE", "FLUSH"]
@@ -471,10 +473,6 @@ def _loop(singles: tuple, work_slots: tuple, steps: tuple | None = None):
 def _cached_loop(src: str, steps: tuple):
     """The loop of source `src` calling ``step_i`` = ``steps[i]``, from a module numba caches on disk; None where
     it cannot be written."""
-    import sys
-
-    from .loop_cache import cached_module
-
     imports = "\n".join(f"from {m} import {n} as step_{i}" for i, (m, n) in enumerate(steps))
     text = _CACHED_PRELUDE.format(names=", ".join(n for _, n in steps), rounds=__name__, imports=imports) + src
     text += "\n\nloop = _loop_compiled\n"
@@ -540,8 +538,6 @@ def loop_cacheable(kernels: list[SyncKernel]) -> bool:
 
 def _importable_steps(kinds: tuple) -> tuple | None:
     """Each kind's step as (module, name) when every one can be imported by name, else None."""
-    from .loop_cache import importable
-
     named = tuple(importable(step) for _, step, _ in kinds)
     return None if any(n is None for n in named) else named
 
