@@ -49,3 +49,50 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return "" if v is None else str(v)
+
+
+def gossip_cli_run(scenario: Path, sets: dict, workdir: Path, engine: str = "inproc", actors: int = 1) -> dict:
+    """One gossip scenario through the CLI in a fresh process (`sets`: its --set overrides; live metrics and plots
+    off), and what it cost: messages and rounds to the stop, the stop reason and final consensus error (where the
+    run reports one); the process's wall time end to end; the run's own wall time (the gossip loop from its start to
+    the stop decision, evaluations included: the last metrics row's ``wall_time``); set-up (end to end minus the
+    run: imports, data, topology and its facts, deployment, Ray's start, writing the run directory); messages per
+    second end to end and over the run; the process's peak memory (RSS; a Ray host actor is not its child, so its
+    memory is not in it)."""
+    import shutil
+    import subprocess
+    import sys
+
+    out = workdir / f"{engine}-{actors}-{len(list(workdir.iterdir()))}"
+    sets = {**sets, "output.plots": "false", "engine.metrics": "false"}
+    cmd = [sys.executable, "-m", "svmsim.cli", "run", str(scenario), "--engine", engine, "--out", str(out),
+           "--no-progress", "--quiet"]
+    if engine != "inproc":
+        cmd += ["--actors", str(actors)]
+    for key, value in sets.items():
+        cmd += ["--set", f"{key}={value}"]
+    t0 = time.perf_counter()
+    err = workdir / f"{out.name}.stderr"
+    with open(err, "w") as stderr:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(proc.pid, 0)        # (its own peak memory, not the largest child's so far)
+    wall = time.perf_counter() - t0
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"{engine} run of {scenario.name} {sets} failed ({code}):\n{err.read_text()[-3000:]}")
+    summary = json.loads((out / "summary.json").read_text())
+    final = summary["final"]
+    run_wall = float(final["wall_time"])
+    messages = int(summary["sent_messages"])
+    nodes = int(summary.get("algorithm_info", {}).get("nodes", sets.get("algorithm.nodes", 0)))
+    row = {"engine": engine, "actors": actors if engine != "inproc" else None, "nodes": nodes,
+           "messages": messages, "rounds": summary["rounds"], "stop_reason": summary["stop_reason"],
+           "consensus_error": final.get("consensus_error"), "wall_s": wall, "run_s": run_wall,
+           "setup_s": wall - run_wall, "messages_per_s_total": messages / wall, "messages_per_s_run": messages / run_wall,
+           "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9}
+    ray = summary.get("ray_gossip")
+    if ray:
+        row.update(cross_host_fraction=ray["cross_host_fraction"], cross_host_calls=ray["cross_host_calls"],
+                   late_fraction=ray["late_fraction"])
+    shutil.rmtree(out, ignore_errors=True)
+    return row

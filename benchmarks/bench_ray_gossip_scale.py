@@ -19,54 +19,18 @@ Run: python benchmarks/bench_ray_gossip_scale.py [--nodes 100000] [--actors 2 ..
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _common import save, table
+from _common import gossip_cli_run, save, table
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "pushsum_mixing.toml"
 
 
 def run_one(nodes: int, engine: str, actors: int, max_seconds: float, workdir: Path) -> dict:
-    out = workdir / f"{engine}-{actors}-{nodes}"
     sets = {"algorithm.nodes": nodes, "algorithm.values": '"random"', "algorithm.dim": 123,
-            "stop.max_seconds": max_seconds, "output.plots": "false", "engine.metrics": "false"}
-    cmd = [sys.executable, "-m", "svmsim.cli", "run", str(SCENARIO), "--engine", engine, "--out", str(out),
-           "--no-progress", "--quiet"]
-    if engine != "inproc":
-        cmd += ["--actors", str(actors)]
-    for key, value in sets.items():
-        cmd += ["--set", f"{key}={value}"]
-    t0 = time.perf_counter()
-    err = workdir / f"{out.name}.stderr"
-    with open(err, "w") as stderr:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)
-        _, status, usage = os.wait4(proc.pid, 0)        # (its own peak memory, not the largest child's so far)
-    wall = time.perf_counter() - t0
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        raise SystemExit(f"{engine} run with {nodes} nodes failed ({code}):\n{err.read_text()[-3000:]}")
-    summary = json.loads((out / "summary.json").read_text())
-    final = summary["final"]
-    run_wall = float(final["wall_time"])
-    messages = int(summary["sent_messages"])
-    row = {"engine": engine, "actors": actors if engine != "inproc" else None, "nodes": nodes,
-           "messages": messages, "rounds": summary["rounds"], "stop_reason": summary["stop_reason"],
-           "consensus_error": final["consensus_error"], "wall_s": wall, "run_s": run_wall,
-           "setup_s": wall - run_wall, "messages_per_s_total": messages / wall, "messages_per_s_run": messages / run_wall,
-           "peak_rss_gb": usage.ru_maxrss * 1024 / 1e9}
-    ray = summary.get("ray_gossip")
-    if ray:
-        row.update(cross_host_fraction=ray["cross_host_fraction"], cross_host_calls=ray["cross_host_calls"],
-                   late_fraction=ray["late_fraction"])
-    shutil.rmtree(out, ignore_errors=True)
-    return row
+            "stop.max_seconds": max_seconds}
+    return gossip_cli_run(SCENARIO, sets, workdir, engine=engine, actors=actors)
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ per-node quantities are computed per node, and reductions over senders read inbo
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -26,7 +27,7 @@ import numpy as np
 from .comm.message import Inbox, MessageBatch, Outbox
 from .errors import ProtocolError
 
-__all__ = ["NodeProgram", "RoleSpec", "Group", "SyncKernel", "kernel_step", "kernel_dtypes", "KERNEL_WAKE",
+__all__ = ["NodeProgram", "RoleSpec", "NodeRows", "Group", "SyncKernel", "kernel_step", "kernel_dtypes", "KERNEL_WAKE",
            "KERNEL_DONE", "KERNEL_PAUSE", "KERNEL_ERROR", "GossipProgram", "GossipKernel"]
 
 #: flags a compiled step returns (bitwise or): step me next round / the algorithm has finished / return to
@@ -262,8 +263,42 @@ class RoleSpec:
     node_data: list = field(default_factory=list)  # one entry per node id, in the same order
 
     def data_for(self, ids: np.ndarray) -> list:
+        if isinstance(self.node_data, NodeRows):
+            node_ids = np.asarray(self.node_ids, dtype=np.int64)
+            ids = np.asarray(ids, dtype=np.int64)
+            if np.array_equal(ids, node_ids):
+                return self.node_data
+            order = np.argsort(node_ids, kind="stable")
+            at = order[np.minimum(np.searchsorted(node_ids, ids, sorter=order), len(order) - 1)]
+            if not np.array_equal(node_ids[at], ids):
+                raise KeyError(f"node {int(ids[node_ids[at] != ids][0])} is not one of role {self.role!r}'s nodes")
+            return self.node_data.take(at)
         pos = {int(n): i for i, n in enumerate(self.node_ids)}
         return [self.node_data[pos[int(n)]] for n in ids] if self.node_data else [None] * len(ids)
+
+
+class NodeRows(Sequence):
+    """Per-node data as whole arrays, one row per node: entry i is ``{name: column[i] for each column}`` (built when
+    asked for), so a million nodes' values are one array, not a million dicts. A program that knows it reads the
+    columns at once (``rows.columns``); any other reads its entries as dicts."""
+
+    def __init__(self, **columns: np.ndarray):
+        lengths = {len(c) for c in columns.values()}
+        if len(lengths) != 1:
+            raise ValueError(f"NodeRows needs columns of one length, got {sorted(lengths)}")
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values())))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return NodeRows(**{name: c[i] for name, c in self.columns.items()})
+        return {name: c[i] for name, c in self.columns.items()}
+
+    def take(self, positions: np.ndarray) -> "NodeRows":
+        """The rows at `positions`, in that order."""
+        return NodeRows(**{name: np.asarray(c)[positions] for name, c in self.columns.items()})
 
 
 @dataclass

@@ -448,3 +448,36 @@ def test_node_quantity_amounts_of_the_wrong_kind_are_refused_by_name():
     with pytest.raises(TypeError, match=r"^node quantity 'k' was recorded in integers; got float64 amounts$"):
         m.record_node(1, "k", [1], 0.5)
     assert m.node_quantity_totals() == {"k": 2}
+
+
+def _old_by_node(ledger: Ledger) -> dict:
+    """`by_node` as it was computed row by row (the reference for the array version)."""
+    out: dict = {}
+    for s, d, msgs, sc, by in ledger.edges:
+        for node, key in ((s, "sent"), (d, "received")):
+            rec = out.setdefault(ledger.node_names[node], {"sent": [0, 0, 0], "received": [0, 0, 0]})
+            for q, v in enumerate((msgs, sc, by)):
+                rec[key][q] += int(v)
+    return {k: {kk: dict(zip(("messages", "scalars", "bytes"), vv)) for kk, vv in v.items()} for k, v in out.items()}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ledger_json_is_json_dumps_of_the_summary_byte_for_byte(seed, tmp_path):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 60))
+    names = [["peer-%d" % i, 'q"uote\\%d' % i, "n\u00e9\u4e2d%d" % i, "tab\t%d" % i][seed % 4] for i in range(n)]
+    pairs = np.unique(rng.integers(0, n, size=(int(rng.integers(1, 4 * n)), 2)), axis=0)
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    counts = rng.integers(0, 2 ** 40, size=(pairs.shape[0], 3))
+    quantities = {"kernel_evaluations": rng.integers(0, 9, size=n)} if seed % 2 else {}
+    ledger = Ledger(totals={"messages": 1, "scalars": 2, "bytes": 3}, by_tag={"t": [1, 2, 3]}, dropped_by_tag={},
+                    edges=np.column_stack([pairs, counts]), dropped_edges=np.zeros((0, 5), dtype=np.int64),
+                    rounds=np.array([[0, 1, 2, 3]]), iteration_rounds=np.array([[1, 0]]), node_names=names,
+                    node_totals=quantities, node_rounds={q: np.array([[0, int(v.sum())]]) for q, v in
+                                                          quantities.items()})
+    assert ledger.by_node() == _old_by_node(ledger)
+    assert list(ledger.by_node()) == list(_old_by_node(ledger))
+    assert ledger.json_text() == json.dumps(ledger.summary(), indent=2)
+    ledger.save(tmp_path)
+    rows = (tmp_path / "ledger_edges.csv").read_text().splitlines()
+    assert rows[1:] == [f"{s},{d},{names[s]},{names[d]},{m},{sc},{b}" for s, d, m, sc, b in ledger.edges]

@@ -24,8 +24,8 @@ def test_a_hundred_thousand_push_sum_nodes_fit_in_a_bounded_memory():
     assert out.returncode == 0, out.stderr[-2000:]
     messages, matches, peak_kb = out.stdout.split()
     assert int(messages) >= 3 * 90_000 and matches == "True"         # every node ticked about once per round
-    # measured 521 MB (the interpreter, numba, networkx's graph of 2 * 10^5 edges, the run); one dense N x N matrix
-    # alone would be 80 000 MB
+    # measured 388 MB (the interpreter, numba, the overlay's 2 * 10^5 edges as arrays, the run; 521 MB while the
+    # overlay was built as networkx's dicts); one dense N x N matrix alone would be 80 000 MB
     peak = int(peak_kb) * 1024
     assert peak < 1500 * 2 ** 20, f"peak memory {peak / 2 ** 20:.0f} MB for 10^5 nodes"
     # the estimate the runner checks before a run is built is close to what the run took

@@ -50,9 +50,9 @@ from ..errors import DataError, InfeasibleParameterError, ScenarioError, Topolog
 from ..numerics.csr import part_row_sums, sorted_position
 from ..numerics.prefetch import prefetch, prefetch_row
 from ..numerics.vectors import segment_cumsum
-from ..program import GossipKernel, GossipProgram, RoleSpec
+from ..program import GossipKernel, GossipProgram, NodeRows, RoleSpec
 from ..topology import (MIXING_RULES, TOPOLOGIES, build_topology, check_connected, metropolis_hastings_weights,
-                        mixing_rows)
+                        mixing_rows, neighbour_csr)
 from .registry import AlgorithmInfo, register
 
 __all__ = ["PushSum", "PushSumParams", "build_pushsum", "pushsum_wake", "pushsum_receive", "mass", "tag_widths",
@@ -96,11 +96,11 @@ def gossip_topology_info(G: nx.Graph, mixing: str = "neighbour", share: float = 
 
     import scipy.sparse.csgraph as csgraph
 
+    import scipy.sparse as sp
+
     n = G.number_of_nodes()
-    A = nx.to_scipy_sparse_array(G, nodelist=range(n), dtype=np.float64, format="csr")
-    A.setdiag(0)
-    A.eliminate_zeros()
-    A.data[:] = 1.0
+    ptr, nbr = neighbour_csr(G)                    # the adjacency without self-loops, sorted rows
+    A = sp.csr_array((np.ones(nbr.shape[0]), nbr, ptr), shape=(n, n))
     deg = np.asarray(A.sum(axis=1)).ravel()
     info: dict = {"topology": G.graph.get("kind", "graph"), "edges": int(A.nnz // 2),
                   "mean_degree": float(deg.mean()), "max_degree": int(deg.max()), "gossip_share": float(share),
@@ -395,6 +395,21 @@ def _node_value(node: int, data, weighted: bool) -> tuple[np.ndarray, float]:
     return (total, float(count)) if weighted else (total / count, 1.0)
 
 
+def _initial_values(node_ids: np.ndarray, node_data, weighted: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(s0, w0) of the nodes, as rows: from `NodeRows` values (and weights) in whole arrays, without a copy (the
+    programs only read s0 and w0), else node by node."""
+    if isinstance(node_data, NodeRows) and "value" in node_data.columns:
+        cols = node_data.columns
+        s0 = np.asarray(cols["value"], dtype=np.float64).reshape(len(node_data), -1)
+        w0 = np.asarray(cols["weight"], dtype=np.float64) if "weight" in cols else np.ones(len(node_data))
+        return s0, w0
+    values = [_node_value(int(v), data, weighted) for v, data in zip(node_ids, node_data)]
+    dims = {v[0].shape[0] for v in values}
+    if len(dims) != 1:
+        raise DataError(f"push-sum needs values of one length at every node; found lengths {sorted(dims)}")
+    return np.stack([v[0] for v in values]), np.array([v[1] for v in values])
+
+
 class PushSum(GossipProgram):
     """Push-Sum, running-sum Push-Sum or pairwise averaging over `topology` (see the module docstring).
 
@@ -433,13 +448,8 @@ class PushSum(GossipProgram):
     def init(self, node_ids, node_data, seed):
         node_ids = np.asarray(node_ids, dtype=np.int64)
         m = node_ids.shape[0]
-        values = [_node_value(int(v), data, self.weighted) for v, data in zip(node_ids, node_data)]
-        dims = {v[0].shape[0] for v in values}
-        if len(dims) != 1:
-            raise DataError(f"push-sum needs values of one length at every node; found lengths {sorted(dims)}")
-        d = dims.pop()
-        s0 = np.stack([v[0] for v in values])
-        w0 = np.array([v[1] for v in values])
+        s0, w0 = _initial_values(node_ids, node_data, self.weighted)
+        d = s0.shape[1]
         local_of = np.full(self.n_nodes, -1, dtype=np.int64)
         local_of[node_ids] = np.arange(m)
         # the hosted nodes' neighbours (CSR over local rows) and their tick targets: the neighbours and, where b_ii
@@ -579,8 +589,7 @@ def _values(params: PushSumParams, problem, n: int) -> tuple[list, int]:
     ds = problem.dataset
     if params.values == "random":
         rng = np.random.default_rng([problem.seed, 0x5EED])
-        values = rng.standard_normal((n, params.dim))
-        return [{"value": v} for v in values], params.dim
+        return NodeRows(value=rng.standard_normal((n, params.dim))), params.dim
     if n > ds.n:
         raise InfeasibleParameterError(f"pushsum with values = \"data_mean\" gives each of the {n} nodes its mean "
                                        f"training point, but {ds.name} has {ds.n} points; allowed: at most {ds.n} "
@@ -594,8 +603,8 @@ def _values(params: PushSumParams, problem, n: int) -> tuple[list, int]:
     totals = part_row_sums(ds.X, parts)
     counts = np.array([len(idx) for idx in parts], dtype=np.float64)
     if params.weighted:
-        return [{"value": t, "weight": c} for t, c in zip(totals, counts)], ds.d
-    return [{"value": t / c} for t, c in zip(totals, counts)], ds.d
+        return NodeRows(value=totals, weight=counts), ds.d
+    return NodeRows(value=totals / counts[:, None]), ds.d
 
 
 def build_pushsum(params: PushSumParams, problem):
@@ -612,9 +621,7 @@ def build_pushsum(params: PushSumParams, problem):
     n = G.number_of_nodes()
     node_data, d = _values(params, problem, n)
     program = PushSum(G, params.variant, params.mixing, params.share, params.max_wakes, params.weighted)
-    init = [_node_value(i, data, params.weighted) for i, data in enumerate(node_data)]
-    s0 = np.stack([v[0] for v in init])
-    w0 = np.array([v[1] for v in init])
+    s0, w0 = _initial_values(np.arange(n), node_data, params.weighted)
     target = s0.sum(axis=0) / w0.sum()
     spread = float(np.max(np.linalg.norm(s0 / w0[:, None] - target, axis=1)))
     scale = spread if spread > 0 else 1.0
@@ -682,11 +689,12 @@ def _consensus_distances(s: np.ndarray, w: np.ndarray, target: np.ndarray) -> np
     return err
 
 
-#: the memory model of a gossip run (bytes), measured on random 2-out overlays of 10^3-10^5 nodes (d = 4, 64, 123;
-#: the estimates fall within 15 % of the measured peaks): the interpreter with numba and the libraries; per node (networkx's node, the program's arrays);
-#: per node and scalar of its value (s, w, their initial copies, messages in flight, observations); per edge
-#: (networkx's adjacency, the CSR rows, the meter's edge counters)
-BASE_BYTES, NODE_BYTES, NODE_SCALAR_BYTES, EDGE_BYTES = 305 * 2 ** 20, 600, 56, 600
+#: the memory model of a gossip run (bytes), measured as peaks on random 2-out overlays of 10^4-3·10^5 nodes (d = 4,
+#: 64, 123; within 11 % of every measured peak, within 2 % from 3·10^4 nodes): the interpreter with numba and the
+#: libraries; per node (the program's arrays, the topology's CSR rows); per node and scalar of its value (s, w, the
+#: initial values, messages in flight, observations); per edge (the edge array, the CSR rows, the meter's edge
+#: counters). A built topology holds no networkx dicts (`core.array_graph`); a graph the user passes holds its own.
+BASE_BYTES, NODE_BYTES, NODE_SCALAR_BYTES, EDGE_BYTES = 265 * 2 ** 20, 550, 41, 280
 
 
 def _topology_size(problem, nodes: int) -> tuple[int, int]:

@@ -7,6 +7,7 @@ ledger written by one meter that saw everything equals the merge of the ledgers 
 """
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,15 +45,25 @@ class Ledger:
         return meter.ledger()
 
     def by_node(self) -> dict[str, dict]:
-        """Sent and received messages/scalars/bytes per node that took part."""
-        out: dict[str, dict] = {}
-        for s, d, msgs, sc, by in self.edges:
-            for node, key in ((s, "sent"), (d, "received")):
-                rec = out.setdefault(self.node_names[node], {"sent": [0, 0, 0], "received": [0, 0, 0]})
-                rec[key][0] += int(msgs)
-                rec[key][1] += int(sc)
-                rec[key][2] += int(by)
-        return {k: {kk: dict(zip(MESSAGE_QUANTITIES, vv)) for kk, vv in v.items()} for k, v in out.items()}
+        """Sent and received messages/scalars/bytes per node that took part, in the order nodes first appear in the
+        edge rows (source, then destination, row by row)."""
+        order, sent, received = self._traffic()
+        names = self.node_names
+        return {names[i]: {"sent": dict(zip(MESSAGE_QUANTITIES, s)), "received": dict(zip(MESSAGE_QUANTITIES, r))}
+                for i, s, r in zip(order.tolist(), sent.tolist(), received.tolist())}
+
+    def _traffic(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the nodes that took part, in `by_node`'s order; their sent and received (messages, scalars, bytes)),
+        summed over the edge rows in whole arrays (10^6 nodes: 0.3 s, against 40 s row by row)."""
+        E = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2 + _Q)
+        nodes, first = np.unique(E[:, :2].ravel(), return_index=True)
+        order = nodes[np.argsort(first)]
+        size = int(nodes[-1]) + 1 if nodes.size else 0
+        sent, received = np.zeros((size, _Q), dtype=np.int64), np.zeros((size, _Q), dtype=np.int64)
+        for q in range(_Q):
+            np.add.at(sent[:, q], E[:, 0], E[:, 2 + q])
+            np.add.at(received[:, q], E[:, 1], E[:, 2 + q])
+        return order, sent[order], received[order]
 
     def equals(self, other: "Ledger") -> bool:
         return (self.totals == other.totals and self.by_tag == other.by_tag
@@ -74,26 +85,42 @@ class Ledger:
                       "by_node": {self.node_names[i]: _plain(v[i]) for i in nz}}
         return out
 
-    def summary(self) -> dict:
+    def summary(self, by_node: bool = True) -> dict:
+        """What ledger.json holds (without its largest part, `by_node`, when `by_node` is False)."""
         tags = {t: dict(zip(MESSAGE_QUANTITIES, v)) for t, v in self.by_tag.items()}
         dropped = {t: dict(zip(MESSAGE_QUANTITIES, v)) for t, v in self.dropped_by_tag.items()}
-        out = {"totals": self.totals, "by_tag": tags, "dropped_by_tag": dropped, "by_node": self.by_node(),
-               "n_rounds_with_messages": int(self.rounds.shape[0]),
+        out = {"totals": self.totals, "by_tag": tags, "dropped_by_tag": dropped,
+               "by_node": self.by_node() if by_node else {}, "n_rounds_with_messages": int(self.rounds.shape[0]),
                "iterations": int(self.iteration_rounds.shape[0])}
         if self.node_totals:
             out["nodes"] = self.nodes_summary()
         return out
 
+    def json_text(self) -> str:
+        """``json.dumps(self.summary(), indent=2)``, byte for byte, with `by_node` formatted from whole arrays (the
+        json module's indenting encoder is pure Python: 70 s for 10^6 nodes, against about 2 s here)."""
+        names = self.node_names
+        if not all(type(name) is str for name in names):
+            return json.dumps(self.summary(), indent=2)
+        order, sent, received = self._traffic()
+        if not order.size:
+            return json.dumps(self.summary(), indent=2)
+        mark = "\u0000by_node\u0000"
+        head = json.dumps({**self.summary(by_node=False), "by_node": mark}, indent=2)
+        fields = ",\n".join(f'{" " * 8}"{q}": %d' for q in MESSAGE_QUANTITIES)
+        node = f'    %s: {{\n      "sent": {{\n{fields}\n      }},\n      "received": {{\n{fields}\n      }}\n    }}'
+        keys = [json.dumps(names[i]) for i in order.tolist()]
+        values = np.concatenate([sent, received], axis=1).tolist()
+        block = ",\n".join(node % (key, *row) for key, row in zip(keys, values))
+        return head.replace('"by_node": ' + json.dumps(mark), '"by_node": {\n' + block + "\n  }", 1)
+
     def save(self, directory: Path) -> None:
         """ledger.json, ledger_edges.csv, ledger_rounds.csv; with node quantities also ledger_nodes.csv (one row per
         node) and ledger_node_rounds.csv (one row per round in which a node quantity was recorded)."""
         directory = Path(directory)
-        (directory / "ledger.json").write_text(json.dumps(self.summary(), indent=2))
+        (directory / "ledger.json").write_text(self.json_text())
         names = self.node_names
-        with open(directory / "ledger_edges.csv", "w") as f:
-            f.write("src,dst,src_name,dst_name,messages,scalars,bytes\n")
-            for s, d, m, sc, b in self.edges:
-                f.write(f"{s},{d},{names[s]},{names[d]},{m},{sc},{b}\n")
+        _write_edges_csv(directory / "ledger_edges.csv", self.edges, names)
         _write_int_csv(directory / "ledger_rounds.csv", "round,messages,scalars,bytes", self.rounds)
         if self.node_totals:
             qs = sorted(self.node_totals)
@@ -186,6 +213,22 @@ def _sorted_rows(tables: list[np.ndarray]) -> np.ndarray:
 def _plain(x):
     """A numpy scalar as a JSON-ready int or float."""
     return np.asarray(x).item()
+
+
+def _write_edges_csv(path: Path, edges: np.ndarray, names: list, chunk: int = 65536) -> None:
+    """The edge table with both ends' names, a chunk of rows formatted at a time (row by row: 10 s for 3·10^6
+    edges)."""
+    rows = np.asarray(edges, dtype=np.int64).reshape(-1, 2 + _Q)
+    named = np.empty(len(names), dtype=object)
+    named[:] = [str(name) for name in names]
+    line = "%d,%d,%s,%s" + ",%d" * _Q + "\n"
+    with open(path, "w") as f:
+        f.write("src,dst,src_name,dst_name," + ",".join(MESSAGE_QUANTITIES) + "\n")
+        for i in range(0, rows.shape[0], chunk):
+            block = rows[i:i + chunk]
+            columns = [block[:, 0].tolist(), block[:, 1].tolist(), named[block[:, 0]].tolist(),
+                       named[block[:, 1]].tolist()] + [block[:, 2 + q].tolist() for q in range(_Q)]
+            f.write((line * block.shape[0]) % tuple(itertools.chain.from_iterable(zip(*columns))))
 
 
 def _write_int_csv(path: Path, header: str, rows: np.ndarray,
