@@ -326,3 +326,40 @@ def test_dense_and_sparse_shards_give_the_same_run(load):
         obs, *_ = run_gossip(dep, seed=6, compiled=False)
         runs.append(gather_nodes(obs["peer"])["w"])
     np.testing.assert_allclose(runs[0], runs[1], rtol=1e-12, atol=1e-12)
+
+
+def test_sampled_node_scores_are_the_full_scores_of_the_sampled_nodes():
+    """Above eval_nodes the per-node means come from a fixed sample: each sampled node's score is the one the full
+    evaluation gives it (test shards included), the average model's and the consensus are over every node."""
+    from svmsim.algorithms.gadget import ConsensusEvaluator
+    from svmsim.data import partition
+
+    rng = np.random.default_rng(3)
+    m, d = 40, 6
+    X, y = rng.standard_normal((300, d)), np.where(rng.random(300) < 0.5, -1.0, 1.0)
+    Xt, yt = rng.standard_normal((200, d)), np.where(rng.random(200) < 0.5, -1.0, 1.0)
+    shards = partition(200, m, "iid", seed=1)
+    W, weights = rng.standard_normal((m, d)), rng.random(m) + 0.5
+    sample = np.sort(rng.choice(m, 11, replace=False))
+    full = ConsensusEvaluator(X, y, 1e-2, Xt, yt, shards)
+    part = ConsensusEvaluator(X, y, 1e-2, Xt, yt, shards, sample)
+    for up in (None, rng.random(m) < 0.7):
+        a, b = full(W, weights, up=up), part(W, weights, up=up)
+        live = sample if up is None else sample[up[sample]]
+        f = ConsensusEvaluator(X, y, 1e-2, Xt, yt, shards)     # the full scores of the live sampled nodes only
+        mask = np.zeros(m, dtype=bool)
+        mask[live] = True
+        c = f(W, weights, up=mask)
+        for key in ("objective", "objective_std", "train_accuracy", "test_accuracy", "test_accuracy_shard"):
+            assert b[key] == pytest.approx(c[key], rel=1e-12), key
+        for key in ("average_model_objective", "average_model_test_accuracy", "consensus_error", "consensus_max"):
+            assert b[key] == a[key], key
+        assert b["nodes_scored"] == live.size and "nodes_scored" not in a
+
+
+def test_a_large_gadget_run_scores_a_sample_of_its_nodes(a9a):
+    dep = _deploy(a9a, nodes=1500, eval_nodes=200, lam=LAM_A9A)
+    obs, _, _, _ = run_gossip(dep, seed=0, max_time=2.0)
+    out = dep.evaluate(obs)
+    assert out["nodes_scored"] == 200 and out["nodes"] == 1500
+    assert 0.0 < out["objective_min"] <= out["objective"] <= out["objective_max"]

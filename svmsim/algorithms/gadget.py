@@ -508,6 +508,9 @@ def _score_columns(S, y, owner):
 #: the evaluation scores the models in column blocks of about this many values (64 MB): memory O(points + nodes),
 #: not points x nodes (30 000 nodes on a9a were 11.8 GB)
 SCORE_BLOCK_VALUES = 2 ** 23
+#: above this many nodes GADGET's per-node means come from a fixed sample of this many nodes' models (eval_nodes):
+#: scoring each model is a pass over the data (10^5 nodes on 2·10^5 points: minutes per evaluation)
+EVAL_NODES = 1000
 
 
 def _scores(X, y, models, owner):
@@ -528,9 +531,15 @@ def _scores(X, y, models, owner):
 class ConsensusEvaluator:
     """Metrics of the node models W (m x d): per-node Eq. 1 objective and accuracies (mean and std over nodes),
     the average model, and the disagreement |w_i - w_bar| of the gossiped models (W unless given). Test accuracy
-    is on the whole test set; the paper's protocol (each node on its own test shard) is `test_accuracy_shard`."""
+    is on the whole test set; the paper's protocol (each node on its own test shard) is `test_accuracy_shard`.
 
-    def __init__(self, X, y, lam: float, X_test=None, y_test=None, test_shards: list[np.ndarray] | None = None):
+    Scoring a model is a pass over the data, so scoring every node's costs nodes x points: quadratic when the data
+    grow with the nodes. With `sample` (sorted node ids) only those nodes' models are scored for the per-node means,
+    stds and extremes (an estimate, reported as ``nodes_scored``); the average model, its objective and accuracy,
+    and the consensus still use every node."""
+
+    def __init__(self, X, y, lam: float, X_test=None, y_test=None, test_shards: list[np.ndarray] | None = None,
+                 sample: np.ndarray | None = None):
         self.X, self.y, self.lam = X, np.asarray(y, dtype=np.float64), float(lam)
         self.X_test = X_test
         self.y_test = None if y_test is None else np.asarray(y_test, dtype=np.float64)
@@ -541,6 +550,11 @@ class ConsensusEvaluator:
             for i, idx in enumerate(test_shards or []):
                 self.test_owner[idx] = i
         self.n_shards = len(test_shards or [])
+        self.sample = None if sample is None else np.asarray(sample, dtype=np.int64)
+        if self.sample is not None and self.test_owner is not None:     # owners as rows of the sampled models
+            row_of = np.full(max(self.n_shards, int(self.sample.max()) + 1), -1, dtype=np.int64)
+            row_of[self.sample] = np.arange(self.sample.size)
+            self.test_owner = np.where(self.test_owner >= 0, row_of[np.maximum(self.test_owner, 0)], -1)
 
     def __call__(self, W: np.ndarray, weights: np.ndarray | None = None, gossiped: np.ndarray | None = None,
                  up: np.ndarray | None = None) -> dict:
@@ -552,19 +566,26 @@ class ConsensusEvaluator:
             live = np.arange(m)
         lw = None if weights is None else np.asarray(weights)[live]
         w_bar = np.average(W[live], axis=0, weights=lw)
-        models = np.vstack([W, w_bar])                       # the nodes' models, then their average
+        # the scored models' rows (every node's, or the sample's) and, among them, those of nodes that are up
+        scored, nodes = (np.arange(m), live) if self.sample is None else (self.sample, np.flatnonzero(
+            up[self.sample] if up is not None else np.ones(self.sample.size, dtype=bool)))
+        if nodes.size == 0:
+            nodes = np.arange(scored.size)
+        k = scored.size
+        models = np.vstack([W[scored], w_bar])               # the scored nodes' models, then their average
         hinge, correct, _, _ = _scores(self.X, self.y, models, self.no_owner)
         objective = 0.5 * self.lam * np.einsum("ij,ij->i", models, models) + hinge / self.y.shape[0]
         train_acc = correct / self.y.shape[0]
         G = (W if gossiped is None else gossiped)[live]
         dist = np.linalg.norm(G - np.average(G, axis=0, weights=lw), axis=1)
-        nodes = live
         out = {"objective": float(objective[nodes].mean()), "objective_std": float(objective[nodes].std()),
                "objective_min": float(objective[nodes].min()), "objective_max": float(objective[nodes].max()),
                "train_accuracy": float(train_acc[nodes].mean()), "train_accuracy_std": float(train_acc[nodes].std()),
                "consensus_error": float(dist.mean()), "consensus_max": float(dist.max()),
-               "model_norm": float(np.linalg.norm(W[nodes], axis=1).mean()), "nodes": m,
-               "average_model_objective": float(objective[m])}
+               "model_norm": float(np.linalg.norm(W[scored][nodes], axis=1).mean()), "nodes": m,
+               "average_model_objective": float(objective[k])}
+        if self.sample is not None:
+            out["nodes_scored"] = int(nodes.size)
         if up is not None:
             out["nodes_up"] = int(np.count_nonzero(up))
         if self.X_test is not None and self.y_test is not None and self.y_test.size:
@@ -572,11 +593,11 @@ class ConsensusEvaluator:
             test_acc = correct / self.y_test.shape[0]
             out["test_accuracy"] = float(test_acc[nodes].mean())
             out["test_accuracy_std"] = float(test_acc[nodes].std())
-            out["average_model_test_accuracy"] = float(test_acc[m])
+            out["average_model_test_accuracy"] = float(test_acc[k])
             if up is not None:
-                out["test_accuracy_all_nodes"] = float(test_acc[:m].mean())
+                out["test_accuracy_all_nodes"] = float(test_acc[:k].mean())
             if self.n_shards == m:
-                shard_acc = own_correct[:m] / np.maximum(own_count[:m], 1.0)
+                shard_acc = own_correct[:k] / np.maximum(own_count[:k], 1.0)
                 out["test_accuracy_shard"] = float(shard_acc[nodes].mean())
                 out["test_accuracy_shard_std"] = float(shard_acc[nodes].std())
         return out
@@ -609,6 +630,10 @@ class GadgetParams(BaseModel):
     patience: int = Field(PAPER_PATIENCE, ge=1, description="consecutive steps with |dF| <= eps to finish")
     iterations: int | None = Field(None, ge=1, description="T: local steps after which a node finishes")
     average: bool = Field(False, description="each node outputs the average of its last T/2 iterates (needs T)")
+    eval_nodes: int = Field(EVAL_NODES, ge=0, description="node models scored for the per-node means (objective, "
+                            "accuracies): every node up to this many, above it a fixed seeded sample of this many "
+                            "(an estimate, reported as nodes_scored; 0: every node); the average model and the "
+                            "consensus use every node")
 
     @model_validator(mode="after")
     def _average_needs_iterations(self):
@@ -652,7 +677,10 @@ def build_gadget(params: GadgetParams, problem):
     test_shards = None
     if ds.y_test is not None and len(ds.y_test) >= m:
         test_shards = partition(len(ds.y_test), m, "iid", seed=problem.seed + 1)
-    evaluator = ConsensusEvaluator(ds.X, ds.y, params.lam, ds.X_test, ds.y_test, test_shards)
+    # the nodes whose models are scored for the means over nodes: all, or a fixed seeded sample above eval_nodes
+    sample = (np.sort(np.random.default_rng([problem.seed, 0xE7A1]).choice(m, params.eval_nodes, replace=False))
+              if 0 < params.eval_nodes < m else None)
+    evaluator = ConsensusEvaluator(ds.X, ds.y, params.lam, ds.X_test, ds.y_test, test_shards, sample)
     per_message = gadget_scalars_per_message(d, params.gossip)
     consensus_weights = sizes if params.gossip == "push-sum" and params.size_weighted else None
 
