@@ -638,8 +638,11 @@ def build_pushsum(params: PushSumParams, problem):
         return s, w
 
     def estimates(s, w):
+        """s_i / w_i per node (NaN where w_i <= 0), in one array (no temporaries of every node's row)."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(w[:, None] > 0, s / w[:, None], np.nan)
+            est = s / w[:, None]
+        est[~(w > 0)] = np.nan
+        return est
 
     def evaluate(obs):
         s, w = gathered(obs)
@@ -655,7 +658,9 @@ def build_pushsum(params: PushSumParams, problem):
 
     def model(obs):
         est = estimates(*gathered(obs))
-        return {"target": target, "estimates": est, "average": np.nanmean(est, axis=0)}
+        # np.nanmean copies every row to zero its NaNs; without NaNs np.mean is the same sum over the same count
+        average = np.nanmean(est, axis=0) if np.isnan(est).any() else np.mean(est, axis=0)
+        return {"target": target, "estimates": est, "average": average}
 
     info = {"nodes": n, "d": int(d), "variant": params.variant, "mixing": params.mixing, "share": params.share,
             "scalars_per_message": {t: int(w) for t, w in zip(TAGS, widths)}, "scheduler": "gossip",
