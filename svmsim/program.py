@@ -27,7 +27,7 @@ import numpy as np
 from .comm.message import Inbox, MessageBatch, Outbox
 from .errors import ProtocolError
 
-__all__ = ["NodeProgram", "RoleSpec", "NodeRows", "Group", "SyncKernel", "kernel_step", "kernel_dtypes", "KERNEL_WAKE",
+__all__ = ["NodeProgram", "RoleSpec", "NodeRows", "Ragged", "Group", "SyncKernel", "kernel_step", "kernel_dtypes", "KERNEL_WAKE",
            "KERNEL_DONE", "KERNEL_PAUSE", "KERNEL_ERROR", "GossipProgram", "GossipKernel"]
 
 #: flags a compiled step returns (bitwise or): step me next round / the algorithm has finished / return to
@@ -277,10 +277,33 @@ class RoleSpec:
         return [self.node_data[pos[int(n)]] for n in ids] if self.node_data else [None] * len(ids)
 
 
+class Ragged:
+    """A column of per-node pieces of different lengths: node i's is ``values[ptr[i]:ptr[i + 1]]`` (values: an array
+    or a CSR matrix, whose rows are the pieces' items)."""
+
+    def __init__(self, ptr: np.ndarray, values):
+        self.ptr, self.values = np.asarray(ptr, dtype=np.int64), values
+
+    def __len__(self) -> int:
+        return self.ptr.shape[0] - 1
+
+    def __getitem__(self, i: int):
+        return self.values[self.ptr[i]:self.ptr[i + 1]]
+
+    def take(self, positions: np.ndarray) -> "Ragged":
+        """The pieces at `positions`, in that order (one gather, no loop over nodes)."""
+        lens = np.diff(self.ptr)[positions]
+        ptr = np.zeros(lens.shape[0] + 1, dtype=np.int64)
+        np.cumsum(lens, out=ptr[1:])
+        items = np.repeat(self.ptr[positions] - ptr[:-1], lens) + np.arange(ptr[-1])
+        return Ragged(ptr, self.values[items])
+
+
 class NodeRows(Sequence):
     """Per-node data as whole arrays, one row per node: entry i is ``{name: column[i] for each column}`` (built when
-    asked for), so a million nodes' values are one array, not a million dicts. A program that knows it reads the
-    columns at once (``rows.columns``); any other reads its entries as dicts."""
+    asked for), so a million nodes' values are one array, not a million dicts; a `Ragged` column holds pieces of
+    different lengths (a node's data points, its neighbours). A program that knows it reads the columns at once
+    (``rows.columns``); any other reads its entries as dicts."""
 
     def __init__(self, **columns: np.ndarray):
         lengths = {len(c) for c in columns.values()}
@@ -298,7 +321,8 @@ class NodeRows(Sequence):
 
     def take(self, positions: np.ndarray) -> "NodeRows":
         """The rows at `positions`, in that order."""
-        return NodeRows(**{name: np.asarray(c)[positions] for name, c in self.columns.items()})
+        return NodeRows(**{name: c.take(positions) if isinstance(c, Ragged) else np.asarray(c)[positions]
+                           for name, c in self.columns.items()})
 
 
 @dataclass

@@ -105,3 +105,30 @@ def test_without_nans_the_mean_is_nanmean_bit_for_bit(shape):
 
     est = np.random.default_rng(shape[0]).standard_normal(shape) * 1e3
     assert np.array_equal(np.mean(est, axis=0), np.nanmean(est, axis=0))
+
+
+def test_node_rows_give_each_group_the_entries_of_its_nodes():
+    """Per-node data held whole (`NodeRows`, `Ragged` pieces): any grouping of the nodes gets the same entries as a
+    list of per-node dicts would give it."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from svmsim.program import NodeRows, Ragged, RoleSpec
+
+    rng = np.random.default_rng(0)
+    n = 9
+    sizes = rng.integers(1, 4, size=n)
+    ptr = np.concatenate([[0], np.cumsum(sizes)])
+    X = sp.random(int(ptr[-1]), 5, density=0.5, format="csr", random_state=1)
+    rows = NodeRows(X=Ragged(ptr, X), value=rng.standard_normal((n, 3)), omega=rng.random(n))
+    as_dicts = [rows[i] for i in range(n)]
+    ids = np.array([10, 11, 12, 13, 14, 15, 16, 17, 18])[::-1]
+    spec_rows, spec_list = RoleSpec("peer", None, ids, rows), RoleSpec("peer", None, ids, as_dicts)
+    for group in (ids, ids[[4, 0, 7]], ids[5:6]):
+        got, want = spec_rows.data_for(group), spec_list.data_for(group)
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            assert (a["X"] != b["X"]).nnz == 0 and a["X"].shape == b["X"].shape
+            assert np.array_equal(a["value"], b["value"]) and a["omega"] == b["omega"]
+    with pytest.raises(KeyError, match="node 99"):
+        spec_rows.data_for(np.array([12, 99]))

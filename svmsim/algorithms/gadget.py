@@ -62,7 +62,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..comm.message import MessageBatch, Outbox, frozen_ids
 from ..numerics.prefetch import prefetch, prefetch_row
-from ..program import GossipKernel, GossipProgram, RoleSpec
+from ..numerics.vectors import segment_cumsum
+from ..program import GossipKernel, GossipProgram, NodeRows, Ragged, RoleSpec
 from .pegasos import (PAPER_EPS, PAPER_PATIENCE, as_rows, next_index, next_uniform, row_axpy, row_dot,
                       seed_streams, stopping_update)
 from .registry import AlgorithmInfo, register
@@ -340,10 +341,28 @@ class GadgetPeer(GossipProgram):
     # -- interface ----------------------------------------------------------------------------------------------
     def init(self, node_ids, node_data, seed):
         node_ids = frozen_ids(node_ids)
-        m = node_ids.shape[0]
+        if isinstance(node_data, NodeRows):                  # the shards as whole arrays (build_gadget's)
+            return self._init_from_rows(node_ids, node_data, seed)
         Xs = [nd["X"] for nd in node_data]
         X = sp.vstack(Xs, format="csr") if any(sp.issparse(x) for x in Xs) else np.vstack(Xs)
         sizes = np.array([x.shape[0] for x in Xs], dtype=np.int64)
+        nbrs = [np.asarray(nd["neighbours"], dtype=np.int64) for nd in node_data]
+        nbr_ptr = np.concatenate([[0], np.cumsum([nb.size for nb in nbrs])]).astype(np.int64)
+        probs = np.concatenate([np.asarray(nd["probs"], dtype=np.float64) for nd in node_data])
+        return self._state(node_ids, X, np.concatenate([np.asarray(nd["y"], dtype=np.float64) for nd in node_data]),
+                           sizes, nbr_ptr, np.concatenate(nbrs).astype(np.int64), probs,
+                           [float(nd.get("omega", 1.0)) for nd in node_data], seed)
+
+    def _init_from_rows(self, node_ids, rows: NodeRows, seed):
+        cols = rows.columns
+        sizes = np.diff(cols["X"].ptr)
+        return self._state(node_ids, cols["X"].values, np.asarray(cols["y"].values, dtype=np.float64), sizes,
+                           cols["neighbours"].ptr, np.asarray(cols["neighbours"].values, dtype=np.int64),
+                           np.asarray(cols["probs"].values, dtype=np.float64), cols["omega"], seed)
+
+    def _state(self, node_ids, X, y, sizes, nbr_ptr, nbr_ids, probs, omega, seed) -> "GadgetState":
+        """The hosted nodes' state from their shards (rows of X in node order, `sizes` each) and mixing rows."""
+        m = node_ids.shape[0]
         if (sizes == 0).any():
             from ..errors import DataError
 
@@ -351,23 +370,20 @@ class GadgetPeer(GossipProgram):
             raise DataError(f"node {int(empty[0])} has no data points ({empty.size} such node(s)); every GADGET node "
                             "takes Pegasos steps on its own shard, so each needs at least one (use fewer nodes or a "
                             "partition that gives every node points)")
-        nbrs = [np.asarray(nd["neighbours"], dtype=np.int64) for nd in node_data]
-        cums = [np.cumsum(np.asarray(nd["probs"], dtype=np.float64)) for nd in node_data]
-        top = int(max(node_ids.max(), max((int(nb.max()) for nb in nbrs if nb.size), default=0)))
+        top = int(max(node_ids.max(), nbr_ids.max() if nbr_ids.size else 0))
         local_of = np.full(top + 1, -1, dtype=np.int64)
         local_of[node_ids] = np.arange(m)
         floats = np.zeros((m, 3))
-        floats[:, _OMEGA] = [float(nd.get("omega", 1.0)) for nd in node_data]
+        floats[:, _OMEGA] = omega
         floats[:, _F_PREV] = np.nan
         return GadgetState(
-            node_ids=node_ids, local_of=local_of, rows=as_rows(X),
-            y=np.concatenate([np.asarray(nd["y"], dtype=np.float64) for nd in node_data]),
+            node_ids=node_ids, local_of=local_of, rows=as_rows(X), y=y,
             row_start=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), W=np.zeros((m, self.d)),
             W_sum=np.zeros((m, self.d) if self.average else (0, self.d)), ints=np.zeros((m, _N_INTS), dtype=np.int64),
-            floats=floats, rng=seed_streams(seed, node_ids),
-            nbr_ptr=np.concatenate([[0], np.cumsum([nb.size for nb in nbrs])]).astype(np.int64),
-            nbr_ids=np.concatenate(nbrs).astype(np.int64), nbr_cum=np.concatenate(cums),
-            progress=np.array([0, m, 0], dtype=np.int64), shard_sizes=sizes, config=self._config())
+            floats=floats, rng=seed_streams(seed, node_ids), nbr_ptr=np.asarray(nbr_ptr, dtype=np.int64),
+            nbr_ids=nbr_ids, nbr_cum=segment_cumsum(np.asarray(nbr_ptr, dtype=np.int64), probs),
+            progress=np.array([0, m, 0], dtype=np.int64), shard_sizes=np.asarray(sizes, dtype=np.int64),
+            config=self._config())
 
     def wake(self, st: GadgetState, nodes, times):
         k = nodes.shape[0]
@@ -665,11 +681,15 @@ def build_gadget(params: GadgetParams, problem):
                                        f"allowed: a graph on exactly {m} nodes")
     parts = partition(ds.y, m, problem.partition_scheme, seed=problem.seed, **problem.partition_params)
     ptr, nbr, prob = mixing_rows(G, params.mixing)      # row i of B over node i's neighbours; b_ii: no exchange
-    nbrs, probs = np.split(nbr, ptr[1:-1]), np.split(prob, ptr[1:-1])
     sizes = np.array([p.size for p in parts], dtype=np.float64)
     omega = sizes / sizes.mean() if (params.size_weighted and params.gossip == "push-sum") else np.ones(m)
-    node_data = [{"X": ds.X[idx], "y": ds.y[idx], "neighbours": nbrs[i], "probs": probs[i], "omega": omega[i]}
-                 for i, idx in enumerate(parts)]
+    # every node's shard, neighbours and their probabilities as whole arrays (one gather of the data, not a slice
+    # per node); entry i is {"X": its points, "y", "neighbours", "probs", "omega"}
+    shard_ptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(sizes.astype(np.int64), out=shard_ptr[1:])
+    points = np.concatenate(parts).astype(np.int64) if m else np.zeros(0, dtype=np.int64)
+    node_data = NodeRows(X=Ragged(shard_ptr, ds.X[points]), y=Ragged(shard_ptr, np.asarray(ds.y)[points]),
+                         neighbours=Ragged(ptr, nbr), probs=Ragged(ptr, prob), omega=omega)
     program = GadgetPeer(d, params.lam, gossip=params.gossip, rounds=params.rounds,
                          project_local=params.project_local, project_gossip=params.project_gossip, eps=params.eps,
                          patience=params.patience, iterations=params.iterations, average=params.average)
