@@ -287,7 +287,10 @@ class Ragged:
     def __len__(self) -> int:
         return self.ptr.shape[0] - 1
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return self.take(np.arange(len(self))[i])
+        i = range(len(self))[i]                    # negative positions count from the end; out of range: IndexError
         return self.values[self.ptr[i]:self.ptr[i + 1]]
 
     def take(self, positions: np.ndarray) -> "Ragged":
@@ -316,7 +319,7 @@ class NodeRows(Sequence):
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return NodeRows(**{name: c[i] for name, c in self.columns.items()})
+            return self.take(np.arange(len(self))[i])
         return {name: c[i] for name, c in self.columns.items()}
 
     def take(self, positions: np.ndarray) -> "NodeRows":

@@ -132,3 +132,18 @@ def test_node_rows_give_each_group_the_entries_of_its_nodes():
             assert np.array_equal(a["value"], b["value"]) and a["omega"] == b["omega"]
     with pytest.raises(KeyError, match="node 99"):
         spec_rows.data_for(np.array([12, 99]))
+
+
+def test_node_rows_slice_and_index_like_a_list():
+    import numpy as np
+
+    from svmsim.program import NodeRows, Ragged
+
+    ptr = np.array([0, 2, 3, 6])
+    rows = NodeRows(pts=Ragged(ptr, np.arange(6) * 10), value=np.array([1.0, 2.0, 3.0]))
+    as_list = [rows[i] for i in range(3)]
+    part = rows[1:]
+    assert len(part) == 2 and [list(e["pts"]) for e in part] == [list(e["pts"]) for e in as_list[1:]]
+    assert list(rows[-1]["pts"]) == [30, 40, 50] and rows[-1]["value"] == 3.0
+    with pytest.raises(IndexError):
+        rows[3]

@@ -744,9 +744,10 @@ def _peer_topologies() -> tuple[str, ...]:
 
 def gadget_memory(params: GadgetParams, problem) -> tuple[int, str, str]:
     """The peak memory of a GADGET run, before it is built (`AlgorithmInfo.memory`): Push-Sum's model
-    (`pushsum.BASE_BYTES` ...) with a model of d scalars per node, each node's copy of its data points (CSR: 12
-    bytes a stored value, a kilobyte of objects) and the evaluation's blocks of scores (measured on a9a with 10^3 and
-    3 * 10^4 nodes: 13 % and 3 % under the peaks of 391 and 621 MB)."""
+    (`pushsum.BASE_BYTES` ...) with a model of d scalars per node, the nodes' shards gathered in node order (CSR: 12
+    bytes a stored value), about 2 KB of state per node and the evaluation's blocks of scores (measured on a9a with
+    10^3 and 3 * 10^4 nodes: 13 % and 3 % under the peaks of 391 and 621 MB; on synthetic a9a-shaped sets of two
+    points per node with 10^5 and 10^6 nodes: 5 % and 3 % over the peaks of 1.27 and 9.9 GB)."""
     from .pushsum import BASE_BYTES, EDGE_BYTES, NODE_SCALAR_BYTES, _topology_size
 
     n, edges = _topology_size(problem, params.nodes)

@@ -94,9 +94,8 @@ def gossip_topology_info(G: nx.Graph, mixing: str = "neighbour", share: float = 
     """
     import math
 
-    import scipy.sparse.csgraph as csgraph
-
     import scipy.sparse as sp
+    import scipy.sparse.csgraph as csgraph
 
     n = G.number_of_nodes()
     ptr, nbr = neighbour_csr(G)                    # the adjacency without self-loops, sorted rows

@@ -33,23 +33,12 @@ class ArrayGraph(nx.Graph):
         self.__dict__["_pending"] = (int(n_nodes), E[np.sort(first)])
 
     # networkx reads and writes its dicts through these two names; reading builds them
-    @property
-    def _adj(self):
+    _adj = property(lambda self: self._held("_adj"), lambda self, value: self.__dict__.__setitem__("_adj", value))
+    _node = property(lambda self: self._held("_node"), lambda self, value: self.__dict__.__setitem__("_node", value))
+
+    def _held(self, name: str) -> dict:
         self._materialize()
-        return self.__dict__["_adj"]
-
-    @_adj.setter
-    def _adj(self, value):
-        self.__dict__["_adj"] = value
-
-    @property
-    def _node(self):
-        self._materialize()
-        return self.__dict__["_node"]
-
-    @_node.setter
-    def _node(self, value):
-        self.__dict__["_node"] = value
+        return self.__dict__[name]
 
     def _materialize(self) -> None:
         n, E = self.__dict__.pop("_pending")
