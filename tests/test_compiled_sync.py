@@ -66,6 +66,8 @@ def _client_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
             out_tag[n_out] = 2
             out_src[n_out] = in_dst[r]
             out_dst[n_out] = 0 if mode[0] == 0 else ids[(c + 1) % ids.shape[0]]   # mode 1: to a neighbour client
+            if mode[0] == 4:                              # mode 4: to the node after the last client
+                out_dst[n_out] = ids[ids.shape[0] - 1] + 1
             out_payload[n_out, 0] = seen[c]
             out_payload[n_out, 1] = in_dst[r]
             n_out += 1
@@ -207,6 +209,23 @@ def test_compiled_loop_rejects_a_message_off_the_topology():
         _run(True, mode=1, max_iterations=3)
     with pytest.raises(ProtocolError, match="not neighbours in the topology"):
         _run(False, mode=1, max_iterations=3)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_message_to_a_node_that_no_group_hosts_is_refused_by_both_loops(compiled):
+    """Node 5 is a node of the run and of its topology, but no group hosts it: the clients' pongs to it (sent in the
+    compiled loop when it runs) must not land in another group's inbox (a group index of -1 would pick the last)."""
+    import networkx as nx
+    clients = np.arange(1, 5)
+    roles = [RoleSpec("server", Server(), np.array([0]), [{"clients": clients}]),
+             RoleSpec("client", Client(mode=4), clients, [None] * 4)]
+    eng = InProcessEngine()
+    groups = split_roles(roles, {})
+    eng.deploy(groups, 0)
+    meter = Meter(6, nx.to_numpy_array(nx.complete_graph(6), nodelist=range(6)) > 0)
+    sched = SyncScheduler(eng, groups, meter, 6, compiled=compiled)
+    with pytest.raises(ProtocolError, match="node 1 sent a 'pong' message to node 5, which no group hosts"):
+        sched.run(max_iterations=3)
 
 
 def test_by_default_a_short_run_stays_in_python_and_a_long_one_switches(monkeypatch):

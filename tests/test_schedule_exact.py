@@ -890,3 +890,79 @@ def test_modelled_cluster_time_of_synchronous_rounds(compute):
         spokes = sum(t.get(1, 0.0) for t in timed)
         assert hub > 0 and spokes > 0
         np.testing.assert_allclose(clock.compute, [hub, spokes / 2, spokes / 2], rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# synchronous rounds: routing
+
+
+class Caster(__import__("svmsim.program", fromlist=["NodeProgram"]).NodeProgram):
+    """Node 0 broadcasts its round to every other node over one shared (frozen) id array, or to a group-local
+    subset; the others keep (round, src, dst, value) of what reached them and say an iteration ended."""
+    def __init__(self, initiator, n, subset=None):
+        self.initiator, self.n, self.subset = initiator, n, subset
+
+    def init(self, node_ids, node_data, seed):
+        from svmsim.comm.message import frozen_ids
+        return {"ids": np.asarray(node_ids, dtype=np.int64), "got": [],
+                "to": frozen_ids(self.subset if self.subset is not None else np.arange(1, self.n))}
+
+    def step(self, st, inbox, round_):
+        out = Outbox(signals={"wake": True})
+        batch = inbox.get("cast")
+        if batch is not None:
+            assert np.isin(batch.dst, st["ids"]).all(), "a message reached a group that does not host its receiver"
+            st["got"] += [(round_, int(s), int(d), float(v[0])) for s, d, v in zip(batch.src, batch.dst, batch.rows())]
+            out.signals["iteration"] = round_
+        if st["ids"][0] == 0 and round_ < 4:
+            out.send(MessageBatch.broadcast("cast", 0, st["to"], np.array([float(round_)])))
+        return st, out
+
+
+def caster_run(n, hosts, subset=None, max_rounds=6):
+    from svmsim.schedule import SyncScheduler
+    roles = [RoleSpec("server", Caster(True, n, subset), np.array([0]), [None]),
+             RoleSpec("client", Caster(False, n, subset), np.arange(1, n), [None] * (n - 1))]
+    groups = split_roles(roles, {"client": hosts})
+    engine = InProcessEngine()
+    engine.deploy(groups, 0)
+    sched = SyncScheduler(engine, groups, Meter(n), n)
+    reason = sched.run(max_rounds=max_rounds)
+    got = sorted(r for g in groups[1:] for r in engine.states[g.gid]["got"])
+    return sched, reason, got
+
+
+@pytest.mark.parametrize("hosts", [1, 2, 3])
+def test_a_broadcast_over_one_shared_id_array_reaches_each_receiver_once_on_its_own_host_every_round(hosts):
+    """The router caches the group of a shared id array: the cached route must split a broadcast whose receivers
+    live on several hosts in every round, not only in the first."""
+    n = 7
+    _, _, got = caster_run(n, hosts)
+    assert got == [(r + 1, 0, d, float(r)) for r in range(4) for d in range(1, n)]
+    # a subset living on one host (ids 4..6 on the last of 2 or 3 hosts): cached, and still delivered there each round
+    _, _, got = caster_run(n, hosts, subset=np.array([5, 6]))
+    assert got == [(r + 1, 0, d, float(r)) for r in range(4) for d in (5, 6)]
+
+
+def test_the_iteration_is_zero_until_one_ends():
+    sched, _, got = caster_run(5, 2, max_rounds=1)   # round 0: the server casts; nothing delivered yet
+    assert (sched.round, sched.iteration, got) == (1, 0, [])
+    sched.run(max_rounds=2)
+    assert (sched.round, sched.iteration) == (2, 1)
+
+
+@pytest.mark.parametrize("to", [[3], [1, 2, 3, 4], [4, 3, 3]])
+def test_a_message_to_a_node_that_no_group_hosts_is_refused_not_handed_to_another_group(to):
+    """Node 3 is a node of the run (a participant-free node of a collective's topology, say) that no group hosts;
+    a batch to it, alone or among hosted receivers, is a protocol error naming the message."""
+    from svmsim.schedule import SyncScheduler
+    roles = [RoleSpec("server", Caster(True, 5, np.array(to)), np.array([0]), [None]),
+             RoleSpec("client", Caster(False, 5), np.array([1, 2, 4]), [None] * 3)]
+    groups = split_roles(roles, {"client": 2})
+    engine = InProcessEngine()
+    engine.deploy(groups, 0)
+    sched = SyncScheduler(engine, groups, Meter(5), 5)
+    with pytest.raises(ProtocolError, match=re.escape("node 0 sent a 'cast' message to node 3, which no group hosts, "
+                                                      "so nothing would receive it; allowed: messages to the nodes "
+                                                      "the run's groups host")):
+        sched.run(max_rounds=3)

@@ -21,6 +21,7 @@ from .values import SECTIONS, dump_toml, plain, show
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
 _NAME_ALLOWED = "letters, digits, '_', '.' and '-' (at least one character, no spaces)"
+_GOSSIP_MODE = ("engine", "gossip")       # where the deterministic mode's refusals point
 
 #: schedulers: "auto" takes the algorithm's own (its Params' ``scheduler`` class attribute, else "sync")
 SCHEDULERS = ("auto", "sync", "gossip")
@@ -207,6 +208,13 @@ class Scenario(SectionModel):
         self._check_schedule()
         return self
 
+    def _finishes_by_itself(self) -> bool:
+        """Whether the algorithm ends by itself (e.g. every node done or down); parameters without the method say no."""
+        # pragma: no mutate start (equivalent: every shipped gossip algorithm's parameters define the method)
+        ends = getattr(self.algorithm.params, "finishes_by_itself", None)
+        # pragma: no mutate end
+        return ends is not None and bool(ends())
+
     def _check_deterministic_gossip(self) -> None:
         """Time windows need a smallest latency > 0 and no budget on messages or scalars."""
         schedule = self.schedule
@@ -215,16 +223,15 @@ class Scenario(SectionModel):
             raise fail(f"gossip = 'deterministic' runs the hosts in time windows no longer than the smallest "
                        f"message latency, but [schedule] latency = {show(schedule.latency)} can be "
                        f"{dist.minimum:g}; allowed: a latency with a positive minimum (a constant > 0, a uniform "
-                       "distribution with low > 0), or gossip = \"free\"", ("engine", "gossip"))
+                       "distribution with low > 0), or gossip = \"free\"", _GOSSIP_MODE)
         faults = self.faults.model()
-        ends = getattr(self.algorithm.params, "finishes_by_itself", None)
-        if (faults.crash > 0 or faults.crash_nodes or faults.churn_rate > 0 or faults.outages) and ends is not None \
-                and ends():
+        if (faults.crash > 0 or faults.crash_nodes or faults.churn_rate > 0 or faults.outages) \
+                and self._finishes_by_itself():
             raise fail(f"gossip = 'deterministic' with faults that take nodes down: algorithm "
                        f"{self.algorithm.name!r} ends when every node has finished or is down, a node going down or "
                        "coming back can decide that instant, and time windows do not yet find it exactly (a host "
                        "sees the change only at its next program event); allowed: no crash, crash_nodes or "
-                       "churn_rate with this algorithm, or gossip = \"free\"", ("engine", "gossip"))
+                       "churn_rate with this algorithm, or gossip = \"free\"", _GOSSIP_MODE)
         for where, key, value in (("schedule", "max_messages", schedule.max_messages),
                                   ("stop", "max_scalars", self.stop.max_scalars)):
             if value is not None:
@@ -257,8 +264,7 @@ class Scenario(SectionModel):
             stop = self.stop
             budgets = (stop.max_iterations, stop.max_rounds, stop.max_scalars, stop.max_seconds,
                        schedule.max_time, schedule.max_messages)
-            ends = getattr(self.algorithm.params, "finishes_by_itself", None)
-            if all(b is None for b in budgets) and not (ends is not None and ends()):
+            if all(b is None for b in budgets) and not self._finishes_by_itself():
                 raise fail("a gossip run with faults needs a budget: lost messages can keep a consensus error "
                             "from ever reaching [stop] gap or objective_change, so the run might never end; "
                             "allowed: set [stop] max_rounds, max_iterations, max_scalars or max_seconds, or "

@@ -51,10 +51,17 @@ FLUSH = 6            # the per-round or per-iteration buffers are full
 BAD_EDGE = 7         # a message on a non-edge: error_info = (tag, src, dst)
 STEP_ERROR = 8       # a program reported a protocol error: error_info = (group, -1, -1)
 OVERFULL = 9         # a step wrote more messages than its kernel's max_out: error_info = (group, count, -1)
+UNHOSTED = 10        # a message to a node that no group hosts: error_info = (tag, src, dst)
 
 # how a payload entry of a tag is stored in flight (the compiled loop's buffers hold float64): as it is, rounded to
 # float32, or truncated to an integer, as `kernel_step` casts a Python-path payload to the tag's dtype
 _AS_IS, _AS_FLOAT32, _AS_INT = 0, 1, 2
+
+
+def unhosted_error(tag: str, src: int, dst: int) -> ProtocolError:
+    """The error for a message to a node that is on the topology but that no group hosts (both loops raise it)."""
+    return ProtocolError(f"node {src} sent a {tag!r} message to node {dst}, which no group hosts, so nothing would "
+                         "receive it; allowed: messages to the nodes the run's groups host")
 
 
 def kernels_compatible(kernels: list[SyncKernel]) -> bool:
@@ -190,7 +197,8 @@ def _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, x_tag, x_src
                      n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup, by_tag, counters, error_info,
                      clock):
     """Count a step's messages (edges, tags, this round) and post them to the receivers' next inboxes; returns
-    BAD_EDGE (with error_info = tag, src, dst) for a message off the topology, else -1. `convert`: some tag's
+    BAD_EDGE (with error_info = tag, src, dst) for a message off the topology, UNHOSTED for one to a node no group
+    hosts, else -1. `convert`: some tag's
     payload is not float64 (see `rules`; when False the loop is the plain copy). With the clock on, each message
     joins the round's messages on the links (`cluster_time.clock_message`)."""
     timed = clock.on[0]
@@ -205,11 +213,11 @@ def _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, x_tag, x_src
         else:
             s = out_src[r]
             e = lookup[s * n_nodes + d] if 0 <= s < n_nodes and 0 <= d < n_nodes else -1
-        if e < 0:
+        if e < 0 or node_group[d] < 0:
             error_info[0] = t
             error_info[1] = s
             error_info[2] = d
-            return BAD_EDGE
+            return BAD_EDGE if e < 0 else UNHOSTED
         sc = widths[t]
         by = itemsizes[t] * sc
         edges[0, e] += 1
@@ -601,6 +609,9 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
     if status == BAD_EDGE:
         t, s, d = (int(x) for x in error_info)
         meter.raise_bad_edge(tags[t], s, d)
+    if status == UNHOSTED:
+        t, s, d = (int(x) for x in error_info)
+        raise unhosted_error(tags[t], s, d)
     if status == OVERFULL:
         g, n = int(error_info[0]), int(error_info[1])
         raise ProtocolError(f"the compiled step of group {g} sent {n} messages in one round, more than its kernel's "

@@ -42,6 +42,11 @@ __all__ = ["SyncScheduler", "StopReason", "COMPILE_AFTER_SECONDS"]
 COMPILE_AFTER_SECONDS = 5.0
 
 
+def _unhosted(batch: MessageBatch, i: int) -> ProtocolError:
+    from .compiled_sync import unhosted_error
+    return unhosted_error(batch.tag, int(batch.src[i]), int(batch.dst[i]))
+
+
 class StopReason:
     ITERATIONS = "iteration budget"
     ROUNDS = "round budget"
@@ -70,7 +75,9 @@ class SyncScheduler:
         self.groups = groups
         self.meter = meter
         self.faults = faults
+        # pragma: no mutate start (equivalent: -1's own dtype is int64; any negative id marks a node no group hosts)
         self.node_group = np.full(n_nodes, -1, dtype=np.int64)
+        # pragma: no mutate end
         for g in groups:
             self.node_group[g.node_ids] = g.gid
         self.round = 0
@@ -107,24 +114,35 @@ class SyncScheduler:
                 lst.append(batch)
 
     def _route(self, batch: MessageBatch) -> None:
+        """Post `batch` to the groups hosting its receivers. The group of a shared id array (`is_shared_ids`) whose
+        receivers all live in one group is cached (the entry holds the array, so its id is not reused while
+        cached): a hit saves the lookup and never changes the route."""
         dst = batch.dst
+        # pragma: no mutate start (equivalent: without the cache the route is looked up again, to the same group)
         shared = is_shared_ids(dst)
-        if shared:                                           # a shared id array: route from cache
-            hit = self._route_cache.get(id(dst))
-            if hit is not None and hit[0] is dst and hit[1] >= 0:
-                self._post(hit[1], batch)
-                return
+        hit = self._route_cache.get(id(dst)) if shared else None
+        # pragma: no mutate end
+        if hit is not None:
+            self._post(hit[1], batch)
+            return
         gids = self.node_group[dst]
         g0 = int(gids[0])
+        # pragma: no mutate start (equivalent: the split below posts one group's selection of the whole batch alike)
         single = gids.shape[0] == 1 or bool((gids == g0).all())
-        if shared:
-            if len(self._route_cache) > 4096:
-                self._route_cache.clear()
-            self._route_cache[id(dst)] = (dst, g0 if single else -1)
+        # pragma: no mutate end
         if single:
+            if g0 < 0:
+                raise _unhosted(batch, 0)
+            if shared:
+                if len(self._route_cache) > 4096:  # pragma: no mutate (equivalent: only bounds the cache's size)
+                    self._route_cache.clear()
+                self._route_cache[id(dst)] = (dst, g0)
             self._post(g0, batch)
             return
-        for g in np.unique(gids):
+        hosts = np.unique(gids)
+        if hosts[0] < 0:
+            raise _unhosted(batch, int(np.argmax(gids < 0)))
+        for g in hosts:
             self._post(int(g), batch.select(gids == g))
 
     def _deliver(self, outboxes: dict, round_: int) -> tuple[int | None, bool]:
@@ -256,7 +274,7 @@ class SyncScheduler:
         now = time.perf_counter()
         if self._python_since is None:
             self._python_since = now
-        return now - self._python_since >= COMPILE_AFTER_SECONDS
+        return now - self._python_since >= COMPILE_AFTER_SECONDS  # pragma: no mutate (equivalent: > at a tie)
 
     def _after_boundary(self, completed, done, observed, max_iterations, on_iteration) -> str | None:
         """After iteration `completed` ended (and was settled if `observed`): the observer, then the ends."""
