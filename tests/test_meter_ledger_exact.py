@@ -481,3 +481,27 @@ def test_ledger_json_is_json_dumps_of_the_summary_byte_for_byte(seed, tmp_path):
     ledger.save(tmp_path)
     rows = (tmp_path / "ledger_edges.csv").read_text().splitlines()
     assert rows[1:] == [f"{s},{d},{names[s]},{names[d]},{m},{sc},{b}" for s, d, m, sc, b in ledger.edges]
+
+
+@pytest.mark.parametrize("names, pairs", [([0, 1, 2], [[0, 1], [2, 0]]),            # names json keys turn to text
+                                          (["a", "b", "c"], []),                    # no traffic: by_node is {}
+                                          ([np.str_("a"), "b", "c"], [[1, 2]])])    # a str subclass
+def test_ledger_json_of_any_names_and_of_no_traffic_is_json_dumps_of_the_summary(names, pairs):
+    edges = np.array([[s, d, 1, 2, 16] for s, d in pairs], dtype=np.int64).reshape(-1, 5)
+    ledger = Ledger(totals={"messages": len(pairs), "scalars": 2, "bytes": 16}, by_tag={}, dropped_by_tag={},
+                    edges=edges, dropped_edges=np.zeros((0, 5), dtype=np.int64), rounds=np.zeros((0, 4), np.int64),
+                    iteration_rounds=np.zeros((0, 2), np.int64), node_names=names, node_totals={}, node_rounds={})
+    assert ledger.json_text() == json.dumps(ledger.summary(), indent=2)
+    assert json.loads(ledger.json_text())["by_node"] == ({} if not pairs else json.loads(json.dumps(_old_by_node(ledger))))
+
+
+@pytest.mark.parametrize("rows", [0, 1, 6, 7, 9])
+def test_the_edge_table_is_written_whole_whatever_its_chunks(rows, tmp_path):
+    from svmsim.comm.ledger import _write_edges_csv
+    edges = np.arange(rows * 5, dtype=np.int64).reshape(rows, 5) % 4
+    names = ["n0", "n1", "n\u00e92", "n3"]
+    for chunk in (1, 2, 3, 65536):
+        _write_edges_csv(tmp_path / "e.csv", edges, names, chunk=chunk)
+        lines = (tmp_path / "e.csv").read_text().splitlines()
+        assert lines == ["src,dst,src_name,dst_name,messages,scalars,bytes"] + [
+            f"{s},{d},{names[s]},{names[d]},{m},{sc},{b}" for s, d, m, sc, b in edges.tolist()]

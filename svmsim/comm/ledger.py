@@ -100,19 +100,22 @@ class Ledger:
         """``json.dumps(self.summary(), indent=2)``, byte for byte, with `by_node` formatted from whole arrays (the
         json module's indenting encoder is pure Python: 70 s for 10^6 nodes, against about 2 s here)."""
         names = self.node_names
-        if not all(type(name) is str for name in names):
+        # the plain encoder where the fast path does not apply (both write the same bytes)
+        if not all(type(name) is str for name in names):  # pragma: no mutate (equivalent: the same bytes, slower)
             return json.dumps(self.summary(), indent=2)
         order, sent, received = self._traffic()
-        if not order.size:
+        if not order.size:  # pragma: no mutate (equivalent: the same bytes, slower)
             return json.dumps(self.summary(), indent=2)
-        mark = "\u0000by_node\u0000"
-        head = json.dumps({**self.summary(by_node=False), "by_node": mark}, indent=2)
+        mark = "\u0000by_node\u0000"  # pragma: no mutate (equivalent: any mark that no other field can show)
+        summary = self.summary(by_node=False)  # pragma: no mutate (equivalent: the mark replaces by_node anyway)
+        head = json.dumps({**summary, "by_node": mark}, indent=2)
         fields = ",\n".join(f'{" " * 8}"{q}": %d' for q in MESSAGE_QUANTITIES)
         node = f'    %s: {{\n      "sent": {{\n{fields}\n      }},\n      "received": {{\n{fields}\n      }}\n    }}'
         keys = [json.dumps(names[i]) for i in order.tolist()]
         values = np.concatenate([sent, received], axis=1).tolist()
         block = ",\n".join(node % (key, *row) for key, row in zip(keys, values))
-        return head.replace('"by_node": ' + json.dumps(mark), '"by_node": {\n' + block + "\n  }", 1)
+        before, _, after = head.partition('"by_node": ' + json.dumps(mark))
+        return before + '"by_node": {\n' + block + "\n  }" + after
 
     def save(self, directory: Path) -> None:
         """ledger.json, ledger_edges.csv, ledger_rounds.csv; with node quantities also ledger_nodes.csv (one row per
@@ -215,10 +218,13 @@ def _plain(x):
     return np.asarray(x).item()
 
 
-def _write_edges_csv(path: Path, edges: np.ndarray, names: list, chunk: int = 65536) -> None:
+def _write_edges_csv(path: Path, edges: np.ndarray, names: list,
+                     chunk: int = 65536) -> None:  # pragma: no mutate (equivalent: any chunk writes the same bytes)
     """The edge table with both ends' names, a chunk of rows formatted at a time (row by row: 10 s for 3·10^6
     edges)."""
+    # pragma: no mutate start (equivalent: the meter's edge table is int64 rows of 2 + _Q already)
     rows = np.asarray(edges, dtype=np.int64).reshape(-1, 2 + _Q)
+    # pragma: no mutate end
     named = np.empty(len(names), dtype=object)
     named[:] = [str(name) for name in names]
     line = "%d,%d,%s,%s" + ",%d" * _Q + "\n"
