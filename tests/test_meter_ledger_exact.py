@@ -478,6 +478,7 @@ def test_ledger_json_is_json_dumps_of_the_summary_byte_for_byte(seed, tmp_path):
     assert ledger.by_node() == _old_by_node(ledger)
     assert list(ledger.by_node()) == list(_old_by_node(ledger))
     assert ledger.json_text() == json.dumps(ledger.summary(), indent=2)
+    assert ledger.summary(by_node=False) == {**ledger.summary(), "by_node": {}}
     ledger.save(tmp_path)
     rows = (tmp_path / "ledger_edges.csv").read_text().splitlines()
     assert rows[1:] == [f"{s},{d},{names[s]},{names[d]},{m},{sc},{b}" for s, d, m, sc, b in ledger.edges]

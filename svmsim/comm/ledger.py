@@ -55,10 +55,12 @@ class Ledger:
     def _traffic(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(the nodes that took part, in `by_node`'s order; their sent and received (messages, scalars, bytes)),
         summed over the edge rows in whole arrays (10^6 nodes: 0.3 s, against 40 s row by row)."""
+        # pragma: no mutate start (equivalent: the meter's edge table is int64 rows of 2 + _Q already)
         E = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2 + _Q)
+        # pragma: no mutate end
         nodes, first = np.unique(E[:, :2].ravel(), return_index=True)
         order = nodes[np.argsort(first)]
-        size = int(nodes[-1]) + 1 if nodes.size else 0
+        size = int(nodes[-1]) + 1 if nodes.size else 0  # pragma: no mutate (equivalent: more rows stay unread)
         sent, received = np.zeros((size, _Q), dtype=np.int64), np.zeros((size, _Q), dtype=np.int64)
         for q in range(_Q):
             np.add.at(sent[:, q], E[:, 0], E[:, 2 + q])
@@ -114,7 +116,8 @@ class Ledger:
         keys = [json.dumps(names[i]) for i in order.tolist()]
         values = np.concatenate([sent, received], axis=1).tolist()
         block = ",\n".join(node % (key, *row) for key, row in zip(keys, values))
-        before, _, after = head.partition('"by_node": ' + json.dumps(mark))
+        key = '"by_node": ' + json.dumps(mark)
+        before, _, after = head.partition(key)  # pragma: no mutate (equivalent: the key occurs once)
         return before + '"by_node": {\n' + block + "\n  }" + after
 
     def save(self, directory: Path) -> None:

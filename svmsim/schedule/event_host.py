@@ -276,7 +276,7 @@ class EventHost:
         for node in range(n):
             self._ni_py[node][I_TICKS] = 1
         # pragma: no mutate start (equivalent: every record field is >= 0, so "Q" stores the same bytes)
-        self._rec_py = array("q")
+        self._rec_py = array("q")  # pragma: no mutate (equivalent: records are never negative: q or Q alike)
         # pragma: no mutate end
         self._log: list[tuple[float, int, int]] = []
         self._counts = {"wakes": 0, "sent": 0, "sent_scalars": 0, "events": 0, "delayed": 0, "late": 0}
@@ -669,7 +669,7 @@ class EventHost:
             # pragma: no mutate end
             if extra is not None:
                 recs = np.concatenate([recs, extra.astype(np.int64)])
-            self._rec_py = array("q")
+            self._rec_py = array("q")  # pragma: no mutate (equivalent: records are never negative: q or Q alike)
             log, self._log = self._log, []
         for t, node, event in log:
             self.plan.tally.node_event(t, node, NODE_EVENT_NAMES[event])
