@@ -951,13 +951,15 @@ def test_the_iteration_is_zero_until_one_ends():
     assert (sched.round, sched.iteration) == (2, 1)
 
 
-@pytest.mark.parametrize("to", [[3], [1, 2, 3, 4], [4, 3, 3]])
-def test_a_message_to_a_node_that_no_group_hosts_is_refused_not_handed_to_another_group(to):
+@pytest.mark.parametrize("to, clients_first", [([3], False), ([1, 2, 3, 4], False), ([4, 3, 3], False),
+                                               ([1, 3], True)])
+def test_a_message_to_a_node_that_no_group_hosts_is_refused_not_handed_to_another_group(to, clients_first):
     """Node 3 is a node of the run (a participant-free node of a collective's topology, say) that no group hosts;
-    a batch to it, alone or among hosted receivers, is a protocol error naming the message."""
+    a batch to it, alone or among hosted receivers (of group 0 too), is a protocol error naming the message."""
     from svmsim.schedule import SyncScheduler
     roles = [RoleSpec("server", Caster(True, 5, np.array(to)), np.array([0]), [None]),
              RoleSpec("client", Caster(False, 5), np.array([1, 2, 4]), [None] * 3)]
+    roles = roles[::-1] if clients_first else roles
     groups = split_roles(roles, {"client": 2})
     engine = InProcessEngine()
     engine.deploy(groups, 0)
@@ -966,3 +968,80 @@ def test_a_message_to_a_node_that_no_group_hosts_is_refused_not_handed_to_anothe
                                                       "so nothing would receive it; allowed: messages to the nodes "
                                                       "the run's groups host")):
         sched.run(max_rounds=3)
+
+
+class Worker(__import__("svmsim.program", fromlist=["NodeProgram"]).NodeProgram):
+    """Node 0 sends a 'lost' and a 'kept' batch to every other node in rounds 0-2; every group declares
+    `kernel_evaluations` per member in each step (member id times round + 1), in the Python loop."""
+    def __init__(self, initiator):
+        self.initiator = initiator
+
+    def init(self, node_ids, node_data, seed):
+        return {"ids": np.asarray(node_ids, dtype=np.int64), "kept": 0}
+
+    def step(self, st, inbox, round_):
+        ids = st["ids"]
+        out = Outbox(signals={"counts": {"kernel_evaluations": ids * (round_ + 1)}})
+        if "lost" in inbox:
+            raise AssertionError("a dropped batch was delivered")
+        st["kept"] += inbox["kept"].n_messages if "kept" in inbox else 0
+        if ids[0] == 0 and round_ < 3:
+            out.signals["wake"] = True
+            out.send(MessageBatch.broadcast("lost", 0, np.arange(1, 5), np.ones(2)))
+            out.send(MessageBatch.broadcast("kept", 0, np.arange(1, 5), np.ones(3)))
+        return st, out
+
+
+class DropTag:
+    """A fault model that loses every message of one tag."""
+    def __init__(self, tag):
+        self.tag = tag
+
+    def apply(self, round_, batch):
+        if batch.tag != self.tag:
+            return batch, None
+        none = np.zeros(batch.n_messages, bool)
+        return batch.select(none), batch
+
+
+def test_python_rounds_meter_node_counts_per_node_and_round_and_go_on_after_a_wholly_lost_batch():
+    from svmsim.schedule import SyncScheduler
+    roles = [RoleSpec("server", Worker(True), np.array([0]), [None]),
+             RoleSpec("client", Worker(False), np.arange(1, 5), [None] * 4)]
+    groups = split_roles(roles, {"client": 2})
+    engine = InProcessEngine()
+    engine.deploy(groups, 0)
+    meter = Meter(5)
+    sched = SyncScheduler(engine, groups, meter, 5, faults=DropTag("lost"))
+    sched.run(max_rounds=10)
+    assert [engine.states[g.gid]["kept"] for g in groups] == [0, 6, 6]     # 3 rounds x 4 clients, 2 per group
+    ledger = meter.ledger()
+    assert ledger.by_tag == {"kept": [12, 36, 288]} and ledger.dropped_by_tag == {"lost": [12, 24, 192]}
+    totals, rounds = meter.node_tables()
+    # the server steps in rounds 0-3, the clients in rounds 1-3: node i adds i * (round + 1) each time
+    assert totals["kernel_evaluations"].tolist() == [0] + [i * (2 + 3 + 4) for i in range(1, 5)]
+    assert rounds["kernel_evaluations"].tolist() == [[0, 0], [1, 10 * 2], [2, 10 * 3], [3, 10 * 4]]
+
+
+def test_measured_compute_time_keeps_rounds_with_kernels_in_the_python_loop(monkeypatch):
+    """Each step's measured seconds exist only in the Python loop, so a measured clock must not switch to the
+    compiled one even when every group offers a kernel and compiled=True."""
+    import tests.test_compiled_sync as cs
+    from svmsim.comm.edges import edge_index
+    from svmsim.schedule import SyncScheduler, compiled_sync
+    from svmsim.schedule.cluster_time import ClusterClock, NetworkModel
+    monkeypatch.setattr(compiled_sync, "run_compiled_rounds", lambda *a, **k: pytest.fail("compiled loop used"))
+    k = 4
+    G = build_topology("star", k + 1)
+    adjacency = nx.to_numpy_array(G, nodelist=range(k + 1), dtype=bool)
+    clients = np.arange(1, k + 1)
+    roles = [RoleSpec("server", cs.Server(), np.array([0]), [{"clients": clients}]),
+             RoleSpec("client", cs.Client(), clients, [None] * k)]
+    groups = split_roles(roles, {})
+    engine = InProcessEngine(timed=True)
+    engine.deploy(groups, 0)
+    clock = ClusterClock(NetworkModel(latency=1e-3, bandwidth=1e6, compute="measured"), k + 1,
+                         *edge_index(adjacency, k + 1))
+    sched = SyncScheduler(engine, groups, Meter(k + 1, adjacency), k + 1, clock=clock, compiled=True)
+    assert sched.run(max_iterations=3) == "iteration budget"
+    assert clock.now > 0 and (clock.compute > 0).all()

