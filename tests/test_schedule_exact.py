@@ -1045,3 +1045,15 @@ def test_measured_compute_time_keeps_rounds_with_kernels_in_the_python_loop(monk
     sched = SyncScheduler(engine, groups, Meter(k + 1, adjacency), k + 1, clock=clock, compiled=True)
     assert sched.run(max_iterations=3) == "iteration budget"
     assert clock.now > 0 and (clock.compute > 0).all()
+
+
+def test_python_rounds_stop_exactly_at_their_budgets_and_observe_only_when_asked():
+    """A scalar budget met exactly stops the run; the last iteration is settled (its closing messages applied) and
+    shown to the observer, which sees no other iteration unless observe_every asks."""
+    sched, _, _ = caster_run(7, 2, max_rounds=0)
+    assert sched.run(max_scalars=12) == "communication budget"
+    assert (sched.meter.scalars, sched.round) == (12, 2)              # 6 clients x 1 scalar per round
+    sched, _, _ = caster_run(7, 2, max_rounds=0)
+    seen = []
+    assert sched.run(max_iterations=2, on_iteration=lambda it, r: seen.append((it, r))) == "iteration budget"
+    assert seen == [(2, 4)] and sched.round == 4                      # iteration 2 ended in round 2, settled in 3
