@@ -198,9 +198,8 @@ def _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, x_tag, x_src
                      clock):
     """Count a step's messages (edges, tags, this round) and post them to the receivers' next inboxes; returns
     BAD_EDGE (with error_info = tag, src, dst) for a message off the topology, UNHOSTED for one to a node no group
-    hosts, else -1. `convert`: some tag's
-    payload is not float64 (see `rules`; when False the loop is the plain copy). With the clock on, each message
-    joins the round's messages on the links (`cluster_time.clock_message`)."""
+    hosts, else -1. `convert`: some tag's payload is not float64 (see `rules`; when False the loop is the plain
+    copy). With the clock on, each message joins the round's messages on the links (`cluster_time.clock_message`)."""
     timed = clock.on[0]
     e = -1
     s = -1
