@@ -506,3 +506,126 @@ def test_the_edge_table_is_written_whole_whatever_its_chunks(rows, tmp_path):
         lines = (tmp_path / "e.csv").read_text().splitlines()
         assert lines == ["src,dst,src_name,dst_name,messages,scalars,bytes"] + [
             f"{s},{d},{names[s]},{names[d]},{m},{sc},{b}" for s, d, m, sc, b in edges.tolist()]
+
+
+# -- rounds recorded in pieces, messages without scalars, shared ids ----------------------------------------------
+def complete4() -> np.ndarray:
+    return ~np.eye(4, dtype=bool)
+
+
+@pytest.mark.parametrize("adjacency", [path3(), None], ids=["topology", "keyed"])
+def test_a_round_read_between_its_pieces_is_one_row(adjacency):
+    """A ledger read in the middle of a round (a live dashboard, an evaluation) splits the round's log in two
+    consecutive pieces; the table still has one row per round."""
+    m = Meter(3, adjacency)
+    m.record(4, MessageBatch.single("x", 0, 1, [1.0]))
+    assert m.rounds_table().tolist() == [[4, 1, 1, 8]]
+    m.record(4, MessageBatch.single("x", 1, 2, [1.0, 2.0]))
+    assert m.rounds_table().tolist() == [[4, 2, 3, 24]]
+    assert m.rounds_table().tolist() == [[4, 2, 3, 24]]               # a read that adds nothing
+    m.record(5, MessageBatch.single("x", 1, 0, [1.0]))
+    led = m.ledger()
+    assert led.rounds.tolist() == [[4, 2, 3, 24], [5, 1, 1, 8]] and led.rounds.dtype == np.int64
+    assert m.scalars_up_to_round(4) == 3 and m.last_round == 5
+
+
+def test_rounds_merged_from_pieces_stay_exact_integers_beyond_float_precision():
+    m = Meter(3, path3())
+    for piece in ([[7, BIG + 1, BIG + 1, 1]], [[2, 1, 1, 8], [7, 1, 2, BIG + 1]]):
+        bufs = m.compiled_buffers(1, rounds=4, iterations=1)
+        bufs.rounds[:len(piece)] = piece
+        m.absorb(bufs, ("x",), n_rounds=len(piece), n_iterations=0)
+    t = m.rounds_table()
+    assert t.dtype == np.int64
+    assert t.tolist() == [[2, 1, 1, 8], [7, BIG + 2, BIG + 3, BIG + 2]]
+
+
+def test_node_quantities_in_pieces_out_of_order_keep_their_kind_and_exact_sums():
+    m = Meter(2)
+    m.record_node(3, "k", [0, 1], [BIG, 1])
+    m.record_node(1, "k", 0, 5)
+    m.record_node(3, "k", 1, 2)
+    m.record_node(2, "t", 0, 0.25)
+    m.record_node(1, "t", [0, 1], 0.5)
+    m.record_node(2, "t", 1, 0.125)
+    totals, rounds = m.node_tables()
+    assert rounds["k"].dtype == np.int64 and rounds["k"].tolist() == [[1, 5], [3, BIG + 3]]
+    assert rounds["t"].dtype == np.float64 and rounds["t"].tolist() == [[1.0, 1.0], [2.0, 0.375]]
+    assert totals["k"].tolist() == [BIG + 5, 3] and totals["t"].tolist() == [0.75, 0.625]
+
+
+@pytest.mark.parametrize("adjacency", [path3(), None], ids=["topology", "keyed"])
+def test_messages_without_scalars_are_counted_in_their_round_and_edge(adjacency):
+    """A bare signal (payload of width 0) is a message: it has its round row and its edge row."""
+    m = Meter(3, adjacency)
+    m.record(0, MessageBatch("ready", np.array([0, 2]), np.array([1, 1]), np.empty((2, 0))))
+    m.record(1, MessageBatch.single("x", 1, 0, [1.0]))
+    led = m.ledger()
+    assert led.rounds.tolist() == [[0, 2, 0, 0], [1, 1, 1, 8]]
+    assert led.edges.tolist() == [[0, 1, 1, 0, 0], [1, 0, 1, 1, 8], [2, 1, 1, 0, 0]]
+    assert m.edges_table().tolist() == led.edges.tolist()             # delivered unless asked for the dropped
+    assert m.edges_table(dropped=True).shape == (0, 5)
+
+
+@pytest.mark.parametrize("adjacency", [complete4(), None], ids=["topology", "keyed"])
+def test_shared_senders_with_a_fresh_receiver_array_count_the_receivers_as_sent(adjacency):
+    """Only batches whose two id arrays are both shared (read-only, reused) are counted later in bulk: a receiver
+    array the sender fills again after sending is counted as it was when sent."""
+    m = Meter(4, adjacency)
+    spokes = frozen_ids([0, 1])
+    dst = np.array([2, 3])
+    m.record(0, MessageBatch("x", spokes, dst, np.ones((2, 1))))
+    dst[:] = [3, 2]
+    m.record(1, MessageBatch("x", spokes, dst, np.ones((2, 1))))
+    assert m.ledger().edges.tolist() == [[0, 2, 1, 1, 8], [0, 3, 1, 1, 8], [1, 2, 1, 1, 8], [1, 3, 1, 1, 8]]
+
+
+@pytest.mark.parametrize("adjacency", [complete4(), None], ids=["topology", "keyed"])
+def test_one_shared_sender_array_to_two_shared_receiver_arrays_keeps_both_counts(adjacency):
+    m = Meter(4, adjacency)
+    spokes = frozen_ids([0, 1])
+    to2, to3 = frozen_ids([2, 2]), frozen_ids([3, 3])
+    for r in range(3):
+        m.record(r, MessageBatch("x", spokes, to2, np.ones((2, 1))))
+        m.record(r, MessageBatch("x", spokes, to3, np.ones((2, 2))))
+    assert m.ledger().edges.tolist() == [[0, 2, 3, 3, 24], [0, 3, 3, 6, 48], [1, 2, 3, 3, 24], [1, 3, 3, 6, 48]]
+
+
+@pytest.mark.parametrize("adjacency", [complete4(), None], ids=["topology", "keyed"])
+def test_shared_id_arrays_are_checked_once_and_added_once_per_read(adjacency, monkeypatch):
+    """The meter's fast path for shared id arrays (module docs): the edges are checked on the first send and added
+    in one pass (sends x per message) when the ledger is read, however many sends came between."""
+    import svmsim.comm.meter as meter_module
+    from svmsim.comm.edges import KeyedCounts
+
+    calls = []
+    real_accumulate, real_add = meter_module.accumulate_edges, KeyedCounts.add
+    monkeypatch.setattr(meter_module, "accumulate_edges", lambda *a: calls.append(a[-1]) or real_accumulate(*a))
+    monkeypatch.setattr(KeyedCounts, "add", lambda self, k, w: calls.append(w.tolist()) or real_add(self, k, w))
+    m = Meter(4, adjacency)
+    spokes, hub = frozen_ids([0, 1, 3]), frozen_ids([2, 2, 2])
+    for r in range(50):
+        m.record(r, MessageBatch("x", spokes, hub, np.ones((3, 2))))
+    led = m.ledger()
+    assert led.edges.tolist() == [[s, 2, 50, 100, 800] for s in (0, 1, 3)]
+    assert calls == ([0, 50] if adjacency is not None else [[50, 100, 800]])
+
+
+def test_keyed_ids_of_any_integer_type_name_edges_beyond_int32():
+    """Without a topology an edge is the key src * n + dst: int32 ids of a 10^5-node run must not overflow it."""
+    n = 100_000
+    m = Meter(n)
+    m.record(0, MessageBatch("x", np.array([n - 1, 3], dtype=np.int32), np.array([n - 2, n - 1], dtype=np.int32),
+                             np.ones((2, 1))))
+    m.record_dropped(0, MessageBatch("x", np.array([n - 1], dtype=np.int32), np.array([0], dtype=np.int32),
+                                     np.ones((1, 1))))
+    assert m.edges_table().tolist() == [[3, n - 1, 1, 1, 8], [n - 1, n - 2, 1, 1, 8]]
+    assert m.edges_table(dropped=True).tolist() == [[n - 1, 0, 1, 1, 8]]
+
+
+@pytest.mark.parametrize("src, dst, s, d", [([0, 5], [1, 1], 5, 1), ([1, 1], [0, 7], 1, 7), ([0, 0], [1, -1], 0, -1)])
+def test_the_first_message_off_the_node_range_is_named_after_valid_ones(src, dst, s, d):
+    m = Meter(3, node_names=NAMES)
+    with pytest.raises(ProtocolError, match=rf"^message with tag 'x' goes from node {s} to node {d}, but node ids "
+                                            r"must lie in 0\.\.2$"):
+        m.record(0, MessageBatch("x", np.array(src), np.array(dst), np.ones((2, 1))))

@@ -138,12 +138,12 @@ class Meter:
         if is_shared_ids(src) and is_shared_ids(dst):
             key = (id(src), id(dst), spm, bpm)
             pattern = self._patterns.get(key)
-            if pattern is None or pattern[0] is not src or pattern[1] is not dst:
-                self._add_edges(batch, spm, bpm, dropped=False, times=0)     # validate once, count nothing
+            if pattern is None:      # (the pattern holds its arrays, so no other array can have their ids)
+                self._add_edges(batch, spm, bpm, times=0)     # validate once, count nothing
                 pattern = self._patterns[key] = [src, dst, 0, spm, bpm]
             pattern[2] += 1
         else:
-            self._add_edges(batch, spm, bpm, dropped=False)
+            self._add_edges(batch, spm, bpm)
         sc = m * spm
         by = m * bpm
         tot = self.by_tag.get(batch.tag)
@@ -223,37 +223,46 @@ class Meter:
         self._iteration_log.append(int(round_))
 
     def _flush_round(self) -> None:
-        r = self._cur_round
         cur = self._cur
-        if r < 0 or cur[0] == 0:
+        if cur[0] == 0:          # nothing recorded since the last flush
             return
+        r = self._cur_round
         self._round_log.append(r)
         self._round_log.extend(cur)
-        if r > self.last_round:
-            self.last_round = r
+        self.last_round = max(self.last_round, r)
         self._cur = [0] * _Q
 
     def _flush_patterns(self) -> None:
         for pattern in self._patterns.values():
             src, dst, times, spm, bpm = pattern
             if times:
-                self._add_edges(MessageBatch("", src, dst, np.empty((0, 0))), spm, bpm, dropped=False,
-                                times=times)
+                # pragma: no mutate start (equivalent: the ids were checked when the pattern was made, so no error
+                # names this batch, and its payload is not read)
+                ids = MessageBatch("", src, dst, np.empty((0, 0)))
+                # pragma: no mutate end
+                self._add_edges(ids, spm, bpm, times=times)
                 pattern[2] = 0
 
-    def _add_edges(self, batch: MessageBatch, spm: int, bpm: int, dropped: bool, times: int = 1) -> None:
-        src = batch.src if batch.src.dtype == np.int64 else batch.src.astype(np.int64)
-        dst = batch.dst if batch.dst.dtype == np.int64 else batch.dst.astype(np.int64)
+    def _add_edges(self, batch: MessageBatch, spm: int, bpm: int, times: int = 1, dropped: bool = False) -> None:
+        """Add `times` x the batch's messages (of `spm` scalars, `bpm` bytes each) to the per-edge counters (the
+        dropped ones with `dropped`); times = 0 only checks the edges. A message off the topology (or off the
+        node range) raises `ProtocolError` and leaves the counters as they were."""
+        src = np.asarray(batch.src, dtype=np.int64)        # (keyed: src * n + dst must not overflow int32)
+        # pragma: no mutate start (equivalent: with src int64, src * n + dst is int64, and the compiled search
+        # reads any integer type)
+        dst = np.asarray(batch.dst, dtype=np.int64)
+        # pragma: no mutate end
+        # pragma: no mutate start (equivalent: a cache, and NumPy's default integer is int64)
         per_message = self._per_message.get((spm, bpm))
         if per_message is None:
             per_message = self._per_message[(spm, bpm)] = np.array((1, spm, bpm), dtype=np.int64)
+        # pragma: no mutate end
         n = self.n_nodes
         if self._check:
             target = self._dropped_edges if dropped else self._edges
             bad = accumulate_edges(target, src, dst, n, self._ptr, self._nbr, per_message, times)
-            if bad >= 0:
-                if bad > 0:      # take back what was added before the bad message: the ledger stays exact
-                    accumulate_edges(target, src[:bad], dst[:bad], n, self._ptr, self._nbr, -per_message, times)
+            if bad >= 0:     # take back what was added before the bad message: the ledger stays exact
+                accumulate_edges(target, src[:bad], dst[:bad], n, self._ptr, self._nbr, -per_message, times)
                 self._raise_bad_edge(batch, bad)
             return
         if src.min() < 0 or src.max() >= n or dst.min() < 0 or dst.max() >= n:
@@ -336,12 +345,8 @@ class Meter:
         """Rows (round, messages, scalars, bytes), one per round that carried messages, in round order."""
         self._flush_round()
         width = 1 + _Q
-        t = np.frombuffer(self._round_log, dtype=np.int64).reshape(-1, width) if len(self._round_log) else \
-            np.zeros((0, width), dtype=np.int64)
-        if t.shape[0] and (np.diff(t[:, 0]) <= 0).any():      # a round recorded in pieces: merge
-            keys, inv = np.unique(t[:, 0], return_inverse=True)
-            t = np.column_stack([keys] + [np.bincount(inv, t[:, c]).astype(np.int64) for c in range(1, width)])
-        return t.copy()
+        return _sum_by_round(np.frombuffer(self._round_log, dtype=np.int64).reshape(len(self._round_log) // width,
+                                                                                   width))
 
     def node_tables(self) -> tuple[dict, dict]:
         """(quantity -> per-node amounts, quantity -> rows (round, amount) in round order)."""
@@ -350,12 +355,7 @@ class Meter:
         for q in totals:
             r, a = self._node_rounds[q]
             dt = np.float64 if a.typecode == "d" else np.int64
-            t = np.column_stack([np.frombuffer(r, np.int64).astype(dt), np.frombuffer(a, dt)]) if len(r) else \
-                np.zeros((0, 2), dt)
-            if t.shape[0] and (np.diff(t[:, 0]) <= 0).any():
-                keys, inv = np.unique(t[:, 0], return_inverse=True)
-                t = np.column_stack([keys, np.bincount(inv, t[:, 1]).astype(dt)])
-            rounds[q] = t
+            rounds[q] = _sum_by_round(np.column_stack([np.frombuffer(r, np.int64).astype(dt), np.frombuffer(a, dt)]))
         return totals, rounds
 
     def message_rows(self) -> list[tuple]:
@@ -387,8 +387,8 @@ class Meter:
             dst = self._nbr[ids]
         else:
             keys, counts = (self._dropped_keyed if dropped else self._keyed).table()
-            src, dst = keys // n, keys % n
-        return np.column_stack([src, dst, counts.T]).astype(np.int64).reshape(-1, 2 + _Q)
+            src, dst = np.divmod(keys, n)
+        return np.column_stack([src, dst, counts.T]).astype(np.int64)
 
     def edge_matrix(self, dropped: bool = False) -> np.ndarray:
         """(3, N, N) array of messages, scalars, bytes per directed edge (up to `_DENSE_LIMIT` nodes)."""
@@ -405,6 +405,17 @@ class Meter:
         node_totals, node_rounds = self.node_tables()
         return Ledger(totals=self.totals(), by_tag={k: list(v) for k, v in sorted(self.by_tag.items())},
                       dropped_by_tag={k: list(v) for k, v in sorted(self.dropped_by_tag.items())},
-                      edges=self.edges_table(False), dropped_edges=self.edges_table(True), rounds=self.rounds_table(),
+                      edges=self.edges_table(), dropped_edges=self.edges_table(dropped=True),
+                      rounds=self.rounds_table(),
                       iteration_rounds=self.iteration_rounds, node_names=list(self.node_names),
                       node_totals=node_totals, node_rounds=node_rounds)
+
+
+def _sum_by_round(rows: np.ndarray) -> np.ndarray:
+    """`rows` (round, amounts...) as one row per round, in round order, amounts summed in the order recorded (a
+    round recorded in pieces: a read between them, or rounds out of order). Integer sums stay exact; float sums
+    are those of adding the pieces one by one."""
+    rounds, piece_of = np.unique(rows[:, 0], return_inverse=True)
+    sums = np.zeros((rounds.shape[0], rows.shape[1] - 1), dtype=rows.dtype)
+    np.add.at(sums, piece_of, rows[:, 1:])
+    return np.column_stack([rounds, sums])
