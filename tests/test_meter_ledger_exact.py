@@ -568,27 +568,33 @@ def test_messages_without_scalars_are_counted_in_their_round_and_edge(adjacency)
 
 
 @pytest.mark.parametrize("adjacency", [complete4(), None], ids=["topology", "keyed"])
-def test_shared_senders_with_a_fresh_receiver_array_count_the_receivers_as_sent(adjacency):
-    """Only batches whose two id arrays are both shared (read-only, reused) are counted later in bulk: a receiver
-    array the sender fills again after sending is counted as it was when sent."""
+@pytest.mark.parametrize("shared", ["senders", "receivers"])
+def test_one_shared_id_array_with_a_fresh_one_counts_the_fresh_one_as_sent(adjacency, shared):
+    """Only batches whose two id arrays are both shared (read-only, reused) are counted later in bulk: an id array
+    its sender fills again after sending is counted as it was when sent."""
     m = Meter(4, adjacency)
-    spokes = frozen_ids([0, 1])
-    dst = np.array([2, 3])
-    m.record(0, MessageBatch("x", spokes, dst, np.ones((2, 1))))
-    dst[:] = [3, 2]
-    m.record(1, MessageBatch("x", spokes, dst, np.ones((2, 1))))
-    assert m.ledger().edges.tolist() == [[0, 2, 1, 1, 8], [0, 3, 1, 1, 8], [1, 2, 1, 1, 8], [1, 3, 1, 1, 8]]
+    fixed = frozen_ids([0, 1] if shared == "senders" else [2, 3])
+    fresh = np.array([2, 3] if shared == "senders" else [0, 1])
+    for r in range(2):
+        src, dst = (fixed, fresh) if shared == "senders" else (fresh, fixed)
+        m.record(r, MessageBatch("x", src, dst, np.ones((2, 1))))
+        fresh[:] = fresh[::-1].copy()
+    edges = [[0, 2, 1, 1, 8], [0, 3, 1, 1, 8], [1, 2, 1, 1, 8], [1, 3, 1, 1, 8]]
+    assert m.ledger().edges.tolist() == edges
 
 
 @pytest.mark.parametrize("adjacency", [complete4(), None], ids=["topology", "keyed"])
-def test_one_shared_sender_array_to_two_shared_receiver_arrays_keeps_both_counts(adjacency):
+def test_shared_id_arrays_in_several_pairs_keep_each_pairs_count(adjacency):
+    """Shared arrays are counted per (senders, receivers) pair: the same senders to two receiver arrays, and two
+    sender arrays to the same receivers, with messages of the same width."""
     m = Meter(4, adjacency)
-    spokes = frozen_ids([0, 1])
+    a, b = frozen_ids([0, 1]), frozen_ids([1, 3])
     to2, to3 = frozen_ids([2, 2]), frozen_ids([3, 3])
     for r in range(3):
-        m.record(r, MessageBatch("x", spokes, to2, np.ones((2, 1))))
-        m.record(r, MessageBatch("x", spokes, to3, np.ones((2, 2))))
-    assert m.ledger().edges.tolist() == [[0, 2, 3, 3, 24], [0, 3, 3, 6, 48], [1, 2, 3, 3, 24], [1, 3, 3, 6, 48]]
+        for src, dst in ((a, to2), (a, to3), (b, to2)):
+            m.record(r, MessageBatch("x", src, dst, np.ones((2, 1))))
+    assert m.ledger().edges.tolist() == [[0, 2, 3, 3, 24], [0, 3, 3, 3, 24], [1, 2, 6, 6, 48], [1, 3, 3, 3, 24],
+                                         [3, 2, 3, 3, 24]]
 
 
 @pytest.mark.parametrize("adjacency", [complete4(), None], ids=["topology", "keyed"])

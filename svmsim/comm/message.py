@@ -24,7 +24,7 @@ _SHARED_LIMIT = 1 << 16
 def is_shared_ids(arr: np.ndarray) -> bool:
     """True for id arrays made by `constant_ids` or `frozen_ids`: read-only and reused from round to round, so
     the meter and the router may cache what they computed for them."""
-    return _SHARED.get(id(arr)) is arr
+    return _SHARED.get(id(arr), False) is arr
 
 
 def _share(arr: np.ndarray) -> None:
