@@ -275,9 +275,7 @@ class EventHost:
             heapq.heappush(self._heap, (t, prio, next(self._seq), a, b))
         for node in range(n):
             self._ni_py[node][I_TICKS] = 1
-        # pragma: no mutate start (equivalent: every record field is >= 0, so "Q" stores the same bytes)
         self._rec_py = array("q")  # pragma: no mutate (equivalent: records are never negative: q or Q alike)
-        # pragma: no mutate end
         self._log: list[tuple[float, int, int]] = []
         self._counts = {"wakes": 0, "sent": 0, "sent_scalars": 0, "events": 0, "delayed": 0, "late": 0}
         self._lateness = 0.0
