@@ -52,6 +52,12 @@ class NodeProgram:
         """A snapshot for the evaluator (the simulation's observer; not a message, never metered)."""
         return None
 
+    def peek(self, state: Any) -> Any:
+        """`observe` without its copies, for an evaluator that reads it at once: it may share memory with the state,
+        so it holds only until the state next changes (a 10^6-node Push-Sum run saves a copy of every node's
+        values per evaluation). Default: `observe`."""
+        return self.observe(state)
+
     def kernel(self, state: Any) -> "SyncKernel | None":
         """The compiled form of `step` for the current state, or None (then only `step` runs).
 
@@ -222,7 +228,8 @@ class GossipProgram(NodeProgram):
     ``receive(state, batch, times) -> (state, Outbox)``: deliver the rows of `batch` (event order) that arrived at
         `times`; the result must equal processing the rows one at a time in that order. Replies are sent from the
         receiving node.
-    ``observe(state)``: a snapshot for the evaluator (never metered).
+    ``observe(state)``: a snapshot for the evaluator (never metered); ``peek(state)`` the same without copies, valid
+        until the state next changes.
     ``crash(state, nodes)`` / ``recover(state, nodes, keep_state)``: fault hooks (default: nothing happens; a
         recovered node without its state should restart from its initial state). Return the state.
     ``kernel(state) -> GossipKernel | None``: the compiled form, if the program has one.

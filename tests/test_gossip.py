@@ -358,6 +358,48 @@ def test_observer_is_called_at_each_eval_time_and_can_stop_the_run():
     assert counted[0] % 40 == 0 and np.all(np.diff(counted) == 40)
 
 
+@pytest.mark.parametrize("compiled", [False, None], ids=["python", "compiled"])
+def test_observers_that_peek_see_the_state_itself_and_snapshots_stay_as_taken(iris, compiled):
+    """`peek`: the observer reads the nodes' s and w in place (read-only views, no copy of every node's values);
+    without it every observation is a snapshot that later events leave as it was."""
+    sched, engine, _, _ = pushsum_run(iris, nodes=20, compiled=compiled)
+    state_s = engine.states[0].arrays[3]
+    peeked, kept = [], []
+
+    def observe(p, observations):
+        obs = observations[0]
+        peeked.append((np.shares_memory(obs["s"], state_s), obs["s"].flags.writeable, obs["s"].copy()))
+        return p.time >= 3.0
+
+    sched.run(max_time=50.0, eval_time=1.0, on_observe=observe, with_observations=True, peek=True)
+    assert [(shared, writeable) for shared, writeable, _ in peeked] == [(True, False)] * 3
+    sched.run(max_time=50.0, eval_time=1.0, on_observe=lambda p, o: kept.append(o[0]) or p.time >= 5.0,
+              with_observations=True)
+    assert len(kept) == 2 and not np.shares_memory(kept[0]["s"], state_s)
+    assert not np.array_equal(kept[0]["s"], kept[1]["s"])                    # each as it was when taken
+    np.testing.assert_array_equal(kept[1]["s"], state_s)
+    out = sched.outcome(peek=True)
+    assert np.shares_memory(out.observations[0]["s"], state_s)
+    np.testing.assert_array_equal(out.observations[0]["w"], engine.observe()[0]["w"])
+
+
+def test_a_run_through_peeking_observers_gives_the_snapshots_results(iris, monkeypatch):
+    """The runner evaluates and builds the model from peeks; the same run with snapshots gives the same bits."""
+    from svmsim.engine.inproc import InProcessEngine as Engine
+
+    scenario = {"name": "peek", "seed": 3, "data": {"name": "iris", "test": "none"},
+                "topology": {"kind": "random_k_out"}, "algorithm": {"name": "pushsum", "nodes": 24},
+                "schedule": {"kind": "gossip"}, "stop": {"max_rounds": 12}, "output": {"progress": False}}
+    peeked = svmsim.run(scenario, write=False)
+    monkeypatch.setattr(Engine, "peek", Engine.observe)
+    copied = svmsim.run(scenario, write=False)
+    assert [{k: v for k, v in r.items() if k != "wall_time"} for r in peeked.metrics] == \
+        [{k: v for k, v in r.items() if k != "wall_time"} for r in copied.metrics]
+    for key in ("estimates", "average", "target"):
+        np.testing.assert_array_equal(peeked.model[key], copied.model[key])
+    assert peeked.ledger.equals(copied.ledger)
+
+
 def test_budgets_stop_the_run_exactly():
     G = build_topology("ring", 6)
     sched, _, _ = ping_run(G)

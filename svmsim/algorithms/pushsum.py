@@ -523,16 +523,23 @@ class PushSum(GossipProgram):
                             widths=state.widths, max_out=1, recover=pushsum_recover, prefetch=pushsum_prefetch)
 
     def observe(self, state: PushSumState) -> dict:
+        obs = self.peek(state)
+        obs.update(node_ids=obs["node_ids"].copy(), s=obs["s"].copy(), w=obs["w"].copy())
+        return obs
+
+    def peek(self, state: PushSumState) -> dict:
+        """`observe` with read-only views of the nodes' s and w (no copy: 1 KB a node at d = 123)."""
         (_, s0, w0, s, w, sigma, rho, *_rest) = state.arrays
         counts = state.arrays[-3]
-        return {"node_ids": state.node_ids.copy(), "s": s.copy(), "w": w.copy(), "s0": _frozen(s0), "w0": _frozen(w0),
+        return {"node_ids": _frozen(state.node_ids), "s": _frozen(s), "w": _frozen(w), "s0": _frozen(s0),
+                "w0": _frozen(w0),
                 "edge_mass": sigma.sum(axis=0) - rho.sum(axis=0) if sigma.shape[0] else np.zeros(s.shape[1] + 1),
                 "sent": counts[:, [CT_PUSH, CT_CUMULATIVE, CT_AVERAGE, CT_REPLY]].sum(axis=0),
                 "wakes": int(counts[:, CT_WAKES].sum()), "received": int(counts[:, CT_RECEIVED].sum())}
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
-    """A read-only view (the initial values never change: no copy per observation)."""
+    """A read-only view (of the initial values, which never change: no copy per observation; or a peek's)."""
     v = a.view()
     v.flags.writeable = False
     return v

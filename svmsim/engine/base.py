@@ -56,12 +56,18 @@ class Engine(ABC):
     @abstractmethod
     def observe(self, gids: list[int] | None = None) -> dict[int, Any]: ...
 
+    def peek(self, gids: list[int] | None = None) -> dict[int, Any]:
+        """`observe` through the programs' `peek`: valid until the groups' states next change (default: `observe`;
+        an engine whose observations cross processes copies them anyway)."""
+        return self.observe(gids)
+
     def gossip(self, roles: list[RoleSpec], seed: int, topology, *, node_names: list[str] | None = None,
                clock=None, latency=None, faults=None, round_time: float | None = None, compiled: bool | None = None):
         """Host the roles' gossip programs on `topology` and return the run, which the runner drives the same way
         on every engine: ``run(max_time=, max_messages=, max_scalars=, max_seconds=, eval_time=, eval_messages=,
-        on_observe=(progress, observations) -> stop?, with_observations=True) -> reason``, ``outcome() ->
-        schedule.gossip.GossipOutcome``, ``groups`` and ``close()``. The clock, latency and fault models and the
+        on_observe=(progress, observations) -> stop?, with_observations=True, peek=) -> reason``, ``outcome(peek=) ->
+        schedule.gossip.GossipOutcome`` (with `peek` the observations may share the states' memory: read them at
+        once), ``groups`` and ``close()``. The clock, latency and fault models and the
         seed give the same draws on every engine."""
         from ..errors import ScenarioError
 

@@ -66,3 +66,7 @@ class InProcessEngine(Engine):
     def observe(self, gids: list[int] | None = None) -> dict[int, Any]:
         gids = range(len(self.groups)) if gids is None else gids
         return {g: self.groups[g].program.observe(self.states[g]) for g in gids}
+
+    def peek(self, gids: list[int] | None = None) -> dict[int, Any]:
+        gids = range(len(self.groups)) if gids is None else gids
+        return {g: self.groups[g].program.peek(self.states[g]) for g in gids}

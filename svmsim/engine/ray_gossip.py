@@ -692,12 +692,13 @@ class RayGossipRun:
     def run(self, *, max_time: float | None = None, max_messages: int | None = None, max_scalars: int | None = None,
             max_seconds: float | None = None, eval_time: float | None = None,
             eval_messages: int | None = None, on_observe: Callable[[GossipProgress, dict], bool] | None = None,
-            with_observations: bool = True) -> str:
+            with_observations: bool = True, peek: bool = False) -> str:
         """Run until a budget is met, every program is done, the observer says stop, no host has events left, or
         the wall-clock budget; then drain, seal and collect (see the module docstring). One run per engine.
 
         on_observe(progress, {gid: observation}) is called for every evaluation point every host has reached (with
         eval_time) and returns True to stop. Returns the reason the run stopped; `outcome` says what it produced.
+        `peek` changes nothing here: the hosts' snapshots reach the driver as copies.
         """
         if not with_observations:
             raise ScenarioError("gossip on Ray hands observers the hosts' snapshots: on_observe(progress, "
@@ -780,8 +781,9 @@ class RayGossipRun:
         self._outcome.stats.update(stats, max_skew_rounds=None)
         return reason
 
-    def outcome(self) -> GossipOutcome:
-        """What the run produced (after the drain): final progress and observations, merged ledger, faults, stats."""
+    def outcome(self, peek: bool = False) -> GossipOutcome:
+        """What the run produced (after the drain): final progress and observations, merged ledger, faults, stats
+        (`peek` changes nothing: the observations reached the driver as copies)."""
         if self._outcome is None:
             raise RuntimeError("run the engine before asking for its outcome")
         return self._outcome

@@ -215,7 +215,7 @@ class GossipScheduler:
     # -- running --------------------------------------------------------------------------------------------------
     def run(self, *, max_time: float | None = None, max_messages: int | None = None, max_scalars: int | None = None,
             max_seconds: float | None = None, eval_time: float | None = None, eval_messages: int | None = None,
-            on_observe: Callable[..., bool] | None = None, with_observations: bool = False) -> str:
+            on_observe: Callable[..., bool] | None = None, with_observations: bool = False, peek: bool = False) -> str:
         """Run until a budget is met, every program is done, the observer says stop, or no event is left.
 
         max_time: virtual-time budget (the clock is left at max_time); max_messages / max_scalars: budgets on what
@@ -223,14 +223,15 @@ class GossipScheduler:
         on_observe(progress) (or on_observe(progress, observations) with `with_observations`) is called at virtual
         times eval_time, 2*eval_time, ... and every eval_messages sent messages (in this call; a later call with the
         same eval_time continues the same time grid); it returns True to stop. Returns the reason the run stopped;
-        a later call resumes.
+        a later call resumes. With `peek` the observations are the programs' `peek`s (no copies of the nodes'
+        state): they hold during the call only.
         """
         self._reason = self._run(max_time, max_messages, max_scalars, max_seconds, eval_time, eval_messages,
-                                 on_observe, with_observations)
+                                 on_observe, with_observations, peek)
         return self._reason
 
     def _run(self, max_time, max_messages, max_scalars, max_seconds, eval_time, eval_messages, on_observe,
-             with_observations) -> str:
+             with_observations, peek) -> str:
         if self._finished:
             raise ScenarioError("this gossip run has been finished; create a new scheduler to run again")
         deadline = math.inf if max_seconds is None else time.perf_counter() + max_seconds
@@ -242,7 +243,9 @@ class GossipScheduler:
 
         def observe(at=None) -> bool:
             p = self.progress(at)
-            return on_observe(p, self.observe()) if with_observations else on_observe(p)
+            if not with_observations:
+                return on_observe(p)
+            return on_observe(p, self.engine.peek() if peek else self.observe())
 
         if on_observe is not None and eval_time is not None:
             if not eval_time > 0:
@@ -292,10 +295,11 @@ class GossipScheduler:
             self._finished = True
         return self.fault_summary()
 
-    def outcome(self) -> GossipOutcome:
+    def outcome(self, peek: bool = False) -> GossipOutcome:
         """Finish the run (`finish`) and say what it produced; the final progress and observations are those
-        before the messages in flight were metered."""
-        progress, observations = self.progress(), self.observe()
+        before the messages in flight were metered (with `peek`, the programs' `peek`s: the states no longer change
+        once the run is finished, unless the engine is deployed again)."""
+        progress, observations = self.progress(), (self.engine.peek() if peek else self.observe())
         faults = self.finish()
         return GossipOutcome(reason=self._reason, progress=progress, observations=observations,
                              ledger=self.meter.ledger(), faults=faults, compiled=self.compiled, stats={})
