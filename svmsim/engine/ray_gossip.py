@@ -333,8 +333,7 @@ class _HostState:
         return took
 
     def _send_out(self) -> None:
-        """Send the outgoing buffer: one fire-and-forget call per destination host (metered in flight once
-        sealed)."""
+        """Send the outgoing buffer: one fire-and-forget call per destination host (metered in flight once sealed)."""
         self._last_send = time.perf_counter()
         out = self.host.take_outgoing()
         for dest, parts in out.items():
@@ -698,7 +697,7 @@ class RayGossipRun:
 
         on_observe(progress, {gid: observation}) is called for every evaluation point every host has reached (with
         eval_time) and returns True to stop. Returns the reason the run stopped; `outcome` says what it produced.
-        `peek` changes nothing here: the hosts' snapshots reach the driver as copies.
+        `peek` (here and in `outcome`) changes nothing: the hosts' snapshots reach the driver as copies.
         """
         if not with_observations:
             raise ScenarioError("gossip on Ray hands observers the hosts' snapshots: on_observe(progress, "
@@ -782,8 +781,7 @@ class RayGossipRun:
         return reason
 
     def outcome(self, peek: bool = False) -> GossipOutcome:
-        """What the run produced (after the drain): final progress and observations, merged ledger, faults, stats
-        (`peek` changes nothing: the observations reached the driver as copies)."""
+        """What the run produced (after the drain): final progress and observations, merged ledger, faults, stats."""
         if self._outcome is None:
             raise RuntimeError("run the engine before asking for its outcome")
         return self._outcome
