@@ -381,6 +381,10 @@ def test_observers_that_peek_see_the_state_itself_and_snapshots_stay_as_taken(ir
     out = sched.outcome(peek=True)
     assert np.shares_memory(out.observations[0]["s"], state_s)
     np.testing.assert_array_equal(out.observations[0]["w"], engine.observe()[0]["w"])
+    sched, engine, _, _ = pushsum_run(iris, nodes=20, compiled=compiled)
+    sched.run(max_time=2.0)
+    final = sched.outcome().observations[0]                                   # a snapshot unless asked to peek
+    assert not np.shares_memory(final["s"], engine.states[0].arrays[3]) and final["s"].flags.writeable
 
 
 def test_a_run_through_peeking_observers_gives_the_snapshots_results(iris, monkeypatch):
