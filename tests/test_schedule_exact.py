@@ -18,7 +18,7 @@ from svmsim.engine import InProcessEngine
 from svmsim.engine.base import split_roles
 from svmsim.errors import ProtocolError
 from svmsim.faults import FaultModel
-from svmsim.program import GossipProgram, RoleSpec
+from svmsim.program import GossipProgram, NodeProgram, RoleSpec
 from svmsim.schedule.event_host import EventHost, GossipSetting
 from svmsim.schedule.event_kernels import (
     ST_EVAL_TIME,
@@ -970,7 +970,7 @@ def test_a_message_to_a_node_that_no_group_hosts_is_refused_not_handed_to_anothe
         sched.run(max_rounds=3)
 
 
-class Worker(__import__("svmsim.program", fromlist=["NodeProgram"]).NodeProgram):
+class Worker(NodeProgram):
     """Node 0 sends a 'lost' and a 'kept' batch to every other node in rounds 0-2; every group declares
     `kernel_evaluations` per member in each step (member id times round + 1), in the Python loop."""
     def __init__(self, initiator):

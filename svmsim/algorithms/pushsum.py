@@ -701,10 +701,12 @@ def _consensus_distances(s: np.ndarray, w: np.ndarray, target: np.ndarray) -> np
 
 
 #: the memory model of a gossip run (bytes), measured as peaks on random 2-out overlays of 10^4-3·10^5 nodes (d = 4,
-#: 64, 123; within 11 % of every measured peak, within 2 % from 3·10^4 nodes): the interpreter with numba and the
-#: libraries; per node (the program's arrays, the topology's CSR rows); per node and scalar of its value (s, w, the
-#: initial values, messages in flight, observations); per edge (the edge array, the CSR rows, the meter's edge
-#: counters). A built topology holds no networkx dicts (`core.array_graph`); a graph the user passes holds its own.
+#: 64, 123; within 11 % of every measured peak, within 2 % from 3·10^4 nodes; measured before the runner's observers
+#: peeked, so it now over-estimates Push-Sum by about 14-23 % at 10^5-3·10^5 nodes, the safe side): the interpreter
+#: with numba and the libraries; per node (the program's arrays, the topology's CSR rows); per node and scalar of its
+#: value (s, w, the initial values, messages in flight, observations); per edge (the edge array, the CSR rows, the
+#: meter's edge counters). A built topology holds no networkx dicts (`core.array_graph`); a graph the user passes
+#: holds its own.
 BASE_BYTES, NODE_BYTES, NODE_SCALAR_BYTES, EDGE_BYTES = 265 * 2 ** 20, 550, 41, 280
 
 
