@@ -607,7 +607,7 @@ def check_replay(info: AlgorithmInfo, problem, params: dict | None = None) -> No
 def check_seed(info: AlgorithmInfo, problem, params: dict | None = None) -> None:
     """Another seed changes the run (a randomised algorithm that ignores its seed would replay one stream)."""
     a = run_small(info, problem, params=params)
-    b = run_small(info, dataclasses.replace(problem, seed=problem.seed + 1), params=params)
+    b = run_small(info, problem.replace(seed=problem.seed + 1), params=params)
     assert _run_difference(a, b, per_node=False) is not None, (
         f"{info.name}: seeds {problem.seed} and {problem.seed + 1} gave the same run (ledger, metrics rows and "
         f"model); if the algorithm is deterministic, declare it in conformance.SKIPS[{info.name!r}]['seed']")

@@ -13,17 +13,44 @@ from .program import RoleSpec
 __all__ = ["Problem", "Deployment", "SingleMachineRun", "ServerClientLayout", "server_client_layout"]
 
 
-@dataclass
 class Problem:
-    """The experiment an algorithm is built for: training/test data, seed, how data and nodes are laid out."""
+    """The experiment an algorithm is built for: training/test data, seed, how data and nodes are laid out.
 
-    dataset: Dataset
-    seed: int
-    partition_scheme: str = "iid"
-    partition_params: dict = field(default_factory=dict)
-    topology: nx.Graph | None = None          # a graph given by the user (Python API or scenario)
-    topology_kind: str = "star"
-    topology_params: dict = field(default_factory=dict)
+    dataset: the `Dataset`, or a function without arguments that loads it: then it is loaded when an algorithm first
+    reads ``problem.dataset`` (Push-Sum with random values never does: a 10^5-node run does not read a9a for
+    nothing). topology: a graph given by the user (Python API or scenario)."""
+
+    def __init__(self, dataset: Dataset | Callable[[], Dataset], seed: int, partition_scheme: str = "iid",
+                 partition_params: dict | None = None, topology: nx.Graph | None = None, topology_kind: str = "star",
+                 topology_params: dict | None = None):
+        self._dataset = dataset
+        self.seed = seed
+        self.partition_scheme = partition_scheme
+        self.partition_params = {} if partition_params is None else partition_params
+        self.topology = topology
+        self.topology_kind = topology_kind
+        self.topology_params = {} if topology_params is None else topology_params
+
+    @property
+    def dataset(self) -> Dataset:
+        if callable(self._dataset):
+            self._dataset = self._dataset()
+        return self._dataset
+
+    def replace(self, **changes) -> Problem:
+        """A copy with `changes` (keyword: value, as the constructor takes them); the data set is shared."""
+        kwargs = {"dataset": self._dataset, "seed": self.seed, "partition_scheme": self.partition_scheme,
+                  "partition_params": self.partition_params, "topology": self.topology,
+                  "topology_kind": self.topology_kind, "topology_params": self.topology_params}
+        unknown = set(changes) - set(kwargs)
+        if unknown:
+            raise TypeError(f"Problem has no field {', '.join(sorted(unknown))}; it has {', '.join(kwargs)}")
+        return Problem(**{**kwargs, **changes})
+
+    def __repr__(self) -> str:
+        data = "(not loaded)" if callable(self._dataset) else getattr(self._dataset, "name", "?")
+        return (f"Problem(dataset={data}, seed={self.seed}, partition_scheme={self.partition_scheme!r}, "
+                f"topology_kind={self.topology_kind!r})")
 
 
 @dataclass

@@ -56,11 +56,11 @@ class RunResult:
 
 
 def _problem(scenario: Scenario, topology: nx.Graph | None) -> Problem:
-    dataset = make_dataset(scenario.dataset_kwargs())
+    kwargs = scenario.dataset_kwargs()
     part = scenario.partition
     topo = scenario.topology
     graph = from_networkx(topology) if topology is not None else None
-    return Problem(dataset=dataset, seed=scenario.seed, partition_scheme=part.scheme,
+    return Problem(dataset=lambda: make_dataset(kwargs), seed=scenario.seed, partition_scheme=part.scheme,
                    partition_params=part.params(), topology=graph, topology_kind=topo.kind,
                    topology_params=dict(topo.params))
 
