@@ -49,7 +49,7 @@ from ..core.streams import STREAM_PROGRAM, counter_uniform, stream_keys
 from ..errors import DataError, InfeasibleParameterError, ScenarioError, TopologyError
 from ..numerics.csr import part_row_sums, sorted_position
 from ..numerics.prefetch import prefetch, prefetch_row
-from ..numerics.vectors import segment_cumsum
+from ..numerics.vectors import pairwise_sum, segment_cumsum
 from ..program import GossipKernel, GossipProgram, NodeRows, RoleSpec
 from ..topology import (MIXING_RULES, TOPOLOGIES, build_topology, check_connected, metropolis_hastings_weights,
                         mixing_rows, neighbour_csr)
@@ -87,10 +87,10 @@ def gossip_topology_info(G: nx.Graph, mixing: str = "neighbour", share: float = 
     spectrum is read from a symmetric similar matrix (real). Also: ``inv_spectral_gap``, ``edges``,
     ``mean_degree``, ``max_degree``, ``diameter`` and the Metropolis-Hastings matrix's gap
     ``spectral_gap_metropolis``. Up to SPECTRAL_MAX_NODES nodes the spectrum is exact (dense) and the diameter too;
-    above, the extreme eigenvalues come from a sparse Lanczos solver (ARPACK, to LANCZOS_TOL, or LOOSE_LANCZOS_TOL
-    above LOOSE_SPECTRUM_NODES: ``spectral_tolerance`` says which; one that does not converge leaves its facts out
-    and says so in ``spectral_note``) and ``diameter`` is a lower bound from BFS
-    sweeps (``diameter_is_lower_bound`` = True; exact on trees, a hop or two short on the random graphs tried).
+    above, the extreme eigenvalues come from a sparse Lanczos solver (ARPACK, refined until each gap is known to
+    GAP_ACCURACY of itself: ``spectral_gap_error`` and ``spectral_gap_metropolis_error`` are the relative error
+    bounds; one that does not converge leaves its facts out and says so in ``spectral_note``) and ``diameter`` is
+    a lower bound from BFS sweeps (``diameter_is_lower_bound`` = True; exact on trees, a hop or two short on the random graphs tried).
     """
     import math
 
@@ -124,12 +124,12 @@ def gossip_topology_info(G: nx.Graph, mixing: str = "neighbour", share: float = 
     return info
 
 
-#: relative accuracy of the sparse solver's eigenvalues (large graphs), and its restarts before it gives up; above
-#: LOOSE_SPECTRUM_NODES the looser LOOSE_LANCZOS_TOL (measured on a random 2-out overlay of 10^6 nodes: 16 s, the gap
-#: within 0.1 % of a 1e-4 solve, which took 73 s; 1e-7 did not converge in 300 restarts)
-LANCZOS_TOL = 1e-7
-LOOSE_LANCZOS_TOL = 1e-3
-LOOSE_SPECTRUM_NODES = 200_000
+#: the sparse solver's spectral gaps are refined until their error bound is within this fraction of the gap
+GAP_ACCURACY = 1e-3
+#: ARPACK's first relative tolerance, the smallest it is refined to, and its restarts per solve before it gives up
+#: (a gap too small to resolve: a long ring, say)
+FIRST_LANCZOS_TOL = 1e-3
+MIN_LANCZOS_TOL = 1e-12
 LANCZOS_RESTARTS = 300
 
 
@@ -167,27 +167,73 @@ def _dense_spectra(G, A, deg, mixing):
     return np.array([lam[-2], lam[0]]), np.array([lam_mh[-2], lam_mh[0]])
 
 
+def _ritz(S, which: str, tol: float, start: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """One extreme eigenvalue of the symmetric S by ARPACK: (theta, the residual norm ||S x - theta x|| of its unit
+    Ritz vector x, a start vector for a tighter solve). By Weyl's theorem an eigenvalue of S lies within the
+    residual of theta; which = "LA": the second largest (the largest, 1, is known), "SA": the smallest."""
+    from scipy.sparse.linalg import eigsh
+
+    k = 2 if which == "LA" else 1
+    vals, vecs = eigsh(S, k=k, which=which, tol=tol, maxiter=LANCZOS_RESTARTS, v0=start)
+    j = int(np.argsort(vals)[0])                       # LA: the smaller of the two; SA: the one
+    x = vecs[:, j] / np.linalg.norm(vecs[:, j])
+    theta = float(vals[j])
+    return theta, float(np.linalg.norm(S @ x - theta * x)), vecs.sum(axis=1)
+
+
+def _abs_affine_range(lo: float, hi: float, a: float, b: float) -> tuple[float, float]:
+    """The range of |a + b lam| over lam in [lo, hi] (b >= 0)."""
+    ends = sorted((abs(a + b * lo), abs(a + b * hi)))
+    return (0.0 if (a + b * lo) * (a + b * hi) < 0 else ends[0]), ends[1]
+
+
+def _gap_with_bound(ritz: list, a: float, b: float) -> tuple[float, float]:
+    """The gap 1 - max |a + b lam| over the eigenvalues `ritz` ((theta, residual) pairs) and its error bound (the
+    largest distance from the gap to an end of its interval)."""
+    mu = max(abs(a + b * t) for t, _ in ritz)
+    ranges = [_abs_affine_range(t - r, t + r, a, b) for t, r in ritz]
+    mu_lo, mu_hi = max(lo for lo, _ in ranges), max(hi for _, hi in ranges)
+    return 1.0 - mu, max(mu_hi - mu, mu - mu_lo)
+
+
 def _sparse_spectra(A, deg, mixing, share, info: dict):
-    """The same two eigenvalues by ARPACK (None where it does not converge, with a note in info). With share <= 1/2
-    the chain's smallest eigenvalue cannot decide its gap ((1 - share) + share lam >= 0 for lam >= -1), so only the
-    Metropolis-Hastings matrix needs it."""
-    from scipy.sparse.linalg import ArpackNoConvergence, eigsh
+    """The same two eigenvalues by ARPACK (None where it does not converge, with a note in info), with error bounds:
+    each solve starts at FIRST_LANCZOS_TOL and is refined, from its Ritz vectors, until the gap it decides is known
+    to GAP_ACCURACY of itself (``spectral_gap_error``, ``spectral_gap_metropolis_error``: relative bounds). With
+    share <= 1/2 the chain's smallest eigenvalue cannot decide its gap ((1 - share) + share lam >= 0 for lam >= -1),
+    so only the Metropolis-Hastings matrix needs it."""
+    import math
+
+    from scipy.sparse.linalg import ArpackNoConvergence
 
     out = []
-    tol = LANCZOS_TOL if A.shape[0] <= LOOSE_SPECTRUM_NODES else LOOSE_LANCZOS_TOL
-    info["spectral_tolerance"] = tol
     for rule in (mixing, "metropolis") if mixing != "metropolis" else (mixing,):
         S = _similar(A, deg, rule)
+        a, b = (1.0 - share, share) if rule == mixing else (0.0, 1.0)    # gap of W = (1 - share) I + share B
+        name = "spectral_gap_error" if rule == mixing else "spectral_gap_metropolis_error"
         # a fixed start vector: ARPACK's own random one changes from call to call, and so would the last bits
         start = np.random.default_rng(0).random(S.shape[0]) + 0.5
+        kinds = ("LA", "SA") if (rule == "metropolis" or share > 0.5) else ("LA",)
         try:
-            top = eigsh(S, k=2, which="LA", tol=tol, maxiter=LANCZOS_RESTARTS, v0=start, return_eigenvectors=False)
-            if rule == "metropolis" or share > 0.5:
-                low = eigsh(S, k=1, which="SA", tol=tol, maxiter=LANCZOS_RESTARTS, v0=start,
-                            return_eigenvectors=False)[0]
-            else:
-                low = -1.0
-            out.append(np.array([np.sort(top)[0], low]))
+            solves = {which: (FIRST_LANCZOS_TOL, *_ritz(S, which, FIRST_LANCZOS_TOL, start)) for which in kinds}
+            while True:
+                ritz = [(t, r) for _, t, r, _ in solves.values()] + ([] if "SA" in solves else [(-1.0, 0.0)])
+                gap, err = _gap_with_bound(ritz, a, b)
+                if err <= GAP_ACCURACY * gap:
+                    break
+                # refine the solves whose interval reaches the gap's error: ten times tighter, from their vectors
+                mu = 1.0 - gap
+                loose = [w for w, (tol, t, r, _) in solves.items()
+                         if b * r > 0.5 * GAP_ACCURACY * gap and abs(a + b * t) + b * r >= mu - err
+                         and tol > MIN_LANCZOS_TOL]
+                if not loose:
+                    break
+                for w in loose:
+                    tol, _, _, v = solves[w]
+                    solves[w] = (tol / 10.0, *_ritz(S, w, tol / 10.0, v))
+            info[name] = err / gap if gap > 0 else math.inf
+            thetas = {w: t for w, (_, t, _, _) in solves.items()}
+            out.append(np.array([thetas["LA"], thetas.get("SA", -1.0)]))
         except ArpackNoConvergence:
             out.append(None)
             info["spectral_note"] = (f"the sparse eigensolver did not converge in {LANCZOS_RESTARTS} restarts for the "
@@ -592,10 +638,10 @@ def _values(params: PushSumParams, problem, n: int) -> tuple[list, int]:
     """Per-node data and the dimension d."""
     from ..data import partition
 
-    ds = problem.dataset
-    if params.values == "random":
+    if params.values == "random":                      # the data set is not read
         rng = np.random.default_rng([problem.seed, 0x5EED])
         return NodeRows(value=rng.standard_normal((n, params.dim))), params.dim
+    ds = problem.dataset
     if n > ds.n:
         raise InfeasibleParameterError(f"pushsum with values = \"data_mean\" gives each of the {n} nodes its mean "
                                        f"training point, but {ds.name} has {ds.n} points; allowed: at most {ds.n} "
@@ -676,27 +722,30 @@ def build_pushsum(params: PushSumParams, problem):
                       comm_unit=("messages (d+1 scalars)", float(d + 1)), model=model, info=info)
 
 
-#: rows per block of the consensus error: 2^12 rows of d = 123 (4 MB) stay in the cache, where whole-array
-#: temporaries (100 MB at 10^5 nodes) were a third of a 10^5-node run
-EVAL_BLOCK_ROWS = 4096
+@numba.njit(cache=True, nogil=True)
+def _consensus_distances_into(s, w, target, err):
+    """err[i] = ||s_i / w_i - target|| (inf where w_i <= 0 or the distance is not finite), one pass over the rows:
+    each row's quotient, difference and square as NumPy's whole-array operations, summed in NumPy's pairwise order
+    (np.linalg.norm's), so the same bits without a temporary of every row (100 MB at 10^5 nodes)."""
+    d = s.shape[1]
+    squares = np.empty(d)
+    for i in range(s.shape[0]):
+        wi = w[i]
+        if not wi > 0:
+            err[i] = np.inf
+            continue
+        for q in range(d):
+            e = s[i, q] / wi - target[q]
+            squares[q] = e * e
+        dist = np.sqrt(pairwise_sum(squares, 0, d))
+        err[i] = dist if np.isfinite(dist) else np.inf
 
 
 def _consensus_distances(s: np.ndarray, w: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """||s_i / w_i - target|| per node (inf where w_i <= 0 or the distance is not finite), a block of rows at a
-    time: each row's operations are the whole array's, so the same bits with memory O(block)."""
-    n = s.shape[0]
-    err = np.empty(n)
-    rows = min(n, EVAL_BLOCK_ROWS)
-    est = np.empty((rows, s.shape[1]))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for lo in range(0, n, rows):
-            hi = min(n, lo + rows)
-            e, wb = est[:hi - lo], w[lo:hi, None]
-            np.divide(s[lo:hi], wb, out=e)
-            e[~(wb[:, 0] > 0)] = np.nan                 # estimates(): NaN where w <= 0
-            np.subtract(e, target, out=e)
-            err[lo:hi] = np.linalg.norm(e, axis=1)
-    err[~np.isfinite(err)] = np.inf
+    """||s_i / w_i - target|| per node (inf where w_i <= 0 or the distance is not finite)."""
+    err = np.empty(s.shape[0])
+    _consensus_distances_into(np.ascontiguousarray(s, dtype=np.float64), np.ascontiguousarray(w, dtype=np.float64),
+                              np.ascontiguousarray(target, dtype=np.float64), err)
     return err
 
 
