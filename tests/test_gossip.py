@@ -104,6 +104,32 @@ def test_compiled_loop_gives_the_python_loop_run(iris, variant):
     assert summary["node_events"]["recover"] == 3 and summary["node_events"]["leave"] > 0
 
 
+@pytest.mark.parametrize("variant", ["pushsum", "running-sum", "pairwise"])
+def test_zero_latency_deliveries_through_the_compiled_lane_give_the_python_loop_run(iris, variant):
+    """With latency 0 the compiled loop keeps a delivery due now out of its heap (a lane of one) and takes it when
+    its (time, priority, sequence) comes first. With every fault (a duplicate's second copy, also due now, goes
+    on the heap behind it; delayed copies come later; crashes and churn at their own times), replies sent from a
+    delivery (pairwise), and the run cut into slices by message budgets and evaluation points (the loop returns
+    while a delivery waits in the lane, which goes back on the heap with its sequence number), the run is the
+    Python loop's, bit for bit."""
+    clock = Clock("periodic", rate=1.5, jitter=0.3)
+    latency = LatencyModel(Distribution.constant(0.0))
+    runs = []
+    for compiled in (False, True):
+        sched, engine, meter, _ = pushsum_run(iris, variant=variant, compiled=compiled, faults=ALL_FAULTS,
+                                              clock=clock, latency=latency, round_time=0.7)
+        budget = 0
+        for _ in range(40):
+            budget += 7
+            sched.run(max_time=12.0, max_messages=budget, eval_messages=3, on_observe=lambda progress: False)
+        assert sched.run(max_time=12.0) == GossipStopReason.TIME
+        sched.finish()
+        runs.append((sched, engine, meter))
+    assert_same_run(*runs)
+    summary = runs[0][0].fault_summary()
+    assert summary["dropped_total"]["messages"] > 0 and summary["node_events"]["crash"] == 3
+
+
 def test_resuming_a_run_gives_the_same_run(iris):
     whole = pushsum_run(iris, faults=ALL_FAULTS)
     whole[0].run(max_time=10.0)

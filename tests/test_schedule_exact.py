@@ -1057,3 +1057,33 @@ def test_python_rounds_stop_exactly_at_their_budgets_and_observe_only_when_asked
     seen = []
     assert sched.run(max_iterations=2, on_iteration=lambda it, r: seen.append((it, r))) == "iteration budget"
     assert seen == [(2, 4)] and sched.round == 4                      # iteration 2 ended in round 2, settled in 3
+
+
+def test_the_lane_check_and_an_insert_with_its_own_sequence_keep_the_heap_order():
+    """The compiled loop's lane of one holds a delivery out of the heap: `before_heap_top` must say whether its
+    (time, priority, sequence) comes before the heap's smallest, and `heap_insert` (the lane going back with the
+    sequence number it drew) must pop in key order with the events `heap_push` numbered. Random keys with ties."""
+    from svmsim.schedule.event_kernels import N_COUNTERS, N_SEQ, before_heap_top, heap_insert, heap_pop, heap_push
+
+    rng = np.random.default_rng(5)
+    for trial in range(200):
+        n = int(rng.integers(0, 40))
+        ht, hk = np.zeros(n + 2), np.zeros((n + 2, 4), np.int64)
+        ctr = np.zeros(N_COUNTERS, np.int64)
+        keys = []
+        reserved = None
+        for i in range(n):
+            t, prio = float(rng.integers(0, 3)), int(rng.integers(0, 6))
+            if reserved is None and rng.random() < 0.2:            # draw a number now, insert it later
+                reserved = (t, prio, int(ctr[N_SEQ]), i)
+                ctr[N_SEQ] += 1
+                continue
+            keys.append((t, prio, int(ctr[N_SEQ]), i))
+            heap_push(ht, hk, ctr, t, prio, i, 0)
+        t, prio, seq = float(rng.integers(0, 3)), int(rng.integers(0, 6)), int(rng.integers(0, n + 2))
+        assert before_heap_top(ht, hk, ctr, t, prio, seq) == all((t, prio, seq) < k[:3] for k in keys), trial
+        if reserved is not None:
+            heap_insert(ht, hk, ctr, reserved[0], reserved[1], reserved[2], reserved[3], 0)
+            keys.append(reserved)
+        popped = [int(heap_pop(ht, hk, ctr)[2]) for _ in range(len(keys))]
+        assert popped == [k[3] for k in sorted(keys)], trial

@@ -124,10 +124,16 @@ def send_fate(env, cfg, keys, edge_key, src, dst, c, nbytes):
 @numba.njit(cache=True)
 def heap_push(ht, hk, ctr, t, prio, a, b):
     """Push event (t, prio, next sequence number; a, b) on the array heap (ht: times, hk: prio, seq, a, b)."""
-    i = ctr[N_HEAP]
-    ctr[N_HEAP] = i + 1
     seq = ctr[N_SEQ]
     ctr[N_SEQ] = seq + 1
+    heap_insert(ht, hk, ctr, t, prio, seq, a, b)
+
+
+@numba.njit(cache=True)
+def heap_insert(ht, hk, ctr, t, prio, seq, a, b):
+    """Put event (t, prio, seq; a, b) on the array heap with a sequence number drawn before (`heap_push`)."""
+    i = ctr[N_HEAP]
+    ctr[N_HEAP] = i + 1
     while i > 0:
         p = (i - 1) >> 1
         tp = ht[p]
@@ -144,6 +150,14 @@ def heap_push(ht, hk, ctr, t, prio, a, b):
     hk[i, 1] = seq
     hk[i, 2] = a
     hk[i, 3] = b
+
+
+@numba.njit(cache=True)
+def before_heap_top(ht, hk, ctr, t, prio, seq):
+    """Whether event (t, prio, seq) comes before every event on the heap (an empty heap: yes)."""
+    if ctr[N_HEAP] == 0:
+        return True
+    return t < ht[0] or (t == ht[0] and (prio < hk[0, 0] or (prio == hk[0, 0] and seq < hk[0, 1])))
 
 
 @numba.njit(cache=True)
@@ -316,9 +330,9 @@ def _send(env, cfg, keys, edge_key, adj_ptr, adj, widths, ni, rec, ctr, round_ti
 
 
 @numba.njit(cache=True, _nrt=False)
-def _enqueue(ht, hk, ctr, mi, mp, free, sender, d, tag, bin_, copy, out_pay, k, w, arrive):
-    """Put copy `copy` of a message (payload: the first w scalars of `pay`) in a pool slot and on the heap, to
-    be delivered at `arrive`."""
+def _fill_slot(ctr, mi, mp, free, sender, d, tag, bin_, copy, out_pay, k, w):
+    """Put copy `copy` of a message (payload: the first w scalars of row k of `out_pay`) in a free pool slot;
+    returns the slot."""
     ctr[N_FREE] -= 1
     slot = free[ctr[N_FREE]]
     mi[slot, 0] = sender
@@ -328,6 +342,14 @@ def _enqueue(ht, hk, ctr, mi, mp, free, sender, d, tag, bin_, copy, out_pay, k, 
     mi[slot, 4] = copy
     for q in range(w):
         mp[slot, q] = out_pay[k, q]
+    return slot
+
+
+@numba.njit(cache=True, _nrt=False)
+def _enqueue(ht, hk, ctr, mi, mp, free, sender, d, tag, bin_, copy, out_pay, k, w, arrive):
+    """Put copy `copy` of a message (payload: the first w scalars of `pay`) in a pool slot and on the heap, to
+    be delivered at `arrive`."""
+    slot = _fill_slot(ctr, mi, mp, free, sender, d, tag, bin_, copy, out_pay, k, w)
     heap_push(ht, hk, ctr, arrive, P_DELIVER, slot, 0)
 
 
@@ -374,31 +396,50 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prefetch_fn, prog, wi
     deliveries are handled; `done` is then left to the engine (in ctr[N_DONE]) instead of ending the slice, and
     with `lim[L_PAUSE_DONE]` the loop hands back after every event that changed it.
     `remote` is a compile-time constant of `loop_for`: a host that owns every node compiles none of that.
-    Statement for statement the same as `EventHost._run_python`, so both give the same run."""
+    Statement for statement the same as `EventHost._run_python`, so both give the same run, but for one thing that
+    changes no order: a delivery due at the current time (latency 0) waits in a lane of one instead of the heap and
+    is taken when its (time, priority, sequence) comes before the heap's top, as it would have been popped; this
+    spares a push to the top and a pop through every level of a heap that no longer fits the caches (12 % of a
+    10^5-node Push-Sum run). The lane goes back on the heap, with its sequence number, before the loop returns."""
     max_out = out_dst.shape[0]
     round_time = env[E_ROUND_TIME]
     draining = remote and lim[L_DRAIN] != 0
     prefetching = cfg[C_N] >= PREFETCH_MIN_NODES
     since_yield = 0
+    lane = -1                                          # a delivery due now: its pool slot (-1: none), time, sequence
+    lane_t = 0.0
+    lane_seq = 0
+    status = ST_QUIESCENT
     while True:
-        if ctr[N_HEAP] == 0:
-            return ST_QUIESCENT
-        t = ht[0]
+        from_lane = lane >= 0 and before_heap_top(ht, hk, ctr, lane_t, P_DELIVER, lane_seq)
+        if ctr[N_HEAP] == 0 and not from_lane:
+            status = ST_QUIESCENT
+            break
+        t = lane_t if from_lane else ht[0]
         if not draining:
             if fc[F_NEXT_EVAL] <= t and fc[F_NEXT_EVAL] <= fc[F_MAX_TIME]:
-                return ST_EVAL_TIME
+                status = ST_EVAL_TIME
+                break
             if t > fc[F_MAX_TIME]:
-                return ST_TIME
-        status = _no_room(ctr, ht, rec, log_t, max_out)
-        if status >= 0:
-            return status
+                status = ST_TIME
+                break
+        room = _no_room(ctr, ht, rec, log_t, max_out)
+        if room >= 0:
+            status = room
+            break
         if remote and (ctr[N_OUT] + 2 * max_out > xi.shape[0] or ctr[N_OUT] >= lim[L_XBATCH]):
-            return ST_XFLUSH
+            status = ST_XFLUSH
+            break
         if since_yield >= lim[L_YIELD]:
-            return ST_YIELD
+            status = ST_YIELD
+            break
         since_yield += 1
-        t, prio, a, b = heap_pop(ht, hk, ctr)
-        if prefetching and ctr[N_HEAP] > 0:                # the next event's node: its rows arrive meanwhile
+        if from_lane:
+            prio, a, b = P_DELIVER, lane, 0
+            lane = -1
+        else:
+            t, prio, a, b = heap_pop(ht, hk, ctr)
+        if prefetching and not from_lane and ctr[N_HEAP] > 0:    # the next event's node: its rows arrive meanwhile
             nxt = hk[0, 2] if hk[0, 0] != P_DELIVER else mi[hk[0, 2], 1]
             if not remote or owner[nxt] == me:
                 _prefetch_node(prefetch_fn, prog, ni, keys, rates, adj_ptr, nxt)
@@ -412,17 +453,24 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prefetch_fn, prog, wi
         for k in range(n_out if prefetching else 0):       # the receivers' rows (latency 0: their turn is next)
             if not remote or owner[out_dst[k]] == me:
                 _prefetch_node(prefetch_fn, prog, ni, keys, rates, adj_ptr, out_dst[k])
+        bad_edge = False
         for k in range(n_out):
             d = out_dst[k]
             tag = out_tag[k]
             copies, lat1, lat2, bin_ = _send(env, cfg, keys, edge_key, adj_ptr, adj, widths, ni, rec, ctr,
                                              round_time, t, sender, d, tag)
             if copies < 0:
-                return ST_BAD_EDGE
+                bad_edge = True
+                break
             w = widths[tag]
             for copy in range(copies):
                 arrive = t + (lat1 if copy == 0 else lat2)
-                if not remote or owner[d] == me:
+                if (not remote or owner[d] == me) and lane < 0 and arrive == t:
+                    lane = _fill_slot(ctr, mi, mp, free, sender, d, tag, bin_, copy, out_pay, k, w)
+                    lane_t = arrive
+                    lane_seq = ctr[N_SEQ]                  # the number heap_push would have given it
+                    ctr[N_SEQ] = lane_seq + 1
+                elif not remote or owner[d] == me:
                     _enqueue(ht, hk, ctr, mi, mp, free, sender, d, tag, bin_, copy, out_pay, k, w, arrive)
                 else:                                      # another host's node: into the outgoing buffer
                     x = ctr[N_OUT]
@@ -436,18 +484,29 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prefetch_fn, prog, wi
                     xf[x, 0] = arrive
                     for q in range(w):
                         xf[x, 1 + q] = out_pay[k, q]
+        if bad_edge:
+            status = ST_BAD_EDGE
+            break
         changed = ctr[N_DONE] != (1 if done else 0)
         ctr[N_DONE] = 1 if done else 0
         if done and not remote:
-            return ST_DONE
+            status = ST_DONE
+            break
         if remote and changed and lim[L_PAUSE_DONE] != 0:
-            return ST_DONE_CHANGE                          # a time window's host: the engine notes when
+            status = ST_DONE_CHANGE                        # a time window's host: the engine notes when
+            break
         if ctr[N_SENT] >= lim[L_MAX_MESSAGES]:
-            return ST_MESSAGES
+            status = ST_MESSAGES
+            break
         if ctr[N_SENT_SCALARS] >= lim[L_MAX_SCALARS]:
-            return ST_SCALARS
+            status = ST_SCALARS
+            break
         if ctr[N_SENT] >= lim[L_NEXT_EVAL_MSG]:
-            return ST_EVAL_MSG
+            status = ST_EVAL_MSG
+            break
+    if lane >= 0:                                      # the lane back on the heap: Python sees a plain heap
+        heap_insert(ht, hk, ctr, lane_t, P_DELIVER, lane_seq, lane, 0)
+    return status
 
 
 _LOOPS: dict[tuple, Callable] = {}
