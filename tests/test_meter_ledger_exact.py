@@ -635,3 +635,37 @@ def test_the_first_message_off_the_node_range_is_named_after_valid_ones(src, dst
     with pytest.raises(ProtocolError, match=rf"^message with tag 'x' goes from node {s} to node {d}, but node ids "
                                             r"must lie in 0\.\.2$"):
         m.record(0, MessageBatch("x", np.array(src), np.array(dst), np.ones((2, 1))))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_edge_counts_looking_ahead_are_the_in_order_counts(seed):
+    """`accumulate_edges` finds edge ids EDGE_LOOKAHEAD messages ahead of the adds: for batches shorter and longer
+    than that, runs of one sender's neighbours, and a message off the topology anywhere, it adds exactly what an
+    in-order loop adds up to that message, and returns its index."""
+    from svmsim.comm.edges import EDGE_LOOKAHEAD, accumulate_edges, edge_id, edge_index
+
+    rng = np.random.default_rng(seed)
+    n = 30
+    adjacency = rng.random((n, n)) < 0.2
+    adjacency = adjacency | adjacency.T
+    np.fill_diagonal(adjacency, False)
+    ptr, nbr = edge_index(adjacency, n)
+    edges = np.flatnonzero(adjacency.ravel())
+    for m in (0, 1, EDGE_LOOKAHEAD - 1, EDGE_LOOKAHEAD, EDGE_LOOKAHEAD + 1, 2 * EDGE_LOOKAHEAD + 3, 200):
+        pick = edges[rng.integers(0, edges.shape[0], m)]
+        src, dst = pick // n, pick % n
+        if m and rng.random() < 0.6:                        # one message off the topology (or off the node range)
+            k = int(rng.integers(0, m))
+            src[k], dst[k] = (0, 0) if rng.random() < 0.5 else (n + 3, 1)
+        per_message = np.array([1, 7, 56], dtype=np.int64)
+        got = np.zeros((3, nbr.shape[0]), dtype=np.int64)
+        bad = accumulate_edges(got, src, dst, n, ptr, nbr, per_message, 2)
+        want = np.zeros_like(got)
+        expected_bad = -1
+        for i in range(m):
+            e = edge_id(ptr, nbr, n, src[i], dst[i])
+            if e < 0:
+                expected_bad = i
+                break
+            want[:, e] += per_message * 2
+        assert bad == expected_bad and np.array_equal(got, want), (m, bad, expected_bad)
