@@ -90,7 +90,8 @@ def gossip_topology_info(G: nx.Graph, mixing: str = "neighbour", share: float = 
     above, the extreme eigenvalues come from a sparse Lanczos solver (ARPACK, refined until each gap is known to
     GAP_ACCURACY of itself: ``spectral_gap_error`` and ``spectral_gap_metropolis_error`` are the relative error
     bounds; one that does not converge leaves its facts out and says so in ``spectral_note``) and ``diameter`` is
-    a lower bound from BFS sweeps (``diameter_is_lower_bound`` = True; exact on trees, a hop or two short on the random graphs tried).
+    a lower bound from BFS sweeps (``diameter_is_lower_bound`` = True; exact on trees, a hop or two short on the
+    random graphs tried).
     """
     import math
 
@@ -749,14 +750,14 @@ def _consensus_distances(s: np.ndarray, w: np.ndarray, target: np.ndarray) -> np
     return err
 
 
-#: the memory model of a gossip run (bytes), measured as peaks on random 2-out overlays of 10^4-3·10^5 nodes (d = 4,
-#: 64, 123; within 11 % of every measured peak, within 2 % from 3·10^4 nodes; measured before the runner's observers
-#: peeked, so it now over-estimates Push-Sum by about 14-23 % at 10^5-3·10^5 nodes, the safe side): the interpreter
-#: with numba and the libraries; per node (the program's arrays, the topology's CSR rows); per node and scalar of its
-#: value (s, w, the initial values, messages in flight, observations); per edge (the edge array, the CSR rows, the
-#: meter's edge counters). A built topology holds no networkx dicts (`core.array_graph`); a graph the user passes
-#: holds its own.
-BASE_BYTES, NODE_BYTES, NODE_SCALAR_BYTES, EDGE_BYTES = 265 * 2 ** 20, 550, 41, 280
+#: the memory model of a Push-Sum run (bytes), fitted to peaks measured on random 2-out overlays (10^4, 10^5 and
+#: 3·10^5 nodes with d = 4, 64 and 123, and 10^6 nodes with d = 123; every one within 3.4 %): the interpreter with
+#: numba and the libraries; per node (the program's and the loop's arrays, the topology's CSR rows, the sparse
+#: eigensolver's vectors, the ledger's rows); per node and scalar of its value (s, the initial values and the final
+#: model's estimates: 3 x 8 bytes); per edge (the edge array, the CSR rows, the meter's edge counters; kept from the
+#: earlier fit, which had other topologies). A built topology holds no networkx dicts (`core.array_graph`); a graph
+#: the user passes holds its own.
+BASE_BYTES, NODE_BYTES, NODE_SCALAR_BYTES, EDGE_BYTES = 210 * 2 ** 20, 1425, 24, 280
 
 
 def _topology_size(problem, nodes: int) -> tuple[int, int]:
