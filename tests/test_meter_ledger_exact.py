@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import io
 import json
 
 import numpy as np
@@ -478,8 +479,13 @@ def test_ledger_json_is_json_dumps_of_the_summary_byte_for_byte(seed, tmp_path):
     assert ledger.by_node() == _old_by_node(ledger)
     assert list(ledger.by_node()) == list(_old_by_node(ledger))
     assert ledger.json_text() == json.dumps(ledger.summary(), indent=2)
+    for block in (1, 3, n):                          # by_node written a block of nodes at a time: the same bytes
+        text = io.StringIO()
+        ledger.write_json(text, block=block)
+        assert text.getvalue() == ledger.json_text()
     assert ledger.summary(by_node=False) == {**ledger.summary(), "by_node": {}}
     ledger.save(tmp_path)
+    assert (tmp_path / "ledger.json").read_text() == ledger.json_text()
     rows = (tmp_path / "ledger_edges.csv").read_text().splitlines()
     assert rows[1:] == [f"{s},{d},{names[s]},{names[d]},{m},{sc},{b}" for s, d, m, sc, b in ledger.edges]
 

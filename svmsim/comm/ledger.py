@@ -7,6 +7,7 @@ ledger written by one meter that saw everything equals the merge of the ledgers 
 """
 from __future__ import annotations
 
+import io
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -99,32 +100,45 @@ class Ledger:
         return out
 
     def json_text(self) -> str:
-        """``json.dumps(self.summary(), indent=2)``, byte for byte, with `by_node` formatted from whole arrays (the
-        json module's indenting encoder is pure Python: 70 s for 10^6 nodes, against about 2 s here)."""
+        """``json.dumps(self.summary(), indent=2)``, byte for byte (`write_json` into a string)."""
+        text = io.StringIO()
+        self.write_json(text)
+        return text.getvalue()
+
+    def write_json(self, out, block: int = 8192) -> None:  # pragma: no mutate (equivalent: any block, same bytes)
+        """Write ``json.dumps(self.summary(), indent=2)`` to the text stream `out`, byte for byte, with `by_node`
+        formatted from whole arrays `block` nodes at a time (the json module's indenting encoder is pure Python: 70 s
+        for 10^6 nodes, against about 2 s here; the text of every node at once was about 1 KB a node at the run's
+        end)."""
         names = self.node_names
         # the plain encoder where the fast path does not apply (both write the same bytes)
         if not all(type(name) is str for name in names):  # pragma: no mutate (equivalent: the same bytes, slower)
-            return json.dumps(self.summary(), indent=2)
+            out.write(json.dumps(self.summary(), indent=2))
+            return
         order, sent, received = self._traffic()
         if not order.size:  # pragma: no mutate (equivalent: the same bytes, slower)
-            return json.dumps(self.summary(), indent=2)
+            out.write(json.dumps(self.summary(), indent=2))
+            return
         mark = "\u0000by_node\u0000"  # pragma: no mutate (equivalent: any mark that no other field can show)
         summary = self.summary(by_node=False)  # pragma: no mutate (equivalent: the mark replaces by_node anyway)
         head = json.dumps({**summary, "by_node": mark}, indent=2)
         fields = ",\n".join(f'{" " * 8}"{q}": %d' for q in MESSAGE_QUANTITIES)
         node = f'    %s: {{\n      "sent": {{\n{fields}\n      }},\n      "received": {{\n{fields}\n      }}\n    }}'
-        keys = [json.dumps(names[i]) for i in order.tolist()]
-        values = np.concatenate([sent, received], axis=1).tolist()
-        block = ",\n".join(node % (key, *row) for key, row in zip(keys, values))
         key = '"by_node": ' + json.dumps(mark)
         before, _, after = head.partition(key)  # pragma: no mutate (equivalent: the key occurs once)
-        return before + '"by_node": {\n' + block + "\n  }" + after
+        out.write(before + '"by_node": {\n')
+        for lo in range(0, order.shape[0], block):
+            keys = [json.dumps(names[i]) for i in order[lo:lo + block].tolist()]
+            values = np.concatenate([sent[lo:lo + block], received[lo:lo + block]], axis=1).tolist()
+            out.write((",\n" if lo else "") + ",\n".join(node % (k, *row) for k, row in zip(keys, values)))
+        out.write("\n  }" + after)
 
     def save(self, directory: Path) -> None:
         """ledger.json, ledger_edges.csv, ledger_rounds.csv; with node quantities also ledger_nodes.csv (one row per
         node) and ledger_node_rounds.csv (one row per round in which a node quantity was recorded)."""
         directory = Path(directory)
-        (directory / "ledger.json").write_text(self.json_text())
+        with open(directory / "ledger.json", "w") as f:
+            self.write_json(f)
         names = self.node_names
         _write_edges_csv(directory / "ledger_edges.csv", self.edges, names)
         _write_int_csv(directory / "ledger_rounds.csv", "round,messages,scalars,bytes", self.rounds)
@@ -222,7 +236,7 @@ def _plain(x):
 
 
 def _write_edges_csv(path: Path, edges: np.ndarray, names: list,
-                     chunk: int = 65536) -> None:  # pragma: no mutate (equivalent: any chunk writes the same bytes)
+                     chunk: int = 8192) -> None:  # pragma: no mutate (equivalent: any chunk writes the same bytes)
     """The edge table with both ends' names, a chunk of rows formatted at a time (row by row: 10 s for 3·10^6
     edges)."""
     # pragma: no mutate start (equivalent: the meter's edge table is int64 rows of 2 + _Q already)
