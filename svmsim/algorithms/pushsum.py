@@ -676,7 +676,9 @@ def build_pushsum(params: PushSumParams, problem):
     program = PushSum(G, params.variant, params.mixing, params.share, params.max_wakes, params.weighted)
     s0, w0 = _initial_values(np.arange(n), node_data, params.weighted)
     target = s0.sum(axis=0) / w0.sum()
-    spread = float(np.max(np.linalg.norm(s0 / w0[:, None] - target, axis=1)))
+    # the initial spread max_i ||s0_i / w0_i - target|| (every w0_i > 0), one compiled pass with np.linalg.norm's
+    # bits: no whole-array temporaries (two N x d arrays)
+    spread = float(np.max(_consensus_distances(s0, w0, target)))
     scale = spread if spread > 0 else 1.0
     widths = tag_widths(d)
 
