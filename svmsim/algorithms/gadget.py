@@ -742,9 +742,9 @@ def _peer_topologies() -> tuple[str, ...]:
     return tuple(k for k in TOPOLOGIES if k != "star")
 
 
-#: the gossip run's share of GADGET's memory model (bytes): the interpreter, per node and scalar of its model, per
-#: edge (the constants of the first Push-Sum fit, with which GADGET's model was measured)
-GADGET_BASE_BYTES, GADGET_NODE_SCALAR_BYTES, GADGET_EDGE_BYTES = 265 * 2 ** 20, 41, 280
+#: the gossip run's share of GADGET's memory model (bytes): the interpreter and per node and scalar of its model (the
+#: constants of the first Push-Sum fit, with which GADGET's model was measured); per edge it is Push-Sum's EDGE_BYTES
+GADGET_BASE_BYTES, GADGET_NODE_SCALAR_BYTES = 265 * 2 ** 20, 41
 
 
 def gadget_memory(params: GadgetParams, problem) -> tuple[int, str, str]:
@@ -753,12 +753,12 @@ def gadget_memory(params: GadgetParams, problem) -> tuple[int, str, str]:
     bytes a stored value), about 2 KB of state per node and the evaluation's blocks of scores (measured on a9a with
     10^3 and 3 * 10^4 nodes: 13 % and 3 % under the peaks of 391 and 621 MB; on synthetic a9a-shaped sets of two
     points per node with 10^5 and 10^6 nodes: 5 % and 3 % over the peaks of 1.27 and 9.9 GB)."""
-    from .pushsum import _topology_size
+    from .pushsum import EDGE_BYTES, _topology_size
 
     n, edges = _topology_size(problem, params.nodes)
     ds = problem.dataset
     stored = int(ds.X.nnz) if hasattr(ds.X, "nnz") else int(np.prod(ds.X.shape))
-    need = (GADGET_BASE_BYTES + 12 * stored + n * (2000 + GADGET_NODE_SCALAR_BYTES * ds.d) + edges * GADGET_EDGE_BYTES
+    need = (GADGET_BASE_BYTES + 12 * stored + n * (2000 + GADGET_NODE_SCALAR_BYTES * ds.d) + edges * EDGE_BYTES
             + 8 * SCORE_BLOCK_VALUES + 16 * (n + 1) * ds.d)
     return need, f"{n:,} nodes with a model of {ds.d} scalars and their share of {stored:,} stored data values, " \
         f"{edges:,} edges of the {problem.topology_kind} topology", "fewer nodes or a sparser topology"

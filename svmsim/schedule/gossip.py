@@ -212,6 +212,11 @@ class GossipScheduler:
         """Every group's observation now (gid -> `program.observe(state)`)."""
         return self.engine.observe()
 
+    def peek(self) -> dict:
+        """`observe` through the programs' `peek` (gid -> `program.peek(state)`): no copies, valid until the states
+        next change."""
+        return self.engine.peek()
+
     # -- running --------------------------------------------------------------------------------------------------
     def run(self, *, max_time: float | None = None, max_messages: int | None = None, max_scalars: int | None = None,
             max_seconds: float | None = None, eval_time: float | None = None, eval_messages: int | None = None,
@@ -245,7 +250,7 @@ class GossipScheduler:
             p = self.progress(at)
             if not with_observations:
                 return on_observe(p)
-            return on_observe(p, self.engine.peek() if peek else self.observe())
+            return on_observe(p, self.peek() if peek else self.observe())
 
         if on_observe is not None and eval_time is not None:
             if not eval_time > 0:
@@ -299,7 +304,7 @@ class GossipScheduler:
         """Finish the run (`finish`) and say what it produced; the final progress and observations are those
         before the messages in flight were metered (with `peek`, the programs' `peek`s: the states no longer change
         once the run is finished, unless the engine is deployed again)."""
-        progress, observations = self.progress(), (self.engine.peek() if peek else self.observe())
+        progress, observations = self.progress(), (self.peek() if peek else self.observe())
         faults = self.finish()
         return GossipOutcome(reason=self._reason, progress=progress, observations=observations,
                              ledger=self.meter.ledger(), faults=faults, compiled=self.compiled, stats={})
