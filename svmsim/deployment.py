@@ -66,7 +66,8 @@ class Deployment:
         must have sent so far (held against the ledger in tests).
     bound: ``bound(eps) -> {"upper": ..., "lower": ...}``: the paper's communication bounds in scalars.
     comm_unit: (name, scalars) of the unit the paper plots communication in (e.g. ("kd", k*d)).
-    model: ``model(observations) -> dict`` of final model arrays (w, coef_, intercept_, ...).
+    model: ``model(observations) -> dict`` of final model arrays (w, coef_, intercept_, ...), from the run's last
+        observations; it may reuse the arrays of one that a program handed over (`GossipProgram.hand_over`).
     info: constants and sizes to record in the run directory.
     """
 

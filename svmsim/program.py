@@ -229,7 +229,8 @@ class GossipProgram(NodeProgram):
         `times`; the result must equal processing the rows one at a time in that order. Replies are sent from the
         receiving node.
     ``observe(state)``: a snapshot for the evaluator (never metered); ``peek(state)`` the same without copies, valid
-        until the state next changes.
+        until the state next changes; ``hand_over(state)`` the last one, when the run is over: it may hold the
+        state's own arrays, for the deployment's model to reuse (default: `observe`).
     ``crash(state, nodes)`` / ``recover(state, nodes, keep_state)``: fault hooks (default: nothing happens; a
         recovered node without its state should restart from its initial state). Return the state.
     ``kernel(state) -> GossipKernel | None``: the compiled form, if the program has one.
@@ -254,6 +255,9 @@ class GossipProgram(NodeProgram):
 
     def kernel(self, state: Any) -> GossipKernel | None:
         return None
+
+    def hand_over(self, state: Any) -> Any:
+        return self.observe(state)
 
     def step(self, state, inbox, round_):
         raise ProtocolError(f"{type(self).__name__} is a gossip program: it runs under the gossip scheduler "

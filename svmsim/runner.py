@@ -360,7 +360,7 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
         reason = run.run(max_time=max_time, max_messages=sched.max_messages, max_scalars=stop.max_scalars,
                          max_seconds=stop.max_seconds, eval_time=eval_time, eval_messages=sched.eval_messages,
                          on_observe=on_observe, with_observations=True, peek=True)
-        out = run.outcome(peek=True)          # read here and by the model, once: no copy of every node's state
+        out = run.outcome(hand_over=True)     # read here, then the model's own: no copy of every node's state
         p = out.progress
         last = rec.rows[-1] if rec.rows else None
         if last is not None and last["virtual_time"] > p.time:

@@ -387,7 +387,8 @@ def test_observer_is_called_at_each_eval_time_and_can_stop_the_run():
 @pytest.mark.parametrize("compiled", [False, None], ids=["python", "compiled"])
 def test_observers_that_peek_see_the_state_itself_and_snapshots_stay_as_taken(iris, compiled):
     """`peek`: the observer reads the nodes' s and w in place (read-only views, no copy of every node's values);
-    without it every observation is a snapshot that later events leave as it was."""
+    without it every observation is a snapshot that later events leave as it was; `hand_over`, when the run is
+    over, gives the state's own arrays, writable, and the scheduler lets go of its queue."""
     sched, engine, _, _ = pushsum_run(iris, nodes=20, compiled=compiled)
     state_s = engine.states[0].arrays[3]
     peeked, kept = [], []
@@ -411,10 +412,21 @@ def test_observers_that_peek_see_the_state_itself_and_snapshots_stay_as_taken(ir
     sched.run(max_time=2.0)
     final = sched.outcome().observations[0]                                   # a snapshot unless asked to peek
     assert not np.shares_memory(final["s"], engine.states[0].arrays[3]) and final["s"].flags.writeable
+    assert "handed_over" not in final
+    sched, engine, _, _ = pushsum_run(iris, nodes=20, compiled=compiled)
+    sched.run(max_time=2.0)
+    in_flight = sched.n_in_flight
+    out = sched.outcome(hand_over=True)                                       # the run is over: its own arrays
+    last = out.observations[0]
+    assert last["s"] is engine.states[0].arrays[3] and last["w"] is engine.states[0].arrays[4]
+    assert last["handed_over"] and last["s"].flags.writeable and out.progress.in_flight == in_flight > 0
+    assert sched.n_in_flight == 0 and sched.in_flight() == []                 # metered, and the queue let go
+    assert out.ledger.totals["messages"] == out.progress.sent
 
 
 def test_a_run_through_peeking_observers_gives_the_snapshots_results(iris, monkeypatch):
-    """The runner evaluates and builds the model from peeks; the same run with snapshots gives the same bits."""
+    """The runner evaluates from peeks and builds the model from the state handed over; the same run with
+    snapshots gives the same bits."""
     from svmsim.engine.inproc import InProcessEngine as Engine
 
     scenario = {"name": "peek", "seed": 3, "data": {"name": "iris", "test": "none"},
@@ -422,6 +434,7 @@ def test_a_run_through_peeking_observers_gives_the_snapshots_results(iris, monke
                 "schedule": {"kind": "gossip"}, "stop": {"max_rounds": 12}, "output": {"progress": False}}
     peeked = svmsim.run(scenario, write=False)
     monkeypatch.setattr(Engine, "peek", Engine.observe)
+    monkeypatch.setattr(Engine, "hand_over", Engine.observe)          # the model divides a copy, not the state
     copied = svmsim.run(scenario, write=False)
     assert [{k: v for k, v in r.items() if k != "wall_time"} for r in peeked.metrics] == \
         [{k: v for k, v in r.items() if k != "wall_time"} for r in copied.metrics]

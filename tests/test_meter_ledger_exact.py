@@ -623,6 +623,33 @@ def test_shared_id_arrays_are_checked_once_and_added_once_per_read(adjacency, mo
     assert calls == ([0, 50] if adjacency is not None else [[50, 100, 800]])
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_topology_meters_edge_table_is_the_keyed_meters_with_nodes_without_neighbours(seed):
+    """The edge table of a meter with a topology (edge ids in CSR rows, each mapped back to its row) equals that of a
+    meter without one (keys src * n + dst), on graphs whose nodes without neighbours leave empty rows anywhere,
+    the first and last included, with some edges never used and dropped messages on others."""
+    rng = np.random.default_rng(seed)
+    n = 12
+    adjacency = rng.random((n, n)) < 0.3
+    np.fill_diagonal(adjacency, False)
+    for lonely in (0, n - 1, int(rng.integers(1, n - 1))):
+        adjacency[lonely, :] = adjacency[:, lonely] = False
+    src, dst = np.nonzero(adjacency)
+    with_topology, keyed = Meter(n, adjacency), Meter(n)
+    for r in range(5):
+        pick = rng.random(src.shape[0]) < 0.4
+        batch = MessageBatch("x", src[pick], dst[pick], np.ones((int(pick.sum()), r + 1)))
+        lost = rng.random(src.shape[0]) < 0.1
+        dropped = MessageBatch("x", src[lost], dst[lost], np.ones((int(lost.sum()), 2)))
+        for m in (with_topology, keyed):
+            m.record(r, batch)
+            m.record_dropped(r, dropped)
+    for dropped in (False, True):
+        table = with_topology.edges_table(dropped)
+        assert table.dtype == np.int64 and table.shape[1] == 5 and table.shape[0] > 0
+        assert table.tolist() == keyed.edges_table(dropped).tolist()
+
+
 def test_keyed_ids_of_any_integer_type_name_edges_beyond_int32():
     """Without a topology an edge is the key src * n + dst: int32 ids of a 10^5-node run must not overflow it."""
     n = 100_000

@@ -106,6 +106,28 @@ def test_the_checks_of_a_large_overlay_leave_its_dicts_unbuilt():
     assert (E[:, 0] < E[:, 1]).all() and (np.diff(E[:, 0] * 100_000 + E[:, 1]) > 0).all()
 
 
+@pytest.mark.parametrize("graph", ["array", "networkx"])
+def test_the_neighbour_rows_are_kept_read_only_until_the_graph_changes(graph):
+    """`neighbour_csr` keeps one read-only copy in the graph's networkx cache; adding or removing an edge or a node
+    clears it, and the next call sees the change."""
+    import networkx as nx
+
+    G = build_topology("ring", 8) if graph == "array" else nx.cycle_graph(8)
+    ptr, nbr = neighbour_csr(G)
+    assert not ptr.flags.writeable and not nbr.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        nbr[0] = 5
+    again = neighbour_csr(G)
+    assert again[0] is ptr and again[1] is nbr
+    G.add_edge(0, 4)
+    ptr, nbr = neighbour_csr(G)
+    assert nbr[ptr[0]:ptr[1]].tolist() == [1, 4, 7] and nbr[ptr[4]:ptr[5]].tolist() == [0, 3, 5]
+    G.remove_node(7)
+    G.add_edge(0, 6)
+    ptr, nbr = neighbour_csr(G)
+    assert ptr.shape == (8,) and nbr[ptr[0]:ptr[1]].tolist() == [1, 4, 6]
+
+
 def test_a_disconnected_array_graph_is_named_as_before():
     G = ArrayGraph(6, np.array([[0, 1], [1, 2], [3, 4], [4, 5]]))
     with pytest.raises(TopologyError, match=r"2 connected components \(smallest sizes: 3, 3; largest: 3 of 6"):

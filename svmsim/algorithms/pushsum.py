@@ -52,7 +52,7 @@ from ..numerics.prefetch import prefetch, prefetch_row
 from ..numerics.vectors import pairwise_sum, segment_cumsum
 from ..program import GossipKernel, GossipProgram, NodeRows, RoleSpec
 from ..topology import (MIXING_RULES, TOPOLOGIES, build_topology, check_connected, metropolis_hastings_weights,
-                        mixing_rows, neighbour_csr)
+                        mixing_probabilities, mixing_rows, neighbour_csr)
 from .registry import AlgorithmInfo, register
 
 __all__ = ["PushSum", "PushSumParams", "build_pushsum", "pushsum_wake", "pushsum_receive", "mass", "tag_widths",
@@ -478,10 +478,11 @@ class PushSum(GossipProgram):
         self.max_wakes = max_wakes
         self.weighted = weighted
         self.n_nodes = topology.number_of_nodes()
-        # B in sparse form (O(edges) for any number of nodes) and its diagonal b_ii: 0 for the random walk,
-        # 1/(deg + 1) for uniform, the rest of the row for Metropolis-Hastings
-        self._rows = mixing_rows(topology, mixing)
-        ptr, _, prob = self._rows
+        # B in sparse form (O(edges) for any number of nodes): the topology's shared rows, whose probabilities each
+        # init draws again (they live on as its targets' running sums), and the diagonal b_ii: 0 for the random
+        # walk, 1/(deg + 1) for uniform, the rest of the row for Metropolis-Hastings
+        ptr, nbr, prob = mixing_rows(topology, mixing)
+        self._csr = (ptr, nbr)
         deg = np.diff(ptr).astype(np.float64)
         if mixing == "neighbour":
             self._diag = np.where(deg > 0, 0.0, 1.0)
@@ -500,29 +501,38 @@ class PushSum(GossipProgram):
         local_of[node_ids] = np.arange(m)
         # the hosted nodes' neighbours (CSR over local rows) and their tick targets: the neighbours and, where b_ii
         # > 0, the node itself (a tick without an exchange, slot -1), by node id, with the row's running sums
-        ptr, all_nbr, all_prob = self._rows
+        ptr, all_nbr = self._csr
+        all_prob = mixing_probabilities(ptr, all_nbr, self.mixing)
         counts = np.diff(ptr)[node_ids]
-        nbr_ptr = np.zeros(m + 1, dtype=np.int64)
-        nbr_ptr[1:] = np.cumsum(counts)
-        take = np.repeat(ptr[node_ids] - nbr_ptr[:-1], counts) + np.arange(nbr_ptr[-1])
-        nbr = all_nbr[take]
+        if m == self.n_nodes and (node_ids == np.arange(m)).all():
+            nbr_ptr, nbr, prob = ptr, all_nbr, all_prob          # every node, in order: the shared rows
+        else:
+            nbr_ptr = np.zeros(m + 1, dtype=np.int64)
+            nbr_ptr[1:] = np.cumsum(counts)
+            take = np.repeat(ptr[node_ids] - nbr_ptr[:-1], counts) + np.arange(nbr_ptr[-1])
+            nbr, prob = all_nbr[take], all_prob[take]
         diag = self._diag[node_ids]
         selfish = np.flatnonzero(diag > 0)
-        row = np.concatenate([np.repeat(np.arange(m), counts), selfish])
-        col = np.concatenate([nbr, node_ids[selfish]])
-        order = np.lexsort((col, row))
-        cand_ptr = np.zeros(m + 1, dtype=np.int64)
-        cand_ptr[1:] = np.cumsum(counts + (diag > 0))
-        cand_cum = segment_cumsum(cand_ptr, np.concatenate([all_prob[take], diag[selfish]])[order])
+        if selfish.shape[0]:
+            row = np.concatenate([np.repeat(np.arange(m), counts), selfish])
+            col = np.concatenate([nbr, node_ids[selfish]])
+            order = np.lexsort((col, row))
+            cand_ptr = np.zeros(m + 1, dtype=np.int64)
+            cand_ptr[1:] = np.cumsum(counts + (diag > 0))
+            cand_prob = np.concatenate([prob, diag[selfish]])[order]
+            cand_node = col[order]
+            cand_slot = np.concatenate([np.arange(nbr.shape[0]), np.full(selfish.shape[0], -1)])[order]
+        else:                                    # no tick without an exchange: the targets are the neighbours
+            cand_ptr, cand_prob, cand_node, cand_slot = nbr_ptr, prob, nbr, np.arange(nbr.shape[0])
+        cand_cum = segment_cumsum(cand_ptr, cand_prob)
         cand_cum[cand_ptr[1:][cand_ptr[1:] > cand_ptr[:-1]] - 1] = 1.0    # every uniform in (0, 1) picks a target
-        cand_node = col[order]
-        cand_slot = np.concatenate([np.arange(nbr.shape[0]), np.full(selfish.shape[0], -1)])[order]
+        # the rows are read-only whether shared or not (one type for the compiled loop)
+        nbr_ptr, nbr, cand_ptr, cand_node = (_read_only(a) for a in (nbr_ptr, nbr, cand_ptr, cand_node))
         edges = int(nbr_ptr[-1])
         running = self.variant == "running-sum"
         arrays = (local_of, s0, w0, s0.copy(), w0.copy(),
                   np.zeros((edges if running else 0, d + 1)), np.zeros((edges if running else 0, d + 1)),
-                  nbr_ptr, nbr, cand_ptr, cand_node.astype(np.int64), cand_slot.astype(np.int64),
-                  cand_cum.astype(np.float64),
+                  nbr_ptr, nbr, cand_ptr, cand_node, cand_slot.astype(np.int64), cand_cum.astype(np.float64),
                   stream_keys(seed, STREAM_PROGRAM, self.n_nodes)[node_ids],
                   np.zeros((m, 6), dtype=np.int64),
                   np.array([VARIANTS.index(self.variant), -1 if self.max_wakes is None else int(self.max_wakes), d,
@@ -574,6 +584,12 @@ class PushSum(GossipProgram):
         obs.update(node_ids=obs["node_ids"].copy(), s=obs["s"].copy(), w=obs["w"].copy())
         return obs
 
+    def hand_over(self, state: PushSumState) -> dict:
+        """`peek` with the state's own s and w, writable, marked ``handed_over``: the run is over, and the model
+        divides s by w in place (no third N x d array: 1 KB a node at d = 123)."""
+        (_, _, _, s, w, *_rest) = state.arrays
+        return {**self.peek(state), "s": s, "w": w, "handed_over": True}
+
     def peek(self, state: PushSumState) -> dict:
         """`observe` with read-only views of the nodes' s and w (no copy: 1 KB a node at d = 123)."""
         (_, s0, w0, s, w, sigma, rho, *_rest) = state.arrays
@@ -583,6 +599,13 @@ class PushSum(GossipProgram):
                 "edge_mass": sigma.sum(axis=0) - rho.sum(axis=0) if sigma.shape[0] else np.zeros(s.shape[1] + 1),
                 "sent": counts[:, [CT_PUSH, CT_CUMULATIVE, CT_AVERAGE, CT_REPLY]].sum(axis=0),
                 "wakes": int(counts[:, CT_WAKES].sum()), "received": int(counts[:, CT_RECEIVED].sum())}
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """`a` as int64, read-only (the array itself where it is int64 already)."""
+    a = np.asarray(a, dtype=np.int64)
+    a.flags.writeable = False
+    return a
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -682,25 +705,29 @@ def build_pushsum(params: PushSumParams, problem):
     scale = spread if spread > 0 else 1.0
     widths = tag_widths(d)
 
-    def gathered(obs):
+    def gathered(obs) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(s, w) of every node in node order, and whether s is the caller's to overwrite (a new array, or a state
+        handed over)."""
         groups = obs["peer"]
         if len(groups) == 1 and groups[0]["node_ids"].shape[0] == n and (groups[0]["node_ids"] == np.arange(n)).all():
-            return groups[0]["s"], groups[0]["w"]                  # one group in node order: no copy
+            return groups[0]["s"], groups[0]["w"], groups[0].get("handed_over", False)   # in node order: no copy
         ids = np.concatenate([o["node_ids"] for o in groups])
         order = np.argsort(ids)
         s = np.concatenate([o["s"] for o in groups])[order]
         w = np.concatenate([o["w"] for o in groups])[order]
-        return s, w
+        return s, w, True
 
-    def estimates(s, w):
-        """s_i / w_i per node (NaN where w_i <= 0), in one array (no temporaries of every node's row)."""
+    def estimates(s, w, in_place: bool):
+        """s_i / w_i per node (NaN where w_i <= 0), in one array (in s's own with `in_place`; no temporaries of
+        every node's row)."""
+        est = s if in_place else np.empty_like(s)
         with np.errstate(divide="ignore", invalid="ignore"):
-            est = s / w[:, None]
+            np.divide(s, w[:, None], out=est)
         est[~(w > 0)] = np.nan
         return est
 
     def evaluate(obs):
-        s, w = gathered(obs)
+        s, w, _ = gathered(obs)
         err = _consensus_distances(s, w, target)
         return {"consensus_error": float(err.max()) / scale, "rel_gap": float(err.max()) / scale,
                 "consensus_rms": float(np.sqrt(np.mean(err ** 2))) / scale,
@@ -714,7 +741,7 @@ def build_pushsum(params: PushSumParams, problem):
     def model(obs):
         est = estimates(*gathered(obs))
         # np.nanmean copies every row to zero its NaNs; without NaNs np.mean is the same sum over the same count
-        average = np.nanmean(est, axis=0) if np.isnan(est).any() else np.mean(est, axis=0)
+        average = np.nanmean(est, axis=0) if _has_nan(est) else np.mean(est, axis=0)
         return {"target": target, "estimates": est, "average": average}
 
     info = {"nodes": n, "d": int(d), "variant": params.variant, "mixing": params.mixing, "share": params.share,
@@ -723,6 +750,11 @@ def build_pushsum(params: PushSumParams, problem):
     return Deployment(roles=[RoleSpec("peer", program, np.arange(n, dtype=np.int64), node_data)], topology=G,
                       node_names=[f"peer-{i}" for i in range(n)], evaluate=evaluate, declared_scalars=declared,
                       comm_unit=("messages (d+1 scalars)", float(d + 1)), model=model, info=info)
+
+
+def _has_nan(a: np.ndarray, rows: int = 8192) -> bool:
+    """Whether `a` holds a NaN, looked for `rows` rows at a time (no mask of the whole array)."""
+    return any(np.isnan(a[i:i + rows]).any() for i in range(0, a.shape[0], rows))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -752,14 +784,14 @@ def _consensus_distances(s: np.ndarray, w: np.ndarray, target: np.ndarray) -> np
     return err
 
 
-#: the memory model of a Push-Sum run (bytes), fitted to peaks measured on random 2-out overlays (10^4, 10^5 and
-#: 3·10^5 nodes with d = 4, 64 and 123, and 10^6 nodes with d = 123; every one within 3.4 %): the interpreter with
-#: numba and the libraries; per node (the program's and the loop's arrays, the topology's CSR rows, the sparse
-#: eigensolver's vectors, the ledger's rows); per node and scalar of its value (s, the initial values and the final
-#: model's estimates: 3 x 8 bytes); per edge (the edge array, the CSR rows, the meter's edge counters; kept from the
-#: earlier fit, which had other topologies). A built topology holds no networkx dicts (`core.array_graph`); a graph
-#: the user passes holds its own.
-BASE_BYTES, NODE_BYTES, NODE_SCALAR_BYTES, EDGE_BYTES = 210 * 2 ** 20, 1425, 24, 280
+#: the memory model of a Push-Sum run (bytes), fitted to peaks measured on random k-out overlays (10^4, 10^5 and
+#: 3·10^5 nodes with k = 2 and d = 4, 64 and 123; 10^5 and 3·10^5 nodes with k = 6 and d = 64; every one within
+#: 2 %): the interpreter with numba and the libraries; per node (the program's and the loop's arrays, the sparse
+#: eigensolver's vectors, the ledger's rows); per node and scalar of its value (the initial values and s: 2 x 8
+#: bytes; the final model's estimates are s divided in place); per edge (the edge array, one shared copy of the
+#: neighbour lists, the targets' running sums, the meter's edge counters, the ledger's edge rows). A built
+#: topology holds no networkx dicts (`core.array_graph`); a graph the user passes holds its own.
+BASE_BYTES, NODE_BYTES, NODE_SCALAR_BYTES, EDGE_BYTES = 214 * 2 ** 20, 280, 16, 280
 
 
 def _topology_size(problem, nodes: int) -> tuple[int, int]:

@@ -16,6 +16,14 @@ from ..numerics.prefetch import prefetch
 __all__ = ["edge_index", "sorted_position", "edge_id", "next_edge_id", "accumulate_edges", "KeyedCounts"]
 
 
+def _rows_rise(ptr: np.ndarray, nbr: np.ndarray) -> bool:
+    """Whether every CSR row of (ptr, nbr) rises strictly (sorted, without repeats)."""
+    rises = np.diff(nbr) > 0
+    starts = ptr[1:-1]
+    rises[starts[(starts > 0) & (starts < nbr.shape[0])] - 1] = True      # a row's first entry follows another's
+    return bool(rises.all())
+
+
 def edge_index(adjacency, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     """(ptr, nbr) of a topology given as a boolean (n, n) matrix, a sparse matrix (anything with ``tocsr``) or a
     ``(ptr, nbr)`` pair; rows come out sorted and without repeats."""
@@ -25,6 +33,9 @@ def edge_index(adjacency, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
         nbr = np.asarray(adjacency[1], dtype=np.int64)
         if ptr.shape != (n + 1,) or ptr[0] != 0 or ptr[-1] != nbr.shape[0] or (np.diff(ptr) < 0).any():
             raise ValueError(f"a (ptr, nbr) adjacency needs ptr of length {n + 1} rising from 0 to len(nbr)")
+        if not (ptr.flags.writeable or nbr.flags.writeable) and _rows_rise(ptr, nbr) and (
+                not nbr.size or (nbr.min() >= 0 and nbr.max() < n)):
+            return ptr, nbr                     # read-only, sorted and without repeats already: shared, not copied
         src = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
     elif hasattr(adjacency, "tocsr"):
         a = adjacency.tocsr()

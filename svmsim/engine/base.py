@@ -61,13 +61,19 @@ class Engine(ABC):
         an engine whose observations cross processes copies them anyway)."""
         return self.observe(gids)
 
+    def hand_over(self, gids: list[int] | None = None) -> dict[int, Any]:
+        """The groups' last observations, when their run is over: the programs' `hand_over`, which may give up the
+        states' own arrays (default: `observe`)."""
+        return self.observe(gids)
+
     def gossip(self, roles: list[RoleSpec], seed: int, topology, *, node_names: list[str] | None = None,
                clock=None, latency=None, faults=None, round_time: float | None = None, compiled: bool | None = None):
         """Host the roles' gossip programs on `topology` and return the run, which the runner drives the same way
         on every engine: ``run(max_time=, max_messages=, max_scalars=, max_seconds=, eval_time=, eval_messages=,
-        on_observe=(progress, observations) -> stop?, with_observations=True, peek=) -> reason``, ``outcome(peek=) ->
-        schedule.gossip.GossipOutcome`` (with `peek` the observations may share the states' memory: read them at
-        once), ``groups`` and ``close()``. The clock, latency and fault models and the
+        on_observe=(progress, observations) -> stop?, with_observations=True, peek=) -> reason``, ``outcome(peek=,
+        hand_over=) -> schedule.gossip.GossipOutcome`` (with `peek` the observations may share the states' memory:
+        read them at once; with `hand_over` they may be the states' own arrays, and the run is over), ``groups``
+        and ``close()``. The clock, latency and fault models and the
         seed give the same draws on every engine."""
         from ..errors import ScenarioError
 

@@ -70,3 +70,7 @@ class InProcessEngine(Engine):
     def peek(self, gids: list[int] | None = None) -> dict[int, Any]:
         gids = range(len(self.groups)) if gids is None else gids
         return {g: self.groups[g].program.peek(self.states[g]) for g in gids}
+
+    def hand_over(self, gids: list[int] | None = None) -> dict[int, Any]:
+        gids = range(len(self.groups)) if gids is None else gids
+        return {g: self.groups[g].program.hand_over(self.states[g]) for g in gids}

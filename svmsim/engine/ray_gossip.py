@@ -780,8 +780,8 @@ class RayGossipRun:
         self._outcome.stats.update(stats, max_skew_rounds=None)
         return reason
 
-    def outcome(self, peek: bool = False) -> GossipOutcome:
-        """What the run produced (after the drain): final progress and observations, merged ledger, faults, stats."""
+    def outcome(self, peek: bool = False, hand_over: bool = False) -> GossipOutcome:
+        """What the run produced (after the drain): progress, observations (copies), merged ledger, faults, stats."""
         if self._outcome is None:
             raise RuntimeError("run the engine before asking for its outcome")
         return self._outcome

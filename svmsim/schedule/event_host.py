@@ -688,6 +688,17 @@ class EventHost:
             rec = np.array(rows, dtype=np.int64).reshape(-1, 4)  # pragma: no mutate (equivalent: ints make int64)
         self.flush(extra=rec)
 
+    def end(self) -> None:
+        """The run is over and its messages in flight are metered (`meter_in_flight`): let go of the event queue
+        and the message pool (about 100 bytes a node), keeping the counters and the node state."""
+        if self.compiled:
+            self._ctr[N_HEAP] = self._ctr[N_FREE] = 0
+            self._ht, self._hk = np.empty(0), np.empty((0, 4), dtype=np.int64)
+            self._mi, self._mp = np.empty((0, 5), dtype=np.int64), np.empty((0, self._mp.shape[1]))
+            self._free = np.empty(0, dtype=np.int64)
+        else:
+            self._heap = []
+
     def _meter_records(self, recs: np.ndarray) -> None:
         code = recs[:, 3]
         cause = code & 7

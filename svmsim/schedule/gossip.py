@@ -294,17 +294,21 @@ class GossipScheduler:
 
     def finish(self) -> dict:
         """End the run: meter the messages still in flight (as delivered traffic, listed as in flight at the end in
-        the fault summary) and return the fault summary. The scheduler cannot run after this."""
+        the fault summary; none is left in flight after) and return the fault summary. The scheduler cannot run
+        after this, and lets go of its event queue."""
         if not self._finished:
             self.host.meter_in_flight()
+            self.host.end()
             self._finished = True
         return self.fault_summary()
 
-    def outcome(self, peek: bool = False) -> GossipOutcome:
+    def outcome(self, peek: bool = False, hand_over: bool = False) -> GossipOutcome:
         """Finish the run (`finish`) and say what it produced; the final progress and observations are those
         before the messages in flight were metered (with `peek`, the programs' `peek`s: the states no longer change
-        once the run is finished, unless the engine is deployed again)."""
-        progress, observations = self.progress(), (self.peek() if peek else self.observe())
+        once the run is finished, unless the engine is deployed again; with `hand_over`, the programs'
+        `hand_over`s: the caller may reuse the states' arrays, for the run is over)."""
+        progress = self.progress()
+        observations = self.engine.hand_over() if hand_over else (self.peek() if peek else self.observe())
         faults = self.finish()
         return GossipOutcome(reason=self._reason, progress=progress, observations=observations,
                              ledger=self.meter.ledger(), faults=faults, compiled=self.compiled, stats={})
