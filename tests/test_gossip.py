@@ -421,6 +421,7 @@ def test_observers_that_peek_see_the_state_itself_and_snapshots_stay_as_taken(ir
     assert last["s"] is engine.states[0].arrays[3] and last["w"] is engine.states[0].arrays[4]
     assert last["handed_over"] and last["s"].flags.writeable and out.progress.in_flight == in_flight > 0
     assert sched.n_in_flight == 0 and sched.in_flight() == []                 # metered, and the queue let go
+    assert sched.host.heap_top() == math.inf
     assert out.ledger.totals["messages"] == out.progress.sent
 
 
