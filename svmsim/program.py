@@ -28,7 +28,7 @@ from .comm.message import Inbox, MessageBatch, Outbox
 from .errors import ProtocolError
 
 __all__ = ["NodeProgram", "RoleSpec", "NodeRows", "Ragged", "Group", "SyncKernel", "kernel_step", "kernel_dtypes", "KERNEL_WAKE",
-           "KERNEL_DONE", "KERNEL_PAUSE", "KERNEL_ERROR", "GossipProgram", "GossipKernel"]
+           "KERNEL_DONE", "KERNEL_PAUSE", "KERNEL_ERROR", "GossipProgram", "GossipKernel", "frozen_view"]
 
 #: flags a compiled step returns (bitwise or): step me next round / the algorithm has finished / return to
 #: Python after this round (e.g. to refill a buffer; `kernel` is asked again) / protocol error (see `error`)
@@ -217,6 +217,13 @@ class GossipKernel:
     crash: Callable = _kernel_no_crash
     recover: Callable = _kernel_no_recover
     prefetch: Callable = _kernel_no_prefetch
+
+
+def frozen_view(a: np.ndarray) -> np.ndarray:
+    """A read-only view of `a` (what a program's `peek` shows of its state: no copy)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 class GossipProgram(NodeProgram):

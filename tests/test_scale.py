@@ -123,6 +123,29 @@ def test_the_gadget_evaluation_scores_models_in_blocks_with_the_same_bits(monkey
         assert np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("shape", [(7, 3), (8193, 4), (20_000, 123), (100_003, 5)])
+def test_the_gadget_evaluations_averages_and_distances_in_blocks_are_numpys_bit_for_bit(shape):
+    """GADGET's evaluation averages and measures the nodes' models a block of rows at a time (no temporary of every
+    model: 1 KB a node at d = 123); the bits are np.average's (with weights, as Push-Sum's size-weighted consensus
+    uses, and without) and np.linalg.norm's, for values of very different sizes, NaN and inf included."""
+    import numpy as np
+
+    from svmsim.algorithms.gadget import _average_rows, _row_distances
+
+    rng = np.random.default_rng(shape[0])
+    A = rng.standard_normal(shape) * np.exp(4 * rng.standard_normal((shape[0], 1)))
+    weights = rng.integers(0, 5, size=shape[0]).astype(np.float64) * rng.random(shape[0])
+    for w in (None, weights, np.ones(shape[0])):
+        average = _average_rows(A, w)
+        assert np.array_equal(average, np.average(A, axis=0, weights=w))
+        assert np.array_equal(_row_distances(A, average), np.linalg.norm(A - average, axis=1))
+    A[shape[0] // 2, 0], A[-1, -1] = np.nan, np.inf
+    assert np.array_equal(_average_rows(A, weights), np.average(A, axis=0, weights=weights), equal_nan=True)
+    assert np.array_equal(_row_distances(A, 0.0), np.linalg.norm(A, axis=1), equal_nan=True)
+    with pytest.raises(ZeroDivisionError, match="Weights sum to zero"):
+        _average_rows(A, np.zeros(shape[0]))
+
+
 @pytest.mark.parametrize("shape", [(7, 3), (1000, 123), (100_003, 5)])
 def test_without_nans_the_mean_is_nanmean_bit_for_bit(shape):
     """Push-Sum's model averages its estimates with np.mean when none is NaN (np.nanmean copies every row first:

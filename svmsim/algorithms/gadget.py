@@ -63,7 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..comm.message import MessageBatch, Outbox, frozen_ids
 from ..numerics.prefetch import prefetch, prefetch_row
 from ..numerics.vectors import segment_cumsum
-from ..program import GossipKernel, GossipProgram, NodeRows, Ragged, RoleSpec
+from ..program import GossipKernel, GossipProgram, NodeRows, Ragged, RoleSpec, frozen_view
 from .pegasos import (PAPER_EPS, PAPER_PATIENCE, as_rows, next_index, next_uniform, row_axpy, row_dot,
                       seed_streams, stopping_update)
 from .registry import AlgorithmInfo, register
@@ -420,13 +420,28 @@ class GadgetPeer(GossipProgram):
                             prefetch=_kernel_prefetch)
 
     def observe(self, st: GadgetState):
+        return self._observation(st, np.copy)
+
+    def peek(self, st: GadgetState):
+        """`observe` with read-only views of the models (no copy of every node's w: 1 KB a node at d = 123), valid
+        until the state next changes; w_out is a copy where averaged iterates are kept."""
+        return self._observation(st, frozen_view)
+
+    def hand_over(self, st: GadgetState):
+        """The last observation, when the run is over: the state's own models, without a copy."""
+        return self._observation(st, lambda W: W)
+
+    def _observation(self, st: GadgetState, models) -> dict:
+        """The observation, with `models(W)` as w (and as w_out without averaged iterates)."""
         ints = st.ints
-        w_out = st.W.copy()
         if self.average:                            # the averaged iterate where a node has one
+            w_out = st.W.copy()
             counts = ints[:, _AVERAGED]
             has = counts > 0
             w_out[has] = st.W_sum[has] / counts[has, None]
-        return {"nodes": st.node_ids, "w": st.W.copy(), "w_out": w_out, "steps": ints[:, _STEPS].copy(),
+        else:
+            w_out = models(st.W)
+        return {"nodes": st.node_ids, "w": models(st.W), "w_out": w_out, "steps": ints[:, _STEPS].copy(),
                 "done": ints[:, _DONE].astype(bool), "sent_push": ints[:, _SENT_PUSH].copy(),
                 "sent_average": ints[:, _SENT_AVERAGE].copy(), "sent_reply": ints[:, _SENT_REPLY].copy(),
                 "last_dF": st.floats[:, _LAST_DF].copy(), "omega": st.floats[:, _OMEGA].copy(),
@@ -488,7 +503,10 @@ def _kernel_recover(arrays, node, keep_state):
 # ---------------------------------------------------------------------------------------------------------------
 
 def gather_nodes(observations: list[dict]) -> dict:
-    """The groups' observations as arrays ordered by global node id."""
+    """The groups' observations as arrays ordered by global node id (one group's own arrays where it holds every
+    node in order: no copy)."""
+    if len(observations) == 1 and (observations[0]["nodes"] == np.arange(observations[0]["nodes"].shape[0])).all():
+        return dict(observations[0])
     nodes = np.concatenate([o["nodes"] for o in observations])
     order = np.argsort(nodes, kind="stable")
     out = {"nodes": nodes[order]}
@@ -544,6 +562,31 @@ def _scores(X, y, models, owner):
     return outs
 
 
+#: rows per block of the evaluation's whole-array steps (no temporary of every node's model)
+_ROWS = 8192
+
+
+def _average_rows(A: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+    """np.average(A, axis=0, weights=weights) with its bits, without its temporary of every row times its weight:
+    the products a block of rows at a time, their sum carried on (NumPy sums the rows of a C-ordered array in
+    order, so carrying the sum gives the same bits)."""
+    if weights is None or A.shape[0] <= _ROWS:
+        return np.average(A, axis=0, weights=weights)
+    wgt = np.broadcast_to(weights, (1,) + weights.shape).swapaxes(-1, 0)      # (n, 1), as np.average makes it
+    scale = wgt.sum(axis=0, dtype=np.result_type(A.dtype, wgt.dtype))
+    if np.any(scale == 0.0):
+        raise ZeroDivisionError("Weights sum to zero, can't be normalized")
+    total = np.multiply(A[:_ROWS], wgt[:_ROWS]).sum(axis=0)
+    for i in range(_ROWS, A.shape[0], _ROWS):
+        total = np.vstack([total, np.multiply(A[i:i + _ROWS], wgt[i:i + _ROWS])]).sum(axis=0)
+    return total / scale
+
+
+def _row_distances(A: np.ndarray, center: np.ndarray) -> np.ndarray:
+    """np.linalg.norm(A - center, axis=1), row by row the same bits, a block of rows at a time."""
+    return np.concatenate([np.linalg.norm(A[i:i + _ROWS] - center, axis=1) for i in range(0, A.shape[0], _ROWS)])
+
+
 class ConsensusEvaluator:
     """Metrics of the node models W (m x d): per-node Eq. 1 objective and accuracies (mean and std over nodes),
     the average model, and the disagreement |w_i - w_bar| of the gossiped models (W unless given). Test accuracy
@@ -580,8 +623,13 @@ class ConsensusEvaluator:
         live = np.arange(m) if up is None else np.flatnonzero(up)
         if live.size == 0:                                    # every node is down: report them all
             live = np.arange(m)
+        everyone = live.size == m                             # then the rows themselves, not a copy of them
+
+        def rows(A):
+            return A if everyone else A[live]
+
         lw = None if weights is None else np.asarray(weights)[live]
-        w_bar = np.average(W[live], axis=0, weights=lw)
+        w_bar = _average_rows(rows(W), lw)
         # the scored models' rows (every node's, or the sample's) and, among them, those of nodes that are up
         scored, nodes = (np.arange(m), live) if self.sample is None else (self.sample, np.flatnonzero(
             up[self.sample] if up is not None else np.ones(self.sample.size, dtype=bool)))
@@ -592,13 +640,13 @@ class ConsensusEvaluator:
         hinge, correct, _, _ = _scores(self.X, self.y, models, self.no_owner)
         objective = 0.5 * self.lam * np.einsum("ij,ij->i", models, models) + hinge / self.y.shape[0]
         train_acc = correct / self.y.shape[0]
-        G = (W if gossiped is None else gossiped)[live]
-        dist = np.linalg.norm(G - np.average(G, axis=0, weights=lw), axis=1)
+        G = rows(W if gossiped is None else gossiped)
+        dist = _row_distances(G, _average_rows(G, lw))
         out = {"objective": float(objective[nodes].mean()), "objective_std": float(objective[nodes].std()),
                "objective_min": float(objective[nodes].min()), "objective_max": float(objective[nodes].max()),
                "train_accuracy": float(train_acc[nodes].mean()), "train_accuracy_std": float(train_acc[nodes].std()),
                "consensus_error": float(dist.mean()), "consensus_max": float(dist.max()),
-               "model_norm": float(np.linalg.norm(W[scored][nodes], axis=1).mean()), "nodes": m,
+               "model_norm": float(_row_distances(W[scored[nodes]], 0.0).mean()), "nodes": m,
                "average_model_objective": float(objective[k])}
         if self.sample is not None:
             out["nodes_scored"] = int(nodes.size)
@@ -724,7 +772,8 @@ def build_gadget(params: GadgetParams, problem):
         g = gather_nodes(obs["peer"])
         live = np.flatnonzero(~g["down"]) if not g["down"].all() else np.arange(m)
         weights = None if consensus_weights is None else consensus_weights[live]
-        return {"coef": np.average(g["w_out"][live], axis=0, weights=weights), "intercept": 0.0,
+        models = g["w_out"] if live.size == m else g["w_out"][live]
+        return {"coef": _average_rows(models, weights), "intercept": 0.0,
                 "node_coef": g["w_out"], "node_down": g["down"]}
 
     return Deployment(roles=roles, topology=G, node_names=[f"peer-{i}" for i in range(m)], evaluate=evaluate,

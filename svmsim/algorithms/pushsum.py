@@ -50,7 +50,7 @@ from ..errors import DataError, InfeasibleParameterError, ScenarioError, Topolog
 from ..numerics.csr import part_row_sums, sorted_position
 from ..numerics.prefetch import prefetch, prefetch_row
 from ..numerics.vectors import pairwise_sum, segment_cumsum
-from ..program import GossipKernel, GossipProgram, NodeRows, RoleSpec
+from ..program import GossipKernel, GossipProgram, NodeRows, RoleSpec, frozen_view
 from ..topology import (MIXING_RULES, TOPOLOGIES, build_topology, check_connected, metropolis_hastings_weights,
                         mixing_probabilities, mixing_rows, neighbour_csr)
 from .registry import AlgorithmInfo, register
@@ -594,8 +594,8 @@ class PushSum(GossipProgram):
         """`observe` with read-only views of the nodes' s and w (no copy: 1 KB a node at d = 123)."""
         (_, s0, w0, s, w, sigma, rho, *_rest) = state.arrays
         counts = state.arrays[-3]
-        return {"node_ids": _frozen(state.node_ids), "s": _frozen(s), "w": _frozen(w), "s0": _frozen(s0),
-                "w0": _frozen(w0),
+        return {"node_ids": frozen_view(state.node_ids), "s": frozen_view(s), "w": frozen_view(w),
+                "s0": frozen_view(s0), "w0": frozen_view(w0),
                 "edge_mass": sigma.sum(axis=0) - rho.sum(axis=0) if sigma.shape[0] else np.zeros(s.shape[1] + 1),
                 "sent": counts[:, [CT_PUSH, CT_CUMULATIVE, CT_AVERAGE, CT_REPLY]].sum(axis=0),
                 "wakes": int(counts[:, CT_WAKES].sum()), "received": int(counts[:, CT_RECEIVED].sum())}
@@ -606,13 +606,6 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     a = np.asarray(a, dtype=np.int64)
     a.flags.writeable = False
     return a
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    """A read-only view (of the initial values, which never change: no copy per observation; or a peek's)."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
 
 
 def mass(observations: list[dict]) -> tuple[np.ndarray, float]:
