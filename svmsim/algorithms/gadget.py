@@ -791,24 +791,26 @@ def _peer_topologies() -> tuple[str, ...]:
     return tuple(k for k in TOPOLOGIES if k != "star")
 
 
-#: the gossip run's share of GADGET's memory model (bytes): the interpreter and per node and scalar of its model (the
-#: constants of the first Push-Sum fit, with which GADGET's model was measured); per edge it is Push-Sum's EDGE_BYTES
-GADGET_BASE_BYTES, GADGET_NODE_SCALAR_BYTES = 265 * 2 ** 20, 41
+#: GADGET's memory model (bytes): the interpreter with numba and the libraries, and per node (the loop's, the
+#: meter's and the program's arrays beside the model; per edge it is Push-Sum's EDGE_BYTES)
+GADGET_BASE_BYTES, GADGET_NODE_BYTES = 270 * 2 ** 20, 700
 
 
 def gadget_memory(params: GadgetParams, problem) -> tuple[int, str, str]:
-    """The peak memory of a GADGET run, before it is built (`AlgorithmInfo.memory`): the gossip run's share
-    (GADGET_BASE_BYTES ...) with a model of d scalars per node, the nodes' shards gathered in node order (CSR: 12
-    bytes a stored value), about 2 KB of state per node and the evaluation's blocks of scores (measured on a9a with
-    10^3 and 3 * 10^4 nodes: 13 % and 3 % under the peaks of 391 and 621 MB; on synthetic a9a-shaped sets of two
-    points per node with 10^5 and 10^6 nodes: 5 % and 3 % over the peaks of 1.27 and 9.9 GB)."""
+    """The peak memory of a GADGET run, before it is built (`AlgorithmInfo.memory`): GADGET_BASE_BYTES, per node
+    GADGET_NODE_BYTES and its model of d scalars (8 bytes each; with averaged iterates their sums and the averaged
+    copy at the end, 16 more), the nodes' shards gathered in node order (CSR: 12 bytes a stored value), the edges
+    and the evaluation's block of scores. Fitted to peaks measured for 10 rounds on a random 2-out overlay (a9a with
+    10^3 and 3·10^4 nodes; synthetic a9a-shaped sets of two points per node with 10^5, 3·10^5 and 10^6 nodes: 0.36
+    to 2.9 GB, every one within 2 %)."""
     from .pushsum import EDGE_BYTES, _topology_size
 
     n, edges = _topology_size(problem, params.nodes)
     ds = problem.dataset
     stored = int(ds.X.nnz) if hasattr(ds.X, "nnz") else int(np.prod(ds.X.shape))
-    need = (GADGET_BASE_BYTES + 12 * stored + n * (2000 + GADGET_NODE_SCALAR_BYTES * ds.d) + edges * EDGE_BYTES
-            + 8 * SCORE_BLOCK_VALUES + 16 * (n + 1) * ds.d)
+    model_bytes = (24 if params.average else 8) * ds.d
+    need = (GADGET_BASE_BYTES + 12 * stored + n * (GADGET_NODE_BYTES + model_bytes) + edges * EDGE_BYTES
+            + 8 * SCORE_BLOCK_VALUES)
     return need, f"{n:,} nodes with a model of {ds.d} scalars and their share of {stored:,} stored data values, " \
         f"{edges:,} edges of the {problem.topology_kind} topology", "fewer nodes or a sparser topology"
 
