@@ -183,17 +183,23 @@ def test_gadget_on_ray_learns_like_the_in_process_run(ray_local, load):
     assert res.ledger.by_tag["push"][1] == g["sent_push"].sum() * (ds.d + 1) == dep.declared_scalars(
         by_role(res.observations))
     ray_metrics = dep.evaluate(by_role(res.observations))
-    # the in-process run of the same deployment
-    engine = InProcessEngine()
-    groups = engine.plan(dep.roles)
-    engine.deploy(groups, 0)
-    sched = GossipScheduler(engine, groups, Meter(8, dep.adjacency(), dep.node_names), dep.topology, seed=0,
-                            latency=LATENCY, compiled=False)
-    assert sched.run() == GossipStopReason.DONE
-    ref = dep.evaluate({"peer": [engine.observe()[0]]})
-    assert ray_metrics["train_accuracy"] > 0.75 and ref["train_accuracy"] > 0.75
-    assert abs(ray_metrics["train_accuracy"] - ref["train_accuracy"]) < 0.05
-    assert abs(ray_metrics["objective"] - ref["objective"]) < 0.1 * ref["objective"]
+    # the in-process runs of the same deployment: the Ray hosts' interleaving of events is another draw of the
+    # asynchrony, so the Ray run is held to the range of four seeds' (their objectives spread by about 7 %, so one
+    # seed's is no bound: 0.50-0.62 over eight seeds)
+    refs = []
+    for seed in range(4):
+        engine = InProcessEngine()
+        groups = engine.plan(dep.roles)
+        engine.deploy(groups, seed)
+        sched = GossipScheduler(engine, groups, Meter(8, dep.adjacency(), dep.node_names), dep.topology, seed=seed,
+                                latency=LATENCY, compiled=False)
+        assert sched.run() == GossipStopReason.DONE
+        refs.append(dep.evaluate({"peer": [engine.observe()[0]]}))
+    accuracy = [r["train_accuracy"] for r in refs]
+    objective = [r["objective"] for r in refs]
+    assert ray_metrics["train_accuracy"] > 0.75 and min(accuracy) > 0.75
+    assert min(accuracy) - 0.05 < ray_metrics["train_accuracy"] < max(accuracy) + 0.05
+    assert 0.9 * min(objective) < ray_metrics["objective"] < 1.1 * max(objective)
     assert rows and rows[-1][0].time == 50.0 * len(rows)
 
 
