@@ -217,6 +217,31 @@ def test_metrics_summarise_nodes(a9a):
     assert m["steps_mean"] == 500 and m["local_steps"] == 5000
 
 
+@pytest.mark.parametrize("average", [False, True])
+def test_peeks_and_the_state_handed_over_show_the_models_without_copies_and_evaluate_alike(mushrooms, average):
+    """`peek` shows W as a read-only view (w_out too, unless averaged iterates are kept: then a copy), `hand_over`
+    the state's own W, `observe` copies; the evaluation and the final model give the same bits from each."""
+    dep = _deploy(mushrooms, nodes=12, lam=1e-3, eps=0.0, iterations=40, average=average)
+    engine = InProcessEngine()
+    groups = split_roles(dep.roles, {"peer": 1})
+    engine.deploy(groups, 0)
+    GossipScheduler(engine, groups, Meter(dep.n_nodes, dep.adjacency()), dep.topology, seed=0).run(max_time=30.0)
+    program, state = groups[0].program, engine.states[0]
+    seen = {"observe": program.observe(state), "peek": program.peek(state), "hand_over": program.hand_over(state)}
+    assert seen["peek"]["w"].base is state.W and not seen["peek"]["w"].flags.writeable
+    assert seen["hand_over"]["w"] is state.W
+    assert not np.shares_memory(seen["observe"]["w"], state.W)
+    assert (seen["peek"]["w_out"].base is state.W) is not average
+    assert (seen["hand_over"]["w_out"] is state.W) is not average
+    metrics = {k: dep.evaluate({"peer": [o]}) for k, o in seen.items()}
+    models = {k: dep.model({"peer": [o]}) for k, o in seen.items()}
+    for k in ("peek", "hand_over"):
+        assert metrics[k] == metrics["observe"]
+        assert np.array_equal(models[k]["coef"], models["observe"]["coef"])
+        assert np.array_equal(models[k]["node_coef"], models["observe"]["node_coef"])
+    assert np.array_equal(seen["observe"]["w"], state.W) and not np.array_equal(state.W, 0 * state.W)
+
+
 @pytest.mark.parametrize("gossip", ["push-sum", "pairwise"])
 def test_gadget_accuracy_matches_centralized_pegasos_on_a9a(a9a, gossip):
     """Paper Table 3's comparison with 10 nodes (lambda = 3.07e-5): every node's averaged model against
