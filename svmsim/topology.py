@@ -759,6 +759,8 @@ def mixing_rows(G: nx.Graph, mixing: str) -> tuple[np.ndarray, np.ndarray, np.nd
 
 def mixing_probabilities(ptr: np.ndarray, nbr: np.ndarray, mixing: str) -> np.ndarray:
     """The probabilities of `mixing_rows` from the rows (ptr, nbr) of `neighbour_csr`."""
+    if mixing not in MIXING_RULES:
+        raise TopologyError(f"mixing = {mixing!r} is not a mixing rule; allowed: {', '.join(MIXING_RULES)}")
     deg = np.diff(ptr).astype(np.float64)
     row = np.repeat(np.arange(deg.shape[0]), np.diff(ptr))
     if mixing == "neighbour":

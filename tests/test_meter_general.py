@@ -305,6 +305,32 @@ def test_edge_counters_follow_the_topology_in_any_form():
     assert ledgers[0].edges[:, 2].sum() == 1000
 
 
+def test_read_only_sorted_rows_are_shared_and_any_other_pair_is_made_sorted():
+    """`edge_index` keeps a read-only (ptr, nbr) pair whose rows rise strictly (what `neighbour_csr` gives) as it
+    is; writable rows are copied, and read-only rows that are unsorted, repeat a neighbour or name a node outside
+    the range are sorted, merged or refused as any other pair."""
+    from svmsim.topology import neighbour_csr
+
+    G = nx.circulant_graph(12, [1, 4])
+    G.remove_edges_from([(0, 1), (0, 11), (0, 4), (0, 8)])          # node 0 has no neighbours: an empty first row
+    ptr, nbr = neighbour_csr(G)
+    assert edge_index((ptr, nbr), 12)[1] is nbr and edge_index((ptr, nbr), 12)[0] is ptr
+    copied = edge_index((ptr.copy(), nbr.copy()), 12)
+    assert copied[1] is not nbr and np.array_equal(copied[1], nbr) and np.array_equal(copied[0], ptr)
+    writable = nbr.copy()                                            # one writable array is enough to copy both
+    assert edge_index((ptr, writable), 12)[1] is not writable
+
+    def frozen(a):
+        a = np.array(a, dtype=np.int64)
+        a.flags.writeable = False
+        return a
+
+    p, v = edge_index((frozen([0, 3, 4, 4]), frozen([2, 1, 2, 0])), 3)     # row 0 unsorted with a repeat
+    assert p.tolist() == [0, 2, 3, 3] and v.tolist() == [1, 2, 0]
+    with pytest.raises(ValueError, match="outside 0..2"):
+        edge_index((frozen([0, 1, 2, 2]), frozen([1, 3])), 3)
+
+
 def test_keyed_counts_fold_as_they_go():
     k = KeyedCounts(3, fold_at=10)
     k.add(np.array([5, 1, 5]), np.array([1, 2, 8]))

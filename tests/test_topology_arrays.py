@@ -128,6 +128,18 @@ def test_the_neighbour_rows_are_kept_read_only_until_the_graph_changes(graph):
     assert ptr.shape == (8,) and nbr[ptr[0]:ptr[1]].tolist() == [1, 4, 6]
 
 
+def test_mixing_probabilities_name_an_unknown_rule_and_match_the_rows():
+    from svmsim.errors import TopologyError
+    from svmsim.topology import MIXING_RULES, mixing_probabilities, mixing_rows
+
+    G = build_topology("random_k_out", 50, seed=2)
+    ptr, nbr = neighbour_csr(G)
+    for rule in MIXING_RULES:
+        assert np.array_equal(mixing_probabilities(ptr, nbr, rule), mixing_rows(G, rule)[2])
+    with pytest.raises(TopologyError, match="mixing = 'lazy' is not a mixing rule; allowed: "):
+        mixing_probabilities(ptr, nbr, "lazy")
+
+
 def test_a_disconnected_array_graph_is_named_as_before():
     G = ArrayGraph(6, np.array([[0, 1], [1, 2], [3, 4], [4, 5]]))
     with pytest.raises(TopologyError, match=r"2 connected components \(smallest sizes: 3, 3; largest: 3 of 6"):
