@@ -1,6 +1,7 @@
 """What an algorithm hands to the runner: a deployment of node programs (distributed) or a solver (single)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -59,7 +60,8 @@ class Deployment:
 
     roles: node programs with their node ids and per-node data.
     topology: the graph messages may travel on (node ids 0..N-1).
-    node_names: display names ("server", "client-3", ...), used by the ledger and the Ray dashboard.
+    node_names: display names ("server", "client-3", ...), used by the ledger and the Ray dashboard: a list, or a
+        `core.names.NodeNames` (names made when read, for many nodes).
     evaluate: observer: ``evaluate(observations) -> metrics`` where observations maps each role to the list of
         its groups' `observe()` results. Not communication; never metered.
     declared_scalars: ``declared_scalars(observations) -> int``: the algorithm's own count of the scalars it
@@ -73,7 +75,7 @@ class Deployment:
 
     roles: list[RoleSpec]
     topology: nx.Graph
-    node_names: list[str]
+    node_names: Sequence[str]
     evaluate: Callable[[dict[str, list]], dict]
     declared_scalars: Callable[[dict[str, list]], int] | None = None
     bound: Callable[[float], dict] | None = None

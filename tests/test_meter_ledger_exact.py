@@ -8,6 +8,7 @@ import dataclasses
 import io
 import json
 
+import networkx as nx
 import numpy as np
 import pytest
 
@@ -702,3 +703,78 @@ def test_edge_counts_looking_ahead_are_the_in_order_counts(seed):
                 break
             want[:, e] += per_message * 2
         assert bad == expected_bad and np.array_equal(got, want), (m, bad, expected_bad)
+
+
+# -- node names made when read ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("prefix, n", [("peer-", 12), ("", 3), ("%d q\"\\ \u00e9-", 5), ("peer-", 0)])
+def test_node_names_read_like_the_list_of_them(prefix, n):
+    import pickle
+
+    from svmsim.core.names import NodeNames
+    names, plain = NodeNames(prefix, n), [f"{prefix}{i}" for i in range(n)]
+    assert list(names) == plain and len(names) == n and names == plain and plain == names
+    assert names == tuple(plain) and names == NodeNames(prefix, n) and pickle.loads(pickle.dumps(names)) == names
+    assert names != plain + ["x"] and names != plain[::-1] + ([] if n > 1 else ["x"]) and names != NodeNames("?", n + 1)
+    for i in range(-n, n):
+        assert names[i] == plain[i] and names[np.int64(i)] == plain[i]
+    for bad in (n, -n - 1):
+        with pytest.raises(IndexError):
+            names[bad]
+    for s in (slice(None), slice(1, None, 2), slice(None, None, -1), slice(-2, None)):
+        assert names[s] == plain[s]
+    for name in plain:
+        assert name in names and names.index(name) == plain.index(name) and names.count(name) == 1
+    for other in (f"{prefix}{n}", f"{prefix}01", f"{prefix}-1", f"{prefix}1 ", f"{prefix}\u0661", "x" + prefix, 3, None):
+        assert other not in names and names.count(other) == 0
+        with pytest.raises(ValueError):
+            names.index(other)
+    if n > 2:
+        with pytest.raises(ValueError):
+            names.index(plain[0], 1)
+    assert not NodeNames(prefix, 0) and NodeNames("a", 0) == NodeNames("b", 0)
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises((ValueError, TypeError)):
+            NodeNames(prefix, bad)
+    with pytest.raises(TypeError):
+        NodeNames(7, n)
+
+
+@pytest.mark.parametrize("prefix", ["peer-", "", "%s%% q\"\\ \u00e9-"])
+def test_a_ledger_of_names_made_when_read_writes_what_the_list_of_them_writes(prefix, tmp_path):
+    from svmsim.core.names import NodeNames
+    n = 40
+    G = nx.random_regular_graph(4, n, seed=1)
+    metered = {}
+    for kind, names in (("lazy", NodeNames(prefix, n)), ("list", [f"{prefix}{i}" for i in range(n)])):
+        m = Meter(n, nx.to_scipy_sparse_array(G), node_names=names)
+        src = np.array([u for u, v in G.edges()] + [v for u, v in G.edges()])
+        dst = np.array([v for u, v in G.edges()] + [u for u, v in G.edges()])
+        m.record(0, MessageBatch("x", src, dst, np.zeros((src.size, 3))))
+        m.record_dropped(1, MessageBatch("x", src[:5], dst[:5], np.zeros((5, 3))))
+        m.record_node(2, "kernel_evaluations", np.arange(n), np.arange(n) % 3)
+        ledger = m.ledger()
+        assert ledger.node_names is names if kind == "lazy" else ledger.node_names == names
+        assert merge_ledgers([ledger, ledger]).node_names == names
+        (tmp_path / kind).mkdir()
+        ledger.save(tmp_path / kind)
+        metered[kind] = ledger
+    assert metered["lazy"].json_text() == json.dumps(metered["lazy"].summary(), indent=2) == metered["list"].json_text()
+    for f in sorted(p.name for p in (tmp_path / "list").iterdir()):
+        assert (tmp_path / "lazy" / f).read_bytes() == (tmp_path / "list" / f).read_bytes(), f
+    assert isinstance(merge_ledgers([metered["lazy"]]).node_names, NodeNames)
+
+
+def test_a_meter_that_loses_nothing_keeps_no_counters_of_lost_messages():
+    n = 6
+    ring = nx.cycle_graph(n)
+    m = Meter(n, nx.to_scipy_sparse_array(ring))
+    m.record(0, MessageBatch("x", np.arange(n), (np.arange(n) + 1) % n, np.zeros((n, 2))))
+    assert m._dropped_edges is None                       # 3 x 8 bytes an edge that a run without faults never uses
+    assert m.edges_table(dropped=True).shape == (0, 5) and m.edges_table(dropped=True).dtype == np.int64
+    assert m.ledger().dropped_edges.shape == (0, 5) and m.ledger().edges.shape == (n, 5)
+    m.record_dropped(1, MessageBatch("x", np.array([2]), np.array([3]), np.zeros((1, 2))))
+    assert m.edges_table(dropped=True).tolist() == [[2, 3, 1, 2, 16]]
+    with pytest.raises(ProtocolError):                    # a lost message off the topology: nothing kept of it
+        m.record_dropped(1, MessageBatch("x", np.array([0, 4, 0]), np.array([1, 5, 3]), np.zeros((3, 2))))
+    assert m.edges_table(dropped=True).tolist() == [[2, 3, 1, 2, 16]]

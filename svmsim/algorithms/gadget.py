@@ -61,6 +61,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..comm.message import MessageBatch, Outbox, frozen_ids
+from ..core.names import NodeNames
 from ..numerics.prefetch import prefetch, prefetch_row
 from ..numerics.vectors import segment_cumsum
 from ..program import GossipKernel, GossipProgram, NodeRows, Ragged, RoleSpec, frozen_view
@@ -776,7 +777,7 @@ def build_gadget(params: GadgetParams, problem):
         return {"coef": _average_rows(models, weights), "intercept": 0.0,
                 "node_coef": g["w_out"], "node_down": g["down"]}
 
-    return Deployment(roles=roles, topology=G, node_names=[f"peer-{i}" for i in range(m)], evaluate=evaluate,
+    return Deployment(roles=roles, topology=G, node_names=NodeNames("peer-", m), evaluate=evaluate,
                       declared_scalars=declared, comm_unit=("d", float(d)), model=model,
                       info={"nodes": m, "d": d, "gossip": params.gossip, "rounds": params.rounds,
                             "mixing": params.mixing, "scheduler": "gossip",

@@ -45,6 +45,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..comm.message import MessageBatch, Outbox
+from ..core.names import NodeNames
 from ..core.streams import STREAM_PROGRAM, counter_uniform, stream_keys
 from ..errors import DataError, InfeasibleParameterError, ScenarioError, TopologyError
 from ..numerics.csr import part_row_sums, sorted_position
@@ -741,7 +742,7 @@ def build_pushsum(params: PushSumParams, problem):
             "scalars_per_message": {t: int(w) for t, w in zip(TAGS, widths)}, "scheduler": "gossip",
             "initial_spread": spread, **gossip_topology_info(G, params.mixing, params.share)}
     return Deployment(roles=[RoleSpec("peer", program, np.arange(n, dtype=np.int64), node_data)], topology=G,
-                      node_names=[f"peer-{i}" for i in range(n)], evaluate=evaluate, declared_scalars=declared,
+                      node_names=NodeNames("peer-", n), evaluate=evaluate, declared_scalars=declared,
                       comm_unit=("messages (d+1 scalars)", float(d + 1)), model=model, info=info)
 
 

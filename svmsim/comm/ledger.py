@@ -10,10 +10,13 @@ from __future__ import annotations
 import io
 import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from ..core.names import NodeNames
 
 __all__ = ["Ledger", "merge_ledgers", "MESSAGE_QUANTITIES"]
 
@@ -37,7 +40,7 @@ class Ledger:
     dropped_edges: np.ndarray
     rounds: np.ndarray  # rows (round, messages, scalars, bytes) for rounds that carried messages
     iteration_rounds: np.ndarray  # rows (iteration, round at which it ended)
-    node_names: list
+    node_names: Sequence[str]    # a list, or a `NodeNames`
     node_totals: dict = field(default_factory=dict)   # quantity -> per-node amounts
     node_rounds: dict = field(default_factory=dict)   # quantity -> rows (round, amount)
 
@@ -112,7 +115,7 @@ class Ledger:
         run's peak)."""
         names = self.node_names
         # the plain encoder where the fast path does not apply (both write the same bytes)
-        if not all(type(name) is str for name in names):  # pragma: no mutate (equivalent: the same bytes, slower)
+        if not (isinstance(names, NodeNames) or all(type(name) is str for name in names)):  # pragma: no mutate (equivalent: the same bytes, slower)
             out.write(json.dumps(self.summary(), indent=2))
             return
         order, sent, received = self._traffic()
@@ -166,6 +169,12 @@ class Ledger:
         return merge_ledgers(ledgers)
 
 
+def frozen_names(names):
+    """A ledger's own copy of a run's node names: a `NodeNames` as it is (it cannot change), anything else as a
+    list."""
+    return names if isinstance(names, NodeNames) else list(names)
+
+
 def merge_ledgers(ledgers: list[Ledger]) -> Ledger:
     """One ledger from several meters' (exact: totals, tags and dropped tags summed; edges summed by (src, dst),
     sorted; rounds summed by round; iteration rows together in order; node quantities summed per node and by
@@ -196,7 +205,7 @@ def merge_ledgers(ledgers: list[Ledger]) -> Ledger:
                   dropped_edges=_sum_rows([lg.dropped_edges for lg in ledgers], 2, 5),
                   rounds=_sum_rows([lg.rounds for lg in ledgers], 1, 4),
                   iteration_rounds=_sorted_rows([lg.iteration_rounds for lg in ledgers]),
-                  node_names=list(ledgers[0].node_names), node_totals=node_totals, node_rounds=node_rounds)
+                  node_names=frozen_names(ledgers[0].node_names), node_totals=node_totals, node_rounds=node_rounds)
 
 
 def _sum_rows(tables: list[np.ndarray], key_cols: int, width: int, dtype=np.int64) -> np.ndarray:
@@ -242,15 +251,21 @@ def _write_edges_csv(path: Path, edges: np.ndarray, names: list,
     # pragma: no mutate start (equivalent: the meter's edge table is int64 rows of 2 + _Q already)
     rows = np.asarray(edges, dtype=np.int64).reshape(-1, 2 + _Q)
     # pragma: no mutate end
-    named = np.empty(len(names), dtype=object)
-    named[:] = [str(name) for name in names]
-    line = "%d,%d,%s,%s" + ",%d" * _Q + "\n"
+    if isinstance(names, NodeNames):                # a name is its prefix and the node's id: no strings kept
+        prefix = names.prefix.replace("%", "%%")
+        line = f"%d,%d,{prefix}%d,{prefix}%d" + ",%d" * _Q + "\n"
+    else:
+        named = np.empty(len(names), dtype=object)
+        named[:] = [str(name) for name in names]
+        line = "%d,%d,%s,%s" + ",%d" * _Q + "\n"
     with open(path, "w") as f:
         f.write("src,dst,src_name,dst_name," + ",".join(MESSAGE_QUANTITIES) + "\n")
         for i in range(0, rows.shape[0], chunk):
             block = rows[i:i + chunk]
-            columns = [block[:, 0].tolist(), block[:, 1].tolist(), named[block[:, 0]].tolist(),
-                       named[block[:, 1]].tolist()] + [block[:, 2 + q].tolist() for q in range(_Q)]
+            ends = [block[:, 0].tolist(), block[:, 1].tolist()]
+            columns = ends + (ends if isinstance(names, NodeNames) else [named[block[:, 0]].tolist(),
+                                                                          named[block[:, 1]].tolist()])
+            columns += [block[:, 2 + q].tolist() for q in range(_Q)]
             f.write((line * block.shape[0]) % tuple(itertools.chain.from_iterable(zip(*columns))))
 
 

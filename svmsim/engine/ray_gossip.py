@@ -90,6 +90,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import networkx as nx
@@ -148,7 +149,7 @@ class _HostState:
     # -- set-up -------------------------------------------------------------------------------------------------
     def deploy(self, groups: list[tuple] | bytes, seed: int, n_nodes: int, owner: np.ndarray, adj_ptr: np.ndarray,
                adj: np.ndarray, clock: Clock, latency: LatencyModel, faults: FaultModel, round_time: float,
-               compiled: bool | None, node_names: list[str], options: dict) -> dict:
+               compiled: bool | None, node_names: Sequence[str] | None, options: dict) -> dict:
         """Initialise this host's groups ``(gid, program, node_ids, node_data)`` and its event loop.
 
         The driver sends the groups pickled in one bytes object: unpickled here, the programs' and data's arrays
@@ -592,7 +593,7 @@ class RayGossipRun:
     def deploy(self, groups: list[Group], seed: int, topology: nx.Graph, *, clock: Clock | None = None,
                latency: LatencyModel | None = None, faults: FaultModel | None = None,
                round_time: float | None = None, compiled: bool | None = None,
-               node_names: list[str] | None = None) -> None:
+               node_names: Sequence[str] | None = None) -> None:
         """Start one host actor per distinct `Group.host` and initialise its groups and event loop."""
         if self._handles:
             raise RuntimeError("this RayGossipRun is already deployed; build a new one")
@@ -622,7 +623,6 @@ class RayGossipRun:
         skew = None if self.max_skew is None else self.max_skew * self.round_time
         options = {"n_hosts": len(self.hosts), "max_skew": skew, "batch_bytes": self.batch_bytes,
                    "flush_interval": self.flush_interval}
-        names = node_names or [str(i) for i in range(n)]
         self._ensure_ray()
         try:
             for j in range(len(self.hosts)):
@@ -631,7 +631,7 @@ class RayGossipRun:
             self.host_args = [(cloudpickle.dumps([(gid, by_gid[gid].program, by_gid[gid].node_ids,
                                                    by_gid[gid].node_data) for gid in gids], protocol=_PICKLE),
                                self.seed, n, owner, adj_ptr, adj, self.clock, self.latency, self.fault_model,
-                               self.round_time, compiled, names, options) for gids in self.hosts.values()]
+                               self.round_time, compiled, node_names, options) for gids in self.hosts.values()]
             self.host_info = self._get([h.deploy.remote(*args) for h, args in zip(self._handles, self.host_args)],
                                        timeout=5 * self.call_timeout)
             self._get([h.connect.remote(self._handles) for h in self._handles])
