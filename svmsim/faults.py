@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Sequence
 
 import numba
@@ -254,8 +255,6 @@ class FaultPlan:
         self.churn_state = bool(model.churn_state)
         self.crashed_nodes = self._choose(model.crash_nodes, model.crash, 1)
         self.straggler_nodes = self._choose(model.straggler_nodes, model.stragglers, 2)
-        self.straggler_factors = np.ones(n)
-        self.straggler_factors[self.straggler_nodes] = float(model.straggler_factor)
         end = math.inf if model.recover_time is None else float(model.recover_time)
         outages = [(int(v), float(model.crash_time), end, bool(model.recover_state)) for v in self.crashed_nodes]
         for o in model.outages:
@@ -264,21 +263,46 @@ class FaultPlan:
                     raise ScenarioError(f"faults.outages names node {v}, but the topology has {n} nodes")
                 outages.append((int(v), float(o.start), float(o.end), bool(o.keep_state)))
         self.outages = sorted(outages, key=lambda o: (o[1], o[0]))
-        self.fault_keys = stream_keys(seed, STREAM_FAULT, n)
-        self.churn_keys = stream_keys(seed, STREAM_CHURN, n)
         self.tally = FaultTally()
-        # synchronous-rounds state
-        # pragma: no mutate start (equivalent: float counters draw the same uniforms)
-        self._sent = np.zeros(n, dtype=np.int64)
-        # pragma: no mutate end
+        # synchronous rounds' state: the per-node arrays are made at the first batch (`_start_rounds`), as a gossip
+        # run reads none of them (nor `fault_keys` and `churn_keys`: its host keeps its own copy, `node_keys`)
+        self._sent = self._outage_down = self._churn_down = self._churn_count = None
         self._mask_round = None  # pragma: no mutate (equivalent: no round equals "" either)
         self._mask = None  # pragma: no mutate (equivalent: read only once set)
-        # pragma: no mutate start (equivalent: compared to a bool mask, then replaced)
-        self._outage_down = np.zeros(n, dtype=bool)
-        # pragma: no mutate end
-        self._churn_down = np.zeros(n, dtype=bool)
         self._churn_next = None
-        # pragma: no mutate start (equivalent: float counts draw the same gaps)
+
+    @property
+    def straggler_factors(self) -> np.ndarray:
+        """Each node's clock slow-down: straggler_factor for the stragglers, 1 for the rest (made when read)."""
+        factors = np.ones(self.n_nodes)
+        factors[self.straggler_nodes] = float(self.model.straggler_factor)
+        return factors
+
+    def node_keys(self) -> tuple[np.ndarray, np.ndarray]:
+        """(fault keys, churn keys): one uint64 per node each, made for the caller (a gossip host copies them into
+        its own key table)."""
+        return stream_keys(self.seed, STREAM_FAULT, self.n_nodes), stream_keys(self.seed, STREAM_CHURN, self.n_nodes)
+
+    @cached_property
+    def fault_keys(self) -> np.ndarray:
+        """One uint64 per node, the key of its message faults' draws (made at the first read, then kept)."""
+        return self.node_keys()[0]
+
+    @cached_property
+    def churn_keys(self) -> np.ndarray:
+        """One uint64 per node, the key of its churn's draws (made at the first read, then kept)."""
+        return self.node_keys()[1]
+
+    def _start_rounds(self) -> None:
+        """Make the synchronous rounds' per-node state, once."""
+        if self._sent is not None:
+            return
+        n = self.n_nodes
+        # pragma: no mutate start (equivalent: float counters draw the same uniforms; the outage mask is compared
+        # to a bool mask, then replaced; float counts draw the same gaps)
+        self._sent = np.zeros(n, dtype=np.int64)
+        self._outage_down = np.zeros(n, dtype=bool)
+        self._churn_down = np.zeros(n, dtype=bool)
         self._churn_count = np.zeros(n, dtype=np.int64)
         # pragma: no mutate end
 
@@ -348,6 +372,7 @@ class FaultPlan:
             return batch, None
         src = np.asarray(batch.src, dtype=np.int64)
         dst = np.asarray(batch.dst, dtype=np.int64)
+        self._start_rounds()
         down = self._down_in_round(round_)
         dead_sender = down[src] if down is not None else np.zeros(m, dtype=bool)
         dead_receiver = (down[dst] & ~dead_sender) if down is not None else np.zeros(m, dtype=bool)

@@ -212,6 +212,20 @@ def test_bind_takes_the_model_seed_before_the_run_seed():
     np.testing.assert_array_equal(plan.fault_keys, stream_keys(99, STREAM_FAULT, 5))
     np.testing.assert_array_equal(plan.churn_keys, stream_keys(99, STREAM_CHURN, 5))
     np.testing.assert_array_equal(FaultModel(seed=7).bind(5, 99).fault_keys, stream_keys(7, STREAM_FAULT, 5))
+    fault, churn = FaultModel(seed=7).bind(5, 99).node_keys()        # a gossip host's own copies: the same keys
+    np.testing.assert_array_equal(fault, stream_keys(7, STREAM_FAULT, 5))
+    np.testing.assert_array_equal(churn, stream_keys(7, STREAM_CHURN, 5))
+
+
+def test_a_plan_keeps_no_per_node_arrays_until_a_round_or_a_reader_needs_them():
+    plan = FaultModel(drop=0.5, churn_rate=0.1, straggler_nodes=[1], straggler_factor=2.0).bind(4, 3)
+    assert plan.node_keys()[0] is not plan.node_keys()[0] and plan.straggler_factors is not plan.straggler_factors
+    assert [k for k, v in vars(plan).items() if isinstance(v, np.ndarray) and v.size == 4] == []
+    assert plan._sent is None and "fault_keys" not in vars(plan)
+    assert plan.fault_keys is plan.fault_keys and plan.churn_keys is plan.churn_keys    # kept once read
+    plan.apply(0, MessageBatch("t", np.array([0, 1]), np.array([1, 2]), np.zeros((2, 1))))
+    assert plan._sent.tolist() == [1, 1, 0, 0] and plan._churn_count.dtype == np.int64
+    assert plan._outage_down.dtype == bool == plan._churn_down.dtype
 
 
 @pytest.mark.parametrize("key", ["crash_nodes", "straggler_nodes"])
@@ -402,7 +416,7 @@ def test_only_duplicates_leave_nothing_dropped_and_empty_batches_pass():
     assert plan.tally.by_fate == {("t", "delivered", True): [3, 6]}
     empty = MessageBatch("t", np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, 2)))
     crash = FaultModel(drop=0.5, crash_nodes=[0]).bind(3, 0)
-    assert crash.apply(0, empty) == (empty, None) and crash.tally.by_fate == {} and crash._sent.sum() == 0
+    assert crash.apply(0, empty) == (empty, None) and crash.tally.by_fate == {} and crash._sent is None
     one = MessageBatch.single("t", 0, 1, [1.0, 2.0])
     delivered, dropped = FaultModel(crash_nodes=[0]).bind(3, 0).apply(0, one)
     assert delivered.n_messages == 0 and dropped.src.tolist() == [0]

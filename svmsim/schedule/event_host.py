@@ -85,8 +85,7 @@ class GossipSetting:
         cfg[C_CHURN_KEEP] = plan.churn_state
         keys[:, K_CLOCK] = stream_keys(self.seed, STREAM_CLOCK, n)
         keys[:, K_LATENCY] = stream_keys(self.seed, STREAM_LATENCY, n)
-        keys[:, K_FAULT] = plan.fault_keys
-        keys[:, K_CHURN] = plan.churn_keys
+        keys[:, K_FAULT], keys[:, K_CHURN] = plan.node_keys()
         self.env, self.cfg, self.keys = env, cfg, keys
         # pragma: no mutate start (equivalent: a stream's first key does not depend on how many are drawn)
         self.edge_key = stream_keys(self.seed, STREAM_EDGE, 1)[0]
