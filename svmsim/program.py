@@ -297,10 +297,13 @@ class RoleSpec:
 
 class Ragged:
     """A column of per-node pieces of different lengths: node i's is ``values[ptr[i]:ptr[i + 1]]`` (values: an array
-    or a CSR matrix, whose rows are the pieces' items)."""
+    or a CSR matrix, whose rows are the pieces' items). With `items` (row numbers of `values`), node i's piece is
+    ``values[items[ptr[i]:ptr[i + 1]]]``: the pieces pick rows of a shared array (a data set) without a copy of them;
+    `take` gathers them into a compact column."""
 
-    def __init__(self, ptr: np.ndarray, values):
+    def __init__(self, ptr: np.ndarray, values, items: np.ndarray | None = None):
         self.ptr, self.values = np.asarray(ptr, dtype=np.int64), values
+        self.items = None if items is None else np.asarray(items, dtype=np.int64)
 
     def __len__(self) -> int:
         return self.ptr.shape[0] - 1
@@ -309,15 +312,18 @@ class Ragged:
         if isinstance(i, slice):
             return self.take(np.arange(len(self))[i])
         i = range(len(self))[i]                    # negative positions count from the end; out of range: IndexError
+        if self.items is not None:
+            return self.values[self.items[self.ptr[i]:self.ptr[i + 1]]]
         return self.values[self.ptr[i]:self.ptr[i + 1]]
 
     def take(self, positions: np.ndarray) -> "Ragged":
-        """The pieces at `positions`, in that order (one gather, no loop over nodes)."""
+        """The pieces at `positions`, in that order, gathered into a compact column (one gather, no loop over
+        nodes)."""
         lens = np.diff(self.ptr)[positions]
         ptr = np.zeros(lens.shape[0] + 1, dtype=np.int64)
         np.cumsum(lens, out=ptr[1:])
         items = np.repeat(self.ptr[positions] - ptr[:-1], lens) + np.arange(ptr[-1])
-        return Ragged(ptr, self.values[items])
+        return Ragged(ptr, self.values[items if self.items is None else self.items[items]])
 
 
 class NodeRows(Sequence):

@@ -388,3 +388,59 @@ def test_a_large_gadget_run_scores_a_sample_of_its_nodes(a9a):
     out = dep.evaluate(obs)
     assert out["nodes_scored"] == 200 and out["nodes"] == 1500
     assert 0.0 < out["objective_min"] <= out["objective"] <= out["objective_max"]
+
+
+@pytest.mark.parametrize("gossip", ["push-sum", "pairwise"])
+def test_one_group_reads_the_data_set_in_place_and_runs_as_gathered_shards_do(mushrooms, gossip):
+    """In process the shards pick rows of the data set (no copy of it: 12 bytes a stored value); gathered into
+    compact shards (as for hosts that hold part of the nodes) the run is the same, bit for bit."""
+    import dataclasses
+
+    m = 7
+    dep = _deploy(mushrooms, nodes=m, lam=1e-3, gossip=gossip, eps=0.0, iterations=120)
+    spec = dep.roles[0]
+    shared = spec.program.init(spec.node_ids, spec.node_data, 3)
+    assert np.shares_memory(shared.rows[0], mushrooms.X.data) and np.shares_memory(shared.rows[1], mushrooms.X.indices)
+    assert np.shares_memory(shared.y, mushrooms.y) or mushrooms.y.dtype != np.float64
+    points = spec.node_data.columns["X"].items
+    assert sorted(points.tolist()) == list(range(mushrooms.n)) and np.array_equal(shared.points, points)
+    gathered = dataclasses.replace(dep, roles=[dataclasses.replace(spec, node_data=spec.node_data.take(np.arange(m)))])
+    compact = spec.program.init(spec.node_ids, gathered.roles[0].node_data, 3)
+    assert compact.points.size == 0 and compact.y.shape[0] == mushrooms.n
+    assert not np.shares_memory(compact.rows[0], mushrooms.X.data)
+    for compiled in (True, False):
+        a, b = run_gossip(dep, seed=4, compiled=compiled), run_gossip(gathered, seed=4, compiled=compiled)
+        ga, gb = gather_nodes(a[0]["peer"]), gather_nodes(b[0]["peer"])
+        np.testing.assert_array_equal(ga["w"], gb["w"])
+        np.testing.assert_array_equal(ga["steps"], gb["steps"])
+        assert a[1].ledger().equals(b[1].ledger()) and ga["steps"].sum() > 0
+
+
+def test_data_the_kernels_cannot_read_in_place_is_gathered_per_shard(load):
+    """Rows with unsorted indices or a dense float32 set: the build gathers the shards (as_rows sorts and converts
+    the copies; the data set is left as it was) and the run is the sorted float64 set's, bit for bit."""
+    import dataclasses
+
+    from svmsim.algorithms.gadget import _kernel_ready
+
+    ds = load("heart_scale")
+    X = ds.X.copy()
+    for i in range(X.shape[0]):                              # every row's entries in reverse order
+        lo, hi = X.indptr[i], X.indptr[i + 1]
+        X.indices[lo:hi], X.data[lo:hi] = X.indices[lo:hi][::-1].copy(), X.data[lo:hi][::-1].copy()
+    X.has_sorted_indices = False
+    unsorted_indices = X.indices.copy()
+    variants = {"sorted": ds, "unsorted": dataclasses.replace(ds, X=X),
+                "float32": dataclasses.replace(ds, X=ds.X.toarray().astype(np.float32)),
+                "fortran": dataclasses.replace(ds, X=np.asfortranarray(ds.X.toarray()))}
+    assert [_kernel_ready(v.X) for v in variants.values()] == [True, False, False, False]
+    assert _kernel_ready(ds.X.toarray()) and not _kernel_ready(ds.X.tocsc())
+    runs = {}
+    for name, data in variants.items():
+        dep = _deploy(data, nodes=5, topology="complete", topology_params={}, lam=1e-2, eps=0.0, iterations=100)
+        assert (dep.roles[0].node_data.columns["X"].items is None) == (name != "sorted")
+        obs, *_ = run_gossip(dep, seed=6)
+        runs[name] = gather_nodes(obs["peer"])["w"]
+    np.testing.assert_array_equal(runs["sorted"], runs["unsorted"])
+    np.testing.assert_array_equal(X.indices, unsorted_indices)           # the data set is not sorted in place
+    np.testing.assert_allclose(runs["sorted"], runs["fortran"], rtol=1e-12, atol=1e-12)

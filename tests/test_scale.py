@@ -183,6 +183,37 @@ def test_node_rows_give_each_group_the_entries_of_its_nodes():
         spec_rows.data_for(np.array([12, 99]))
 
 
+def test_pieces_that_pick_rows_of_a_shared_array_read_like_gathered_ones():
+    """A `Ragged` column with `items` (rows of a shared data set) gives each node, and each group, the pieces that
+    the gathered column gives; `take` gathers them into a compact column of their own."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from svmsim.program import NodeRows, Ragged, RoleSpec
+
+    rng = np.random.default_rng(2)
+    X = sp.random(12, 4, density=0.5, format="csr", random_state=3)
+    y = rng.standard_normal(12)
+    items = rng.permutation(12)[:10]
+    ptr = np.array([0, 3, 3, 4, 8, 10])
+    picked = NodeRows(X=Ragged(ptr, X, items), y=Ragged(ptr, y, items))
+    gathered = NodeRows(X=Ragged(ptr, X[items]), y=Ragged(ptr, y[items]))
+    for i in range(-5, 5):
+        assert (picked[i]["X"] != gathered[i]["X"]).nnz == 0 and np.array_equal(picked[i]["y"], gathered[i]["y"])
+    with pytest.raises(IndexError):
+        picked[5]
+    spec = RoleSpec("peer", None, np.arange(5), picked)
+    assert spec.data_for(np.arange(5)) is picked                 # every node: the column as it is
+    for group in (np.array([3, 0]), np.array([1]), np.array([4, 2, 3])):
+        part = spec.data_for(group)
+        col = part.columns["y"]
+        assert col.items is None and part.columns["X"].items is None
+        assert np.array_equal(col.values, np.concatenate([y[items[ptr[g]:ptr[g + 1]]] for g in group]))
+        assert not np.shares_memory(col.values, y)
+        for k, g in enumerate(group):
+            assert (part[k]["X"] != gathered[int(g)]["X"]).nnz == 0
+    assert [list(e["y"]) for e in picked[1:3]] == [list(e["y"]) for e in gathered[1:3]]
+
 def test_node_rows_slice_and_index_like_a_list():
     import numpy as np
 

@@ -102,6 +102,14 @@ _LAM, _RADIUS, _EPS, _PATIENCE, _MAX_STEPS, _TICKS_PER_STEP, _PROJECT_LOCAL, _PR
 _REQUEST, _REPLY = 0, 1
 
 
+def _kernel_ready(X) -> bool:
+    """Whether the kernels read X as it is (`as_rows` makes no copy of it and changes nothing in it): CSR float64
+    with sorted indices, or a C-contiguous float64 array."""
+    if sp.issparse(X):
+        return X.format == "csr" and X.dtype == np.float64 and bool(X.has_sorted_indices)
+    return isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2 and X.flags.c_contiguous
+
+
 @numba.njit(inline="always", cache=True)
 def _project_row(W, j, radius):
     """(f)/(h): scale row j of W onto the ball of radius 1/sqrt(lam); returns |w_j|^2 afterwards."""
@@ -121,7 +129,7 @@ def _project_row(W, j, radius):
 def _tick(node, arrays, message):
     """One tick of `node`'s clock: a local step (a)-(f) at every R-th tick, then the gossip send (g) written to
     `message`. Returns the destination, or -1 when nothing is sent."""
-    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config = arrays
+    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config, points = arrays
     lam, radius, eps = config[_LAM], config[_RADIUS], config[_EPS]
     patience, max_steps, ticks_per_step = int(config[_PATIENCE]), int(config[_MAX_STEPS]), int(config[_TICKS_PER_STEP])
     d = W.shape[1]
@@ -138,6 +146,8 @@ def _tick(node, arrays, message):
             ints[j, _AVERAGED] += 1
         lo = row_start[j]
         i = lo + next_index(rng, j, row_start[j + 1] - lo)                   # (a)
+        if points.shape[0]:                                                  # the point's row of the shared set
+            i = points[i]
         wj = W[j]
         violated = y[i] * row_dot(X, i, wj) < 1.0                            # (b), (c)
         shrink = 1.0 - 1.0 / t                                                # (d), (e): 1 - lam alpha = 1 - 1/t
@@ -188,7 +198,7 @@ def _deliver(node, kind, message, arrays, reply):
     """A message reaches `node`: Push-Sum adds the share (s, omega) to the node's pair (its model is the ratio);
     pairwise averaging moves the peer to the mean of the two and answers with minus its change (written to
     `reply`, returns True), which the initiator adds. Then (h)."""
-    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config = arrays
+    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config, points = arrays
     d = W.shape[1]
     j = local_of[node]
     answered = False
@@ -249,7 +259,7 @@ def _kernel_wake(arrays, node, t, out_dst, out_tag, out_payload):
 def _kernel_prefetch(arrays, node):
     """Prefetch what `node`'s next tick or delivery reads first (`GossipKernel.prefetch`): its model row and sum,
     its counters, its random stream and its neighbour row (its data rows are read only at a local step)."""
-    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config = arrays
+    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config, points = arrays
     j = local_of[node]
     prefetch_row(W, j)
     prefetch(ints, j)
@@ -280,7 +290,7 @@ class GadgetState:
     local_of: np.ndarray        # global id -> row (-1 for nodes of other groups)
     rows: object                # the group's shards stacked: dense array or CSR triple (kernels' row access)
     y: np.ndarray
-    row_start: np.ndarray       # node j's points are rows row_start[j]:row_start[j+1]
+    row_start: np.ndarray       # node j's points are rows row_start[j]:row_start[j+1] (of X and y, or of points)
     W: np.ndarray               # models w_j (Push-Sum: the ratio s_j/omega_j)
     W_sum: np.ndarray           # with `average`: sum of w_j^(t) over the last half of node j's steps
     ints: np.ndarray            # steps, ticks, hits, done, messages sent (push, request, reply), averaged steps
@@ -292,11 +302,13 @@ class GadgetState:
     progress: np.ndarray        # [finished nodes, nodes, nodes down that have not finished]
     shard_sizes: np.ndarray
     config: np.ndarray          # the program's constants
+    points: np.ndarray          # shard position -> row of X and y, where they are a shared data set (else empty)
 
     def __post_init__(self):
         # what the kernels take (in this order)
         self.arrays = (self.local_of, self.rows, self.y, self.row_start, self.W, self.W_sum, self.ints,
-                       self.floats, self.rng, self.nbr_ptr, self.nbr_ids, self.nbr_cum, self.progress, self.config)
+                       self.floats, self.rng, self.nbr_ptr, self.nbr_ids, self.nbr_cum, self.progress, self.config,
+                       self.points)
 
     @property
     def all_done(self) -> bool:
@@ -356,13 +368,21 @@ class GadgetPeer(GossipProgram):
 
     def _init_from_rows(self, node_ids, rows: NodeRows, seed):
         cols = rows.columns
-        sizes = np.diff(cols["X"].ptr)
-        return self._state(node_ids, cols["X"].values, np.asarray(cols["y"].values, dtype=np.float64), sizes,
+        X, y = cols["X"], cols["y"]
+        sizes = np.diff(X.ptr)
+        shared = (X.items is not None and y.items is not None and np.array_equal(X.items, y.items)
+                  and np.array_equal(X.ptr, y.ptr) and _kernel_ready(X.values))
+        points = X.items if shared else None
+        if not shared:                                       # the shards gathered in node order
+            X, y = (c if c.items is None else c.take(np.arange(len(c))) for c in (X, y))
+        return self._state(node_ids, X.values, np.asarray(y.values, dtype=np.float64), sizes,
                            cols["neighbours"].ptr, np.asarray(cols["neighbours"].values, dtype=np.int64),
-                           np.asarray(cols["probs"].values, dtype=np.float64), cols["omega"], seed)
+                           np.asarray(cols["probs"].values, dtype=np.float64), cols["omega"], seed, points)
 
-    def _state(self, node_ids, X, y, sizes, nbr_ptr, nbr_ids, probs, omega, seed) -> "GadgetState":
-        """The hosted nodes' state from their shards (rows of X in node order, `sizes` each) and mixing rows."""
+    def _state(self, node_ids, X, y, sizes, nbr_ptr, nbr_ids, probs, omega, seed,
+               points: np.ndarray | None = None) -> "GadgetState":
+        """The hosted nodes' state from their shards (rows of X in node order, `sizes` each, or with `points` the
+        rows of a shared X and y that the shards' positions pick) and mixing rows."""
         m = node_ids.shape[0]
         if (sizes == 0).any():
             from ..errors import DataError
@@ -384,7 +404,7 @@ class GadgetPeer(GossipProgram):
             floats=floats, rng=seed_streams(seed, node_ids), nbr_ptr=np.asarray(nbr_ptr, dtype=np.int64),
             nbr_ids=nbr_ids, nbr_cum=segment_cumsum(np.asarray(nbr_ptr, dtype=np.int64), probs),
             progress=np.array([0, m, 0], dtype=np.int64), shard_sizes=np.asarray(sizes, dtype=np.int64),
-            config=self._config())
+            config=self._config(), points=np.zeros(0, dtype=np.int64) if points is None else points)
 
     def wake(self, st: GadgetState, nodes, times):
         k = nodes.shape[0]
@@ -469,7 +489,7 @@ def _kernel_crash(arrays, node):
     is done when every node has finished or is down (progress[0] + progress[2] == nodes): a permanent crash does
     not hold the run up until its budget. A node that would come back later misses the end of the run; it is
     listed in the fault summary's ``down_at_end``."""
-    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config = arrays
+    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config, points = arrays
     j = local_of[node]
     if ints[j, _DOWN] == 0:
         ints[j, _DOWN] = 1
@@ -479,7 +499,7 @@ def _kernel_crash(arrays, node):
 
 @numba.njit(cache=True)
 def _kernel_recover(arrays, node, keep_state):
-    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config = arrays
+    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config, points = arrays
     j = local_of[node]
     if ints[j, _DOWN] == 1:
         ints[j, _DOWN] = 0
@@ -737,8 +757,13 @@ def build_gadget(params: GadgetParams, problem):
     shard_ptr = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(sizes.astype(np.int64), out=shard_ptr[1:])
     points = np.concatenate(parts).astype(np.int64) if m else np.zeros(0, dtype=np.int64)
-    node_data = NodeRows(X=Ragged(shard_ptr, ds.X[points]), y=Ragged(shard_ptr, np.asarray(ds.y)[points]),
-                         neighbours=Ragged(ptr, nbr), probs=Ragged(ptr, prob), omega=omega)
+    # the shards pick rows of the data set, which the nodes share in process (a copy of the data set is 12 bytes a
+    # stored value); split over hosts, each gets its nodes' rows gathered (`Ragged.take`)
+    X_all, y_all = ds.X, np.asarray(ds.y, dtype=np.float64)
+    node_data = (NodeRows(X=Ragged(shard_ptr, X_all, points), y=Ragged(shard_ptr, y_all, points),
+                          neighbours=Ragged(ptr, nbr), probs=Ragged(ptr, prob), omega=omega) if _kernel_ready(X_all)
+                 else NodeRows(X=Ragged(shard_ptr, X_all[points]), y=Ragged(shard_ptr, y_all[points]),
+                               neighbours=Ragged(ptr, nbr), probs=Ragged(ptr, prob), omega=omega))
     program = GadgetPeer(d, params.lam, gossip=params.gossip, rounds=params.rounds,
                          project_local=params.project_local, project_gossip=params.project_gossip, eps=params.eps,
                          patience=params.patience, iterations=params.iterations, average=params.average)
