@@ -101,6 +101,49 @@ def test_the_sparse_solver_refines_a_gap_to_the_accuracy_asked(monkeypatch, accu
         assert abs(sparse[key] - exact[key]) <= bound * sparse[key] * (1 + 1e-9) + 1e-15
 
 
+def _bipartite_matchings(m: int, d: int, seed: int):
+    """d random perfect matchings between two sides of m nodes: bipartite, so Metropolis-Hastings' smallest
+    eigenvalue (near -(d-1)/(d+1)) is farther from 0 than its second largest."""
+    import networkx as nx
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    G = nx.Graph()
+    G.add_nodes_from(range(2 * m))
+    for _ in range(d):
+        G.add_edges_from((i, m + int(j)) for i, j in enumerate(rng.permutation(m)))
+    return G
+
+
+@pytest.mark.parametrize("graph, decides", [("random_k_out", False), ("grid", False), ("bipartite", True)])
+def test_the_smallest_eigenvalue_is_solved_loosely_and_refined_where_it_decides(monkeypatch, graph, decides):
+    """Metropolis-Hastings' smallest eigenvalue decides its gap only where it is the one farthest from 0 (a bipartite
+    graph of degree 10): its first solve is loose (FIRST_SMALLEST_TOL), and it is refined only when its interval
+    reaches the gap's error (forced here by asking for a 1e-8 accuracy); the gap is within its bound of the dense
+    one either way."""
+    from svmsim.algorithms import pushsum
+    from svmsim.topology import build_topology
+
+    G = (_bipartite_matchings(300, 10, 0) if graph == "bipartite"
+         else build_topology(graph, 3000 if graph == "random_k_out" else 900, seed=1,
+                             **({"k": 2} if graph == "random_k_out" else {})))
+    exact = pushsum.gossip_topology_info(G, "neighbour")
+    solves = []
+    ritz = pushsum._ritz
+    monkeypatch.setattr(pushsum, "_ritz", lambda S, which, tol, start: solves.append((which, tol)) or ritz(
+        S, which, tol, start))
+    monkeypatch.setattr(pushsum, "SPECTRAL_MAX_NODES", 10)
+    default = pushsum.GAP_ACCURACY
+    for accuracy in (default, 1e-8) if decides else (default,):
+        monkeypatch.setattr(pushsum, "GAP_ACCURACY", accuracy)
+        solves.clear()
+        sparse = pushsum.gossip_topology_info(G, "neighbour")
+        smallest = [tol for which, tol in solves if which == "SA"]
+        assert smallest[0] == pushsum.FIRST_SMALLEST_TOL
+        assert len(smallest) == (1 if accuracy == default else 2), smallest
+        bound, gap = sparse["spectral_gap_metropolis_error"], sparse["spectral_gap_metropolis"]
+        assert bound <= accuracy and abs(gap - exact["spectral_gap_metropolis"]) <= bound * gap * (1 + 1e-9) + 1e-14
+
 def test_the_gadget_evaluation_scores_models_in_blocks_with_the_same_bits(monkeypatch):
     """GADGET's evaluator scores every node's model on every point; in blocks of models (memory O(points + nodes),
     not points x nodes) it gives the one product's bits."""
@@ -229,18 +272,21 @@ def test_node_rows_slice_and_index_like_a_list():
         rows[3]
 
 
-@pytest.mark.parametrize("d", [1, 2, 7, 8, 9, 16, 31, 123, 124, 128, 129, 130, 257, 1000])
-def test_the_consensus_distances_are_numpys_bit_for_bit(d):
+@pytest.mark.parametrize("d, n", [(1, 200), (2, 200), (7, 200), (8, 200), (9, 200), (16, 200), (31, 200),
+                                  (123, 200), (124, 200), (128, 200), (129, 200), (130, 200), (257, 200), (1000, 200),
+                                  (3, 2 * 2048 + 5), (123, 2048)])
+def test_the_consensus_distances_are_numpys_bit_for_bit(d, n):
     """Push-Sum's consensus error is computed in one compiled pass over the rows; it must give np.linalg.norm's bits
-    on the whole-array estimates (NaN where w <= 0, then inf where not finite), whatever the row length."""
+    on the whole-array estimates (NaN where w <= 0, then inf where not finite), whatever the row length and the
+    number of row blocks the cores share."""
     import numpy as np
 
     from svmsim.algorithms.pushsum import _consensus_distances
 
-    rng = np.random.default_rng(d)
-    s = rng.standard_normal((200, d)) * 10.0 ** rng.uniform(-8, 8, size=(200, 1))
-    w = rng.random(200) + 0.1
-    w[3], w[4], w[5] = 0.0, -1.0, np.nan
+    rng = np.random.default_rng(d + n)
+    s = rng.standard_normal((n, d)) * 10.0 ** rng.uniform(-8, 8, size=(n, 1))
+    w = rng.random(n) + 0.1
+    w[3], w[4], w[5], w[-1] = 0.0, -1.0, np.nan, 0.0
     s[6, 0], s[7, -1] = np.inf, np.nan
     target = rng.standard_normal(d)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -250,7 +296,7 @@ def test_the_consensus_distances_are_numpys_bit_for_bit(d):
     expected[~np.isfinite(expected)] = np.inf
     got = _consensus_distances(s, w, target)
     assert np.array_equal(got, expected)
-    assert np.isinf(got[[3, 4, 5, 6, 7]]).all()
+    assert np.isinf(got[[3, 4, 5, 6, 7, -1]]).all() and np.isfinite(got[8:-1]).all()
 
 
 def test_a_push_sum_run_holds_one_copy_of_the_neighbour_lists():

@@ -129,8 +129,10 @@ def gossip_topology_info(G: nx.Graph, mixing: str = "neighbour", share: float = 
 #: the sparse solver's spectral gaps are refined until their error bound is within this fraction of the gap
 GAP_ACCURACY = 1e-3
 #: ARPACK's first relative tolerance, the smallest it is refined to, and its restarts per solve before it gives up
-#: (a gap too small to resolve: a long ring, say)
+#: (a gap too small to resolve: a long ring, say); the smallest eigenvalue's first solve is looser, as it decides
+#: the gap only where it comes near -1 (nearly bipartite graphs), and is refined there
 FIRST_LANCZOS_TOL = 1e-3
+FIRST_SMALLEST_TOL = 1e-1
 MIN_LANCZOS_TOL = 1e-12
 LANCZOS_RESTARTS = 300
 
@@ -200,8 +202,9 @@ def _gap_with_bound(ritz: list, a: float, b: float) -> tuple[float, float]:
 
 def _sparse_spectra(A, deg, mixing, share, info: dict):
     """The same two eigenvalues by ARPACK (None where it does not converge, with a note in info), with error bounds:
-    each solve starts at FIRST_LANCZOS_TOL and is refined, from its Ritz vectors, until the gap it decides is known
-    to GAP_ACCURACY of itself (``spectral_gap_error``, ``spectral_gap_metropolis_error``: relative bounds). With
+    each solve starts at FIRST_LANCZOS_TOL (the smallest eigenvalue's at FIRST_SMALLEST_TOL) and is refined, from
+    its Ritz vectors, until the gap it decides is known to GAP_ACCURACY of itself (``spectral_gap_error``,
+    ``spectral_gap_metropolis_error``: relative bounds). With
     share <= 1/2 the chain's smallest eigenvalue cannot decide its gap ((1 - share) + share lam >= 0 for lam >= -1),
     so only the Metropolis-Hastings matrix needs it."""
     import math
@@ -217,7 +220,8 @@ def _sparse_spectra(A, deg, mixing, share, info: dict):
         start = np.random.default_rng(0).random(S.shape[0]) + 0.5
         kinds = ("LA", "SA") if (rule == "metropolis" or share > 0.5) else ("LA",)
         try:
-            solves = {which: (FIRST_LANCZOS_TOL, *_ritz(S, which, FIRST_LANCZOS_TOL, start)) for which in kinds}
+            first = {"LA": FIRST_LANCZOS_TOL, "SA": FIRST_SMALLEST_TOL}
+            solves = {which: (first[which], *_ritz(S, which, first[which], start)) for which in kinds}
             while True:
                 ritz = [(t, r) for _, t, r, _ in solves.values()] + ([] if "SA" in solves else [(-1.0, 0.0)])
                 gap, err = _gap_with_bound(ritz, a, b)
@@ -751,23 +755,29 @@ def _has_nan(a: np.ndarray, rows: int = 8192) -> bool:
     return any(np.isnan(a[i:i + rows]).any() for i in range(0, a.shape[0], rows))
 
 
-@numba.njit(cache=True, nogil=True)
+#: rows a thread of `_consensus_distances_into` takes at a time
+DISTANCE_BLOCK = 2048
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
 def _consensus_distances_into(s, w, target, err):
     """err[i] = ||s_i / w_i - target|| (inf where w_i <= 0 or the distance is not finite), one pass over the rows:
     each row's quotient, difference and square as NumPy's whole-array operations, summed in NumPy's pairwise order
-    (np.linalg.norm's), so the same bits without a temporary of every row (100 MB at 10^5 nodes)."""
-    d = s.shape[1]
-    squares = np.empty(d)
-    for i in range(s.shape[0]):
-        wi = w[i]
-        if not wi > 0:
-            err[i] = np.inf
-            continue
-        for q in range(d):
-            e = s[i, q] / wi - target[q]
-            squares[q] = e * e
-        dist = np.sqrt(pairwise_sum(squares, 0, d))
-        err[i] = dist if np.isfinite(dist) else np.inf
+    (np.linalg.norm's), so the same bits without a temporary of every row (100 MB at 10^5 nodes). Blocks of rows
+    go to the cores (each row's sum is its own: the same bits on any number of threads)."""
+    n, d = s.shape
+    for b in numba.prange((n + DISTANCE_BLOCK - 1) // DISTANCE_BLOCK):
+        squares = np.empty(d)
+        for i in range(b * DISTANCE_BLOCK, min(n, (b + 1) * DISTANCE_BLOCK)):
+            wi = w[i]
+            if not wi > 0:
+                err[i] = np.inf
+                continue
+            for q in range(d):
+                e = s[i, q] / wi - target[q]
+                squares[q] = e * e
+            dist = np.sqrt(pairwise_sum(squares, 0, d))
+            err[i] = dist if np.isfinite(dist) else np.inf
 
 
 def _consensus_distances(s: np.ndarray, w: np.ndarray, target: np.ndarray) -> np.ndarray:
