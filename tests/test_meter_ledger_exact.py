@@ -725,7 +725,8 @@ def test_node_names_read_like_the_list_of_them(prefix, n):
         assert names[s] == plain[s]
     for name in plain:
         assert name in names and names.index(name) == plain.index(name) and names.count(name) == 1
-    for other in (f"{prefix}{n}", f"{prefix}01", f"{prefix}-1", f"{prefix}1 ", f"{prefix}\u0661", "x" + prefix, 3, None):
+    others = (f"{prefix}{n}", f"{prefix}01", f"{prefix}-1", f"{prefix}1 ", f"{prefix}\u0661", "x" + prefix, 3, None)
+    for other in others:
         assert other not in names and names.count(other) == 0
         with pytest.raises(ValueError):
             names.index(other)

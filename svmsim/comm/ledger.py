@@ -114,8 +114,9 @@ class Ledger:
         for 10^6 nodes, against about 2 s here; the text of every node at once added about 0.4 KB a node to the
         run's peak)."""
         names = self.node_names
+        lazy = isinstance(names, NodeNames)
         # the plain encoder where the fast path does not apply (both write the same bytes)
-        if not (isinstance(names, NodeNames) or all(type(name) is str for name in names)):  # pragma: no mutate (equivalent: the same bytes, slower)
+        if not (lazy or all(type(name) is str for name in names)):  # pragma: no mutate (equivalent: same bytes, slower)
             out.write(json.dumps(self.summary(), indent=2))
             return
         order, sent, received = self._traffic()
@@ -129,9 +130,12 @@ class Ledger:
         node = f'    %s: {{\n      "sent": {{\n{fields}\n      }},\n      "received": {{\n{fields}\n      }}\n    }}'
         key = '"by_node": ' + json.dumps(mark)
         before, _, after = head.partition(key)  # pragma: no mutate (equivalent: the key occurs once)
+        if lazy:                                         # a key is the prefix's JSON text and the node's id
+            node = node.replace("%s", '"' + json.dumps(names.prefix)[1:-1].replace("%", "%%") + '%d"', 1)
         out.write(before + '"by_node": {\n')
         for lo in range(0, order.shape[0], block):
-            keys = [json.dumps(names[i]) for i in order[lo:lo + block].tolist()]
+            ids = order[lo:lo + block].tolist()
+            keys = ids if lazy else [json.dumps(names[i]) for i in ids]
             values = np.concatenate([sent[lo:lo + block], received[lo:lo + block]], axis=1).tolist()
             out.write((",\n" if lo else "") + ",\n".join(node % (k, *row) for k, row in zip(keys, values)))
         out.write("\n  }" + after)

@@ -92,23 +92,22 @@ class GossipSetting:
         # pragma: no mutate end
         self.rates = clock.rate / plan.straggler_factors
 
-    def initial_events(self, owned: np.ndarray) -> list[tuple[float, int, int, int]]:
+    def initial_events(self, owned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Events pushed before the run, in push order (explicit crashes, their recoveries, the first churn
-        departures, the first clock ticks), of the nodes where `owned` is True."""
+        departures, the first clock ticks), of the nodes where `owned` is True: (times, rows (priority, node,
+        flag)), every node's in one compiled pass (`first_events`)."""
         plan = self.plan
-        events = []
-        for node, start, end, keep in plan.outages:
-            events.append((start, P_CRASH, node, 1 if math.isinf(end) else 0))
-        for node, start, end, keep in plan.outages:
-            if not math.isinf(end):
-                events.append((end, P_RECOVER, node, 1 if keep else 0))
-        if plan.churn_rate > 0:
-            for node in range(self.n_nodes):
-                events.append((float(churn_duration(self.env, self.keys[node, K_CHURN], 0)), P_LEAVE, node,
-                               UNREAD_FLAG))
-        for node in range(self.n_nodes):
-            events.append((float(next_tick(self.cfg, self.env, self.keys, self.rates, node, 0)), P_WAKE, node, 0))
-        return [e for e in events if owned[e[2]]]
+        lead = [(start, P_CRASH, node, 1 if math.isinf(end) else 0) for node, start, end, keep in plan.outages]
+        lead += [(end, P_RECOVER, node, 1 if keep else 0) for node, start, end, keep in plan.outages
+                 if not math.isinf(end)]
+        ticks, leaves = EK.first_events(self.cfg, self.env, self.keys, self.rates, plan.churn_rate > 0)
+        nodes = np.arange(self.n_nodes, dtype=np.int64)
+        firsts = [np.column_stack([np.full_like(nodes, prio), nodes, np.full_like(nodes, flag)])
+                  for prio, flag, times in ((P_LEAVE, UNREAD_FLAG, leaves), (P_WAKE, 0, ticks)) if times.size]
+        times = np.concatenate([np.array([e[0] for e in lead], dtype=np.float64), leaves, ticks])
+        rows = np.concatenate([np.array([e[1:] for e in lead], dtype=np.int64).reshape(-1, 3)] + firsts)
+        keep = owned[rows[:, 1]]
+        return times[keep], rows[keep]
 
 
 def register_kind(kinds: list, kind_ids: dict, tag: str, spm: int, dtype) -> int:
@@ -238,7 +237,8 @@ class EventHost:
         width = int(self._widths.max())
         # pragma: no mutate start (equivalent: buffer capacities, dtypes and the free slots' order; any larger buffer
         # and any slot order give the same run, grow() enlarges what fills up, numba compiles the loop for any dtype)
-        cap = len(events) + pool + 2 * k.max_out + 16
+        times, ints = events
+        cap = times.shape[0] + pool + 2 * k.max_out + 16
         self._ctr = np.zeros(N_COUNTERS, dtype=np.int64)
         self._ni = np.zeros((self.n_nodes, 6), dtype=np.int64)
         self._ht, self._hk = np.empty(cap), np.empty((cap, 4), dtype=np.int64)
@@ -258,8 +258,6 @@ class EventHost:
         self._xf = np.empty((rows, 1 + width))
         self._lim[L_XBATCH] = xbatch
         self._lim[L_YIELD] = 1 << 17 if xbatch_bytes is None else 4096
-        times = np.array([e[0] for e in events], dtype=np.float64)
-        ints = np.array([e[1:] for e in events], dtype=np.int64).reshape(-1, 3)
         # pragma: no mutate end
         self._ctr[N_FREE] = pool
         self._ni[:, I_TICKS] = 1
@@ -270,7 +268,8 @@ class EventHost:
         self._heap: list[tuple] = []
         self._seq = itertools.count()    # heap entries that tie on (time, priority) pop in push order
         self._ni_py = [[0] * 6 for _ in range(n)]        # per node: epoch, ticks, sent, down, dead, churn counter
-        for t, prio, a, b in events:
+        times, ints = events
+        for t, (prio, a, b) in zip(times.tolist(), ints.tolist()):
             heapq.heappush(self._heap, (t, prio, next(self._seq), a, b))
         for node in range(n):
             self._ni_py[node][I_TICKS] = 1

@@ -79,6 +79,20 @@ def next_tick(cfg, env, keys, rates, node, k):
 
 
 @numba.njit(cache=True)
+def first_events(cfg, env, keys, rates, churn):
+    """Every node's first clock tick and, with `churn`, its first departure: (tick times, departure times; empty
+    without churn), as `next_tick` and `churn_duration` give them one node at a time."""
+    n = keys.shape[0]
+    ticks = np.empty(n)
+    leaves = np.empty(n if churn else 0)
+    for node in range(n):
+        ticks[node] = next_tick(cfg, env, keys, rates, node, 0)
+        if churn:
+            leaves[node] = churn_duration(env, keys[node, K_CHURN], 0)
+    return ticks, leaves
+
+
+@numba.njit(cache=True)
 def _copy_latency(env, cfg, keys, src, c, copy, factor, nbytes):
     """Latency of one copy (0 or 1) of message c of `src`, and whether it was delayed by a fault."""
     lkey = keys[src, K_LATENCY]
