@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from ..core.names import NodeNames
@@ -58,17 +59,15 @@ class Ledger:
 
     def _traffic(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(the nodes that took part, in `by_node`'s order; their sent and received (messages, scalars, bytes)),
-        summed over the edge rows in whole arrays (10^6 nodes: 0.3 s, against 40 s row by row)."""
+        summed over the edge rows in one compiled pass (`_node_traffic`: 8 + 48 bytes a node beside the rows, not a
+        sort of both ends of every row; 10^6 nodes: 0.3 s with the sort, 40 s row by row in Python)."""
         # pragma: no mutate start (equivalent: the meter's edge table is int64 rows of 2 + _Q already)
-        E = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2 + _Q)
+        E = np.ascontiguousarray(np.asarray(self.edges, dtype=np.int64).reshape(-1, 2 + _Q))
         # pragma: no mutate end
-        nodes, first = np.unique(E[:, :2].ravel(), return_index=True)
-        order = nodes[np.argsort(first)]
-        size = int(nodes[-1]) + 1 if nodes.size else 0  # pragma: no mutate (equivalent: more rows stay unread)
-        sent, received = np.zeros((size, _Q), dtype=np.int64), np.zeros((size, _Q), dtype=np.int64)
-        for q in range(_Q):
-            np.add.at(sent[:, q], E[:, 0], E[:, 2 + q])
-            np.add.at(received[:, q], E[:, 1], E[:, 2 + q])
+        size = int(E[:, :2].max()) + 1 if E.shape[0] else 0  # pragma: no mutate (equivalent: more rows stay unread)
+        first, sent, received = _node_traffic(E, size)
+        nodes = np.flatnonzero(first >= 0)
+        order = nodes[np.argsort(first[nodes])]
         return order, sent[order], received[order]
 
     def equals(self, other: "Ledger") -> bool:
@@ -171,6 +170,26 @@ class Ledger:
     def merge(ledgers: list["Ledger"]) -> "Ledger":
         """One ledger from several meters' (see `merge_ledgers`)."""
         return merge_ledgers(ledgers)
+
+
+@numba.njit(cache=True)
+def _node_traffic(E, size):
+    """Per node 0..size-1 of the edge rows E (src, dst, quantities...): where it first appears when the rows are read
+    as src, dst, src, dst, ... (-1: nowhere), and what it sent and received, in one pass in row order."""
+    nq = E.shape[1] - 2
+    first = np.full(size, -1, dtype=np.int64)
+    sent = np.zeros((size, nq), dtype=np.int64)
+    received = np.zeros((size, nq), dtype=np.int64)
+    for r in range(E.shape[0]):
+        s, d = E[r, 0], E[r, 1]
+        if first[s] < 0:
+            first[s] = 2 * r
+        if first[d] < 0:
+            first[d] = 2 * r + 1
+        for q in range(nq):
+            sent[s, q] += E[r, 2 + q]
+            received[d, q] += E[r, 2 + q]
+    return first, sent, received
 
 
 def frozen_names(names):
