@@ -819,16 +819,16 @@ def _peer_topologies() -> tuple[str, ...]:
 
 #: GADGET's memory model (bytes): the interpreter with numba and the libraries, and per node (the loop's, the
 #: meter's and the program's arrays beside the model; per edge it is Push-Sum's EDGE_BYTES)
-GADGET_BASE_BYTES, GADGET_NODE_BYTES = 270 * 2 ** 20, 700
+GADGET_BASE_BYTES, GADGET_NODE_BYTES = 268 * 2 ** 20, 378
 
 
 def gadget_memory(params: GadgetParams, problem) -> tuple[int, str, str]:
     """The peak memory of a GADGET run, before it is built (`AlgorithmInfo.memory`): GADGET_BASE_BYTES, per node
     GADGET_NODE_BYTES and its model of d scalars (8 bytes each; with averaged iterates their sums and the averaged
-    copy at the end, 16 more), the nodes' shards gathered in node order (CSR: 12 bytes a stored value), the edges
-    and the evaluation's block of scores. Fitted to peaks measured for 10 rounds on a random 2-out overlay (a9a with
-    10^3 and 3·10^4 nodes; synthetic a9a-shaped sets of two points per node with 10^5, 3·10^5 and 10^6 nodes: 0.36
-    to 2.9 GB, every one within 2 %)."""
+    copy at the end, 16 more), the data set the nodes' shards read (CSR: 12 bytes a stored value; hosts that hold
+    part of the nodes gather their rows), the edges and the evaluation's block of scores. Fitted to peaks measured
+    for 10 rounds on a random 2-out overlay (a9a with 10^3 and 3·10^4 nodes; synthetic a9a-shaped sets of two
+    points per node with 10^5, 3·10^5 and 10^6 nodes: 0.36 to 2.5 GB, every one within 2 %)."""
     from .pushsum import EDGE_BYTES, _topology_size
 
     n, edges = _topology_size(problem, params.nodes)

@@ -795,7 +795,7 @@ def _consensus_distances(s: np.ndarray, w: np.ndarray, target: np.ndarray) -> np
 #: bytes; the final model's estimates are s divided in place); per edge (the edge array, one shared copy of the
 #: neighbour lists, the targets' running sums, the meter's edge counters, the ledger's edge rows). A built
 #: topology holds no networkx dicts (`core.array_graph`); a graph the user passes holds its own.
-BASE_BYTES, NODE_BYTES, NODE_SCALAR_BYTES, EDGE_BYTES = 214 * 2 ** 20, 280, 16, 280
+BASE_BYTES, NODE_BYTES, NODE_SCALAR_BYTES, EDGE_BYTES = 204 * 2 ** 20, 250, 16, 230
 
 
 def _topology_size(problem, nodes: int) -> tuple[int, int]:
