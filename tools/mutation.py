@@ -161,10 +161,12 @@ def summary(json_path: str | None) -> int:
 
 
 def _open_survivors(module: str) -> list[str]:
-    """The module's mutants that survived (or had no test), were not killed by a recheck and are not marked."""
+    """The module's mutants that survived (or had no test, or that mutmut found suspicious: a run it could not
+    judge, as under load), were not killed by a recheck and are not marked."""
     done = _rechecked()
     lines = _module_path(module).read_text().splitlines()
-    return [name for mod, name, status in _results() if mod == module and status in ("survived", "no tests")
+    return [name for mod, name, status in _results() if mod == module and status in ("survived", "no tests",
+                                                                                        "suspicious")
             and done.get(name) != "killed" and not _is_marked(name, lines)]
 
 

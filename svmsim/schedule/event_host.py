@@ -101,11 +101,14 @@ class GossipSetting:
         lead += [(end, P_RECOVER, node, 1 if keep else 0) for node, start, end, keep in plan.outages
                  if not math.isinf(end)]
         ticks, leaves = EK.first_events(self.cfg, self.env, self.keys, self.rates, plan.churn_rate > 0)
-        nodes = np.arange(self.n_nodes, dtype=np.int64)
+        nodes = np.arange(self.n_nodes, dtype=np.int64)  # pragma: no mutate (equivalent: NumPy's default int64)
         firsts = [np.column_stack([np.full_like(nodes, prio), nodes, np.full_like(nodes, flag)])
                   for prio, flag, times in ((P_LEAVE, UNREAD_FLAG, leaves), (P_WAKE, 0, ticks)) if times.size]
+        # pragma: no mutate start (equivalent: a list of floats, or none, makes float64; numpy reads any negative
+        # size as -1)
         times = np.concatenate([np.array([e[0] for e in lead], dtype=np.float64), leaves, ticks])
         rows = np.concatenate([np.array([e[1:] for e in lead], dtype=np.int64).reshape(-1, 3)] + firsts)
+        # pragma: no mutate end
         keep = owned[rows[:, 1]]
         return times[keep], rows[keep]
 
