@@ -58,7 +58,8 @@ def gossip_cli_run(scenario: Path, sets: dict, workdir: Path, engine: str = "inp
     the stop decision, evaluations included: the last metrics row's ``wall_time``); set-up (end to end minus the
     run: imports, data, topology and its facts, deployment, Ray's start, writing the run directory); messages per
     second end to end and over the run; the process's peak memory (RSS; a Ray host actor is not its child, so its
-    memory is not in it)."""
+    memory is not in it). The CLI runs this checkout's svmsim (its root is the process's directory and first on its
+    path), not an installed copy or the caller's directory's."""
     import shutil
     import subprocess
     import sys
@@ -73,8 +74,11 @@ def gossip_cli_run(scenario: Path, sets: dict, workdir: Path, engine: str = "inp
         cmd += ["--set", f"{key}={value}"]
     t0 = time.perf_counter()
     err = workdir / f"{out.name}.stderr"
+    # this checkout's svmsim, whatever the caller's directory (first on `python -m`'s path) or installed copy
+    root = str(HERE.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     with open(err, "w") as stderr:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, cwd=root, env=env)
         _, status, usage = os.wait4(proc.pid, 0)        # (its own peak memory, not the largest child's so far)
     wall = time.perf_counter() - t0
     code = os.waitstatus_to_exitcode(status)
