@@ -64,6 +64,7 @@ def gossip_cli_run(scenario: Path, sets: dict, workdir: Path, engine: str = "inp
     import subprocess
     import sys
 
+    workdir, scenario = Path(workdir).resolve(), Path(scenario).resolve()
     out = workdir / f"{engine}-{actors}-{len(list(workdir.iterdir()))}"
     sets = {**sets, "output.plots": "false", "engine.metrics": "false"}
     cmd = [sys.executable, "-m", "svmsim.cli", "run", str(scenario), "--engine", engine, "--out", str(out),
@@ -77,6 +78,8 @@ def gossip_cli_run(scenario: Path, sets: dict, workdir: Path, engine: str = "inp
     # this checkout's svmsim, whatever the caller's directory (first on `python -m`'s path) or installed copy
     root = str(HERE.parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    if env.get("SVMSIM_DATA_DIR"):                  # relative to the caller's directory, not the checkout's
+        env["SVMSIM_DATA_DIR"] = str(Path(env["SVMSIM_DATA_DIR"]).resolve())
     with open(err, "w") as stderr:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, cwd=root, env=env)
         _, status, usage = os.wait4(proc.pid, 0)        # (its own peak memory, not the largest child's so far)

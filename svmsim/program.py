@@ -304,6 +304,9 @@ class Ragged:
     def __init__(self, ptr: np.ndarray, values, items: np.ndarray | None = None):
         self.ptr, self.values = np.asarray(ptr, dtype=np.int64), values
         self.items = None if items is None else np.asarray(items, dtype=np.int64)
+        if self.items is not None and self.ptr.shape[0] and self.items.shape[0] != self.ptr[-1]:
+            raise ValueError(f"a Ragged column's items hold {self.items.shape[0]} rows, but its offsets end at "
+                             f"{int(self.ptr[-1])}")
 
     def __len__(self) -> int:
         return self.ptr.shape[0] - 1

@@ -465,7 +465,7 @@ def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
         for key, a in arrays.items():
             with zf.open(key + ".npy", "w", force_zip64=True) as f:
                 if a.dtype.hasobject or not a.flags.c_contiguous:
-                    npy.write_array(f, a, allow_pickle=False)
+                    npy.write_array(f, a, allow_pickle=True)       # as np.savez does
                 else:
                     npy.write_array_header_1_0(f, npy.header_data_from_array_1_0(a))
                     f.write(a.reshape(-1).view(np.uint8))

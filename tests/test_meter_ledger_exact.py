@@ -734,6 +734,16 @@ def test_node_names_read_like_the_list_of_them(prefix, n):
         with pytest.raises(ValueError):
             names.index(plain[0], 1)
     assert not NodeNames(prefix, 0) and NodeNames("a", 0) == NodeNames("b", 0)
+    for bad_index in (1.5, "0", None):                   # as a list: TypeError
+        with pytest.raises(TypeError):
+            names[bad_index]
+    with pytest.raises(AttributeError):                  # a ledger keeps it as it is: it cannot change
+        names.n = n + 1
+    with pytest.raises(AttributeError):
+        names.prefix = "other-"
+    with pytest.raises(AttributeError):
+        del names.n
+    assert list(names) == plain and len(names) == n
     for bad in (-1, 1.5, True, "3"):
         with pytest.raises((ValueError, TypeError)):
             NodeNames(prefix, bad)

@@ -161,8 +161,8 @@ def summary(json_path: str | None) -> int:
 
 
 def _open_survivors(module: str) -> list[str]:
-    """The module's mutants that survived (or had no test, or that mutmut found suspicious: a run it could not
-    judge, as under load), were not killed by a recheck and are not marked."""
+    """The module's mutants that survived (or had no test, or that mutmut found suspicious: a run it could not judge,
+    such as a forked worker that died), were not killed by a recheck and are not marked."""
     done = _rechecked()
     lines = _module_path(module).read_text().splitlines()
     return [name for mod, name, status in _results() if mod == module and status in ("survived", "no tests",
@@ -175,13 +175,14 @@ def survivors(module: str) -> int:
     names = _open_survivors(module)
     for name in names:
         print(name, _diff(name), sep="\n")
-    print(f"{module}: {len(names)} open survivors (survived or untested, not killed by a recheck, not marked)")
+    print(f"{module}: {len(names)} open survivors (survived, untested or suspicious, not killed by a recheck, "
+          "not marked)")
     return 0
 
 
 def recheck(module: str, tests: list[str], show: bool, timeout: float = 300.0, select: str | None = None,
             only: str | None = None) -> int:
-    """Run `tests` against each surviving or untested mutant of `module`; print those that still live."""
+    """Run `tests` against each surviving, untested or suspicious mutant of `module`; print those that still live."""
     mutants = [m for m in _open_survivors(module) if only is None or only in m]
     copy = ROOT / "mutants"
     if not copy.is_dir():
@@ -210,7 +211,7 @@ def recheck(module: str, tests: list[str], show: bool, timeout: float = 300.0, s
         verdicts = _rechecked()
         verdicts.update({name: ("alive" if name in alive else "killed") for name in mutants})
         RECHECK.write_text(json.dumps(verdicts, indent=0, sort_keys=True) + "\n")
-    print(f"{module}: {len(mutants)} surviving or untested mutants, {len(mutants) - len(alive)} killed by "
+    print(f"{module}: {len(mutants)} surviving, untested or suspicious mutants, {len(mutants) - len(alive)} killed by "
           f"{' '.join(tests)}, {len(alive)} still alive")
     for name in alive:
         print("  alive:", name)

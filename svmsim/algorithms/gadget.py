@@ -288,7 +288,7 @@ class GadgetState:
 
     node_ids: np.ndarray        # global ids (read-only)
     local_of: np.ndarray        # global id -> row (-1 for nodes of other groups)
-    rows: object                # the group's shards stacked: dense array or CSR triple (kernels' row access)
+    rows: object                # the shards stacked, or the data set they read (points): array or CSR triple
     y: np.ndarray
     row_start: np.ndarray       # node j's points are rows row_start[j]:row_start[j+1] (of X and y, or of points)
     W: np.ndarray               # models w_j (Push-Sum: the ratio s_j/omega_j)
@@ -752,8 +752,8 @@ def build_gadget(params: GadgetParams, problem):
     ptr, nbr, prob = mixing_rows(G, params.mixing)      # row i of B over node i's neighbours; b_ii: no exchange
     sizes = np.array([p.size for p in parts], dtype=np.float64)
     omega = sizes / sizes.mean() if (params.size_weighted and params.gossip == "push-sum") else np.ones(m)
-    # every node's shard, neighbours and their probabilities as whole arrays (one gather of the data, not a slice
-    # per node); entry i is {"X": its points, "y", "neighbours", "probs", "omega"}
+    # every node's shard, neighbours and their probabilities as whole arrays (not a slice of the data per node);
+    # entry i is {"X": its points, "y", "neighbours", "probs", "omega"}
     shard_ptr = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(sizes.astype(np.int64), out=shard_ptr[1:])
     points = np.concatenate(parts).astype(np.int64) if m else np.zeros(0, dtype=np.int64)

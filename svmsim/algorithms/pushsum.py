@@ -755,29 +755,24 @@ def _has_nan(a: np.ndarray, rows: int = 8192) -> bool:
     return any(np.isnan(a[i:i + rows]).any() for i in range(0, a.shape[0], rows))
 
 
-#: rows a thread of `_consensus_distances_into` takes at a time
-DISTANCE_BLOCK = 2048
-
-
-@numba.njit(cache=True, nogil=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _consensus_distances_into(s, w, target, err):
     """err[i] = ||s_i / w_i - target|| (inf where w_i <= 0 or the distance is not finite), one pass over the rows:
     each row's quotient, difference and square as NumPy's whole-array operations, summed in NumPy's pairwise order
-    (np.linalg.norm's), so the same bits without a temporary of every row (100 MB at 10^5 nodes). Blocks of rows
-    go to the cores (each row's sum is its own: the same bits on any number of threads)."""
-    n, d = s.shape
-    for b in numba.prange((n + DISTANCE_BLOCK - 1) // DISTANCE_BLOCK):
-        squares = np.empty(d)
-        for i in range(b * DISTANCE_BLOCK, min(n, (b + 1) * DISTANCE_BLOCK)):
-            wi = w[i]
-            if not wi > 0:
-                err[i] = np.inf
-                continue
-            for q in range(d):
-                e = s[i, q] / wi - target[q]
-                squares[q] = e * e
-            dist = np.sqrt(pairwise_sum(squares, 0, d))
-            err[i] = dist if np.isfinite(dist) else np.inf
+    (np.linalg.norm's), so the same bits without a temporary of every row (100 MB at 10^5 nodes). Serial: numba's
+    OpenMP threads would end any process that forks after a run (a forked child may not use them)."""
+    d = s.shape[1]
+    squares = np.empty(d)
+    for i in range(s.shape[0]):
+        wi = w[i]
+        if not wi > 0:
+            err[i] = np.inf
+            continue
+        for q in range(d):
+            e = s[i, q] / wi - target[q]
+            squares[q] = e * e
+        dist = np.sqrt(pairwise_sum(squares, 0, d))
+        err[i] = dist if np.isfinite(dist) else np.inf
 
 
 def _consensus_distances(s: np.ndarray, w: np.ndarray, target: np.ndarray) -> np.ndarray:

@@ -1,12 +1,14 @@
 """Node names that are made when read: ``NodeNames("peer-", n)`` is the sequence "peer-0", ..., "peer-{n-1}".
 
 A run's ledger, meter and Ray dashboard name its nodes; a list of n Python strings costs about 70 bytes a node
-(70 MB at 10^6 gossip nodes), and every copy of the list 8 more. A `NodeNames` holds a prefix and a number, reads
-like a tuple of strings (indexing, negative indices, slices, iteration, ``len``, ``in``) and equals any list or
-tuple of the same names.
+(70 MB at 10^6 gossip nodes), and every copy of the list 8 more. A `NodeNames` holds a prefix and a number, cannot
+change, reads like a list of strings (indexing, negative indices, slices as lists, iteration, ``len``, ``in``,
+``index``, ``count``) and equals any list or tuple of the same names; it is not a list (``list(names)`` makes one,
+for ``json.dumps`` or ``+``).
 """
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,8 +26,14 @@ class NodeNames(Sequence):
             raise TypeError(f"a name prefix must be a string, not {type(prefix).__name__}")
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"the number of names must be a whole number >= 0, not {n!r}")
-        self.prefix = prefix
-        self.n = int(n)
+        object.__setattr__(self, "prefix", prefix)
+        object.__setattr__(self, "n", int(n))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"NodeNames cannot change (a ledger keeps it as it is); {name!r} is read-only")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"NodeNames cannot change (a ledger keeps it as it is); {name!r} is read-only")
 
     def __len__(self) -> int:
         return self.n
@@ -33,7 +41,7 @@ class NodeNames(Sequence):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [f"{self.prefix}{j}" for j in range(*i.indices(self.n))]
-        j = i.__index__()
+        j = operator.index(i)                      # a float or a string: TypeError, as a list's
         if j < 0:
             j += self.n
         if not 0 <= j < self.n:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -66,7 +67,7 @@ class Engine(ABC):
         states' own arrays (default: `observe`)."""
         return self.observe(gids)
 
-    def gossip(self, roles: list[RoleSpec], seed: int, topology, *, node_names: list[str] | None = None,
+    def gossip(self, roles: list[RoleSpec], seed: int, topology, *, node_names: Sequence[str] | None = None,
                clock=None, latency=None, faults=None, round_time: float | None = None, compiled: bool | None = None):
         """Host the roles' gossip programs on `topology` and return the run, which the runner drives the same way
         on every engine: ``run(max_time=, max_messages=, max_scalars=, max_seconds=, eval_time=, eval_messages=,
