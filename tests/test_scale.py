@@ -280,7 +280,7 @@ def test_node_rows_slice_and_index_like_a_list():
 def test_the_consensus_distances_are_numpys_bit_for_bit(d, n):
     """Push-Sum's consensus error is computed in one compiled pass over the rows; it must give np.linalg.norm's bits
     on the whole-array estimates (NaN where w <= 0, then inf where not finite), whatever the row length and the
-    number of row blocks the cores share."""
+    number of rows."""
     import numpy as np
 
     from svmsim.algorithms.pushsum import _consensus_distances
