@@ -88,7 +88,7 @@ def vector_registers():
     n = 64
     a = np.linspace(0.1, 1.0, n)
     loops = {
-        "_mirror_hard (hard-margin pass)": (mirror._mirror_hard, (a, a, a, a.copy(), -a, 0.1, 12.8, 0.99, 0.0, 0.01)),
+        "_mirror_hard (hard-margin pass)": (mirror.mirror_hard, (a, a, a, a.copy(), -a, 0.1, 12.8, 0.99, 0.0, 0.01)),
         "segment_mirror_fused (nu pass)": (mirror.segment_mirror_fused, (a, a, a.copy(), -a, a.copy(), a, 0.1, 12.8,
                                                                      0.99, 0.0, 0.01, 0.0, 1.0, 0.5, 0.5)),
         "_threshold_sums (Newton pass)": (projection._threshold_sums, (a, a, 0.5)),

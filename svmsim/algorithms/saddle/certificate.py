@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .preprocess import Rotation, _row_norms
+from .preprocess import Rotation, row_norms
 
 
 def capped_min(values: np.ndarray, cap: float) -> float:
@@ -122,7 +122,7 @@ def common_point(X, y: np.ndarray, cap: float) -> bool | None:
     from scipy.optimize import linprog
 
     X = sp.csr_matrix(X, dtype=np.float64)
-    scale = float(_row_norms(X).max())
+    scale = float(row_norms(X).max())
     if not scale > 0:
         return True
     n = X.shape[0]

@@ -33,7 +33,7 @@ from ...numerics.hadamard import next_power_of_two
 from ...program import NodeProgram, SyncKernel, kernel_step
 from . import protocol as K
 from .hull_check import FIRST_WIDTH, PROBE_WIDTH, CappedMinSearch, combine_probes, first_report, probe_report
-from .preprocess import (U_REFRESH_EVERY, CoordinateStream, Rotation, SaddleConstants, _q_value, _row_norms,
+from .preprocess import (U_REFRESH_EVERY, CoordinateStream, Rotation, SaddleConstants, q_value, row_norms,
                          saddle_constants)
 from .restarts import StallWatch, lower_beta
 
@@ -188,7 +188,7 @@ class SaddleServer(NodeProgram):
         rows = np.asarray(stats.payload)
         n1, n2 = rows[:, 0].sum(), rows[:, 1].sum()
         scale = rows[:, 2].max()
-        q = _q_value(self.q, self.d_pad, int(n1 + n2), rows[:, 3].max() / scale)
+        q = q_value(self.q, self.d_pad, int(n1 + n2), rows[:, 3].max() / scale)
         out.send(MessageBatch.broadcast("setup", 0, st.clients, np.array([n1, n2, scale, q])))
         out.send(MessageBatch.broadcast("coord", 0, st.clients, np.array([st.next_coordinate()])))
         st.phase[0] = K.PHASE_DELTA
@@ -365,7 +365,7 @@ class SaddleClient(NodeProgram):
             pos, neg = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
             order = np.concatenate([pos, neg])
             Y = rot.rotate_rows(X, order) if order.size else np.zeros((0, rot.d_pad))
-            norms = _row_norms(X) if order.size else np.zeros(1)
+            norms = row_norms(X) if order.size else np.zeros(1)
             stats.append([pos.size, neg.size, float(norms.max()) if norms.size else 0.0,
                           float(np.abs(Y).max()) if Y.size else 0.0])
             Y *= y[order, None]

@@ -13,7 +13,7 @@ from ...errors import DataError
 from ..sklearn_api import LinearBinaryClassifier, binary_fit_data
 from . import single
 from .certificate import SaddleEvaluator, capped_min
-from .preprocess import (U_REFRESH_EVERY, CoordinateStream, Rotation, _q_value, _row_norms, resolve_cap,
+from .preprocess import (U_REFRESH_EVERY, CoordinateStream, Rotation, q_value, row_norms, resolve_cap,
                          saddle_constants)
 from .restarts import StallWatch, lower_beta
 
@@ -69,11 +69,11 @@ class SaddleSVC(LinearBinaryClassifier):
         cap = resolve_cap(pos.size, neg.size, self.nu, self.alpha)
         rot = Rotation.from_seed(X.shape[1], self.seed)
         order = np.concatenate([pos, neg])
-        scale = float(_row_norms(X).max())
+        scale = float(row_norms(X).max())
         if not scale > 0:
             raise DataError("every training point is zero; there is nothing to separate")
         S = rot.rotate_columns(X, order, ypm[order] / scale)
-        q = _q_value(self.q, rot.d_pad, order.size, float(np.abs(S).max()))
+        q = q_value(self.q, rot.d_pad, order.size, float(np.abs(S).max()))
         return order, S, rot, scale, cap, q, pos.size
 
     def fit(self, X, y, callback=None, eval_set=None):

@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from ...numerics.fastmath import vexp
-from .simd import _OPTS, _exp_le709, _prefetch_l2, _wide_simd
+from .simd import JIT_OPTS, exp_le709, prefetch_l2, wide_simd
 
 #: elements per chunk of the nu-SVM's fused pass; each chunk first prefetches the same span of the row needed
 #: next iteration (a row of S is a fresh stream from L3/DRAM every iteration; fetched ahead it overlaps the
@@ -31,7 +31,7 @@ _CHUNK = 128
 _CHUNK_HARD = 2048
 
 
-@numba.njit(**_OPTS)
+@numba.njit(**JIT_OPTS)
 def segment_delta(row, pr, p_prev, lo, hi, mult, cap, theta):
     """Algorithm 4 lines 5-6 on one segment: <S_i*, p[t] + theta (p[t] - p[t-1])>."""
     r = row[lo:hi]
@@ -52,8 +52,8 @@ def clients_delta(row, pr, p_prev, seg_lo, seg_hi, seg_class, mult, cap, theta, 
         out[s] = segment_delta(row, pr, p_prev, seg_lo[s], seg_hi[s], mult[c], cap, theta)
 
 
-@numba.njit(**_OPTS)
-def _mirror_hard(r, rn, rnn, uu, LL, dw, ddw, c1, k0, inv):
+@numba.njit(**JIT_OPTS)
+def mirror_hard(r, rn, rnn, uu, LL, dw, ddw, c1, k0, inv):
     """Hard-margin form of `segment_mirror_fused` on one class (slices; no cap, no stored weights).
 
     x_j = c1*Lr_j + k0 - inv*a_j is the new log-weight relative to the shift; stores u += dw*S_i*, Lr = x.
@@ -61,7 +61,7 @@ def _mirror_hard(r, rn, rnn, uu, LL, dw, ddw, c1, k0, inv):
     their parts of the next two deltas (so the old weights need not be stored or read). Chunked like
     `segment_mirror_fused` but without its prefetch, which measured slower for this lighter pass.
     """
-    _wide_simd()
+    wide_simd()
     z = 0.0
     acc_n = 0.0
     acc_nn = 0.0
@@ -78,7 +78,7 @@ def _mirror_hard(r, rn, rnn, uu, LL, dw, ddw, c1, k0, inv):
             uj = uu_[j]
             uu_[j] = uj + dw * s
             x = c1 * LL_[j] + k0 - inv * (uj + ddw * s)
-            e = _exp_le709(x)
+            e = exp_le709(x)
             LL_[j] = x
             z += e
             acc_n += rn_[j] * e
@@ -86,30 +86,30 @@ def _mirror_hard(r, rn, rnn, uu, LL, dw, ddw, c1, k0, inv):
     return z, acc_n, acc_nn
 
 
-@numba.njit(**_OPTS)
-def _exp_sums(LL, rn, rnn):
-    """The sums of `_mirror_hard` recomputed from stored log-weights (after a rebase)."""
-    _wide_simd()
+@numba.njit(**JIT_OPTS)
+def exp_sums(LL, rn, rnn):
+    """The sums of `mirror_hard` recomputed from stored log-weights (after a rebase)."""
+    wide_simd()
     z = 0.0
     acc_n = 0.0
     acc_nn = 0.0
     for j in range(LL.shape[0]):
-        e = _exp_le709(LL[j])
+        e = exp_le709(LL[j])
         z += e
         acc_n += rn[j] * e
         acc_nn += rnn[j] * e
     return z, acc_n, acc_nn
 
 
-@numba.njit(**_OPTS)
-def _exp_into(LL, q):
+@numba.njit(**JIT_OPTS)
+def exp_into(LL, q):
     """q = exp(Lr) (the raw weights of the hard margin, written once per block)."""
-    _wide_simd()
+    wide_simd()
     for j in range(LL.shape[0]):
-        q[j] = _exp_le709(LL[j])
+        q[j] = exp_le709(LL[j])
 
 
-@numba.njit(**_OPTS)
+@numba.njit(**JIT_OPTS)
 def segment_mirror_fused(r, rn, uu, LL, q, fut, dw, ddw, c1, k0, inv, lcap, mult, cap, th):
     """Algorithm 2 lines 5-6 on one class (slices), fused with the next iteration's delta and the sums of the
     nu-projection at a guessed threshold (single machine, where i*(t+1) is known).
@@ -121,7 +121,7 @@ def segment_mirror_fused(r, rn, uu, LL, q, fut, dw, ddw, c1, k0, inv, lcap, mult
     e >= th, sum of e < th, sum of row_next over e >= th, sum of row_next*e over e < th, sum of row*e over
     e < th). `fut` (the row needed as row_next next iteration, same span) is prefetched along the way.
     """
-    _wide_simd()
+    wide_simd()
     z = 0.0
     acc_old = 0.0
     n_big = 0
@@ -134,7 +134,7 @@ def segment_mirror_fused(r, rn, uu, LL, q, fut, dw, ddw, c1, k0, inv, lcap, mult
     for base in range(0, n, _CHUNK):
         end = min(base + _CHUNK, n)
         for k in range(base, end, 8):
-            _prefetch_l2(fut, k)
+            prefetch_l2(fut, k)
         r_ = r[base:end]
         rn_ = rn[base:end]
         uu_ = uu[base:end]
@@ -145,7 +145,7 @@ def segment_mirror_fused(r, rn, uu, LL, q, fut, dw, ddw, c1, k0, inv, lcap, mult
             uj = uu_[j]
             uu_[j] = uj + dw * s
             x = c1 * min(LL_[j], lcap) + k0 - inv * (uj + ddw * s)
-            e = _exp_le709(x)
+            e = exp_le709(x)
             sn = rn_[j]
             acc_old += sn * min(q_[j], qcap)
             LL_[j] = x
@@ -171,7 +171,7 @@ def segment_max(Lr, lo, hi):
     return m
 
 
-@numba.njit(**_OPTS)
+@numba.njit(**JIT_OPTS)
 def segment_rescale_exp(Lr, pr, lo, hi, shift):
     """Rebase a segment after an exp overflow/underflow: Lr -= shift, pr = exp(Lr); return the sum of pr."""
     LL = Lr[lo:hi]
@@ -186,9 +186,9 @@ def segment_rescale_exp(Lr, pr, lo, hi, shift):
     return z
 
 
-@numba.njit(**_OPTS)
+@numba.njit(**JIT_OPTS)
 def segment_capped_dot(row, pr, lo, hi, mult, cap):
-    _wide_simd()
+    wide_simd()
     r = row[lo:hi]
     q = pr[lo:hi]
     acc = 0.0
@@ -197,7 +197,7 @@ def segment_capped_dot(row, pr, lo, hi, mult, cap):
     return acc
 
 
-@numba.njit(**_OPTS)
+@numba.njit(**JIT_OPTS)
 def segment_mirror_next(row, row_next, u, Lr, pr, lo, hi, dw, d, kappa, gamma, off, logcap, mult, cap, shift):
     """Algorithm 4 lines 13-14 on one segment, unnormalised (eqs. 10-11), fused with the sums the next delta
     needs (row_next = S_i*(t+1)): a_j = u_j + d*dw*S_i*j (w_hat = w[t] + d (w[t+1] - w[t])), u_j += dw*S_i*j,
@@ -205,7 +205,7 @@ def segment_mirror_next(row, row_next, u, Lr, pr, lo, hi, dw, d, kappa, gamma, o
 
     Returns (sum of the new pr, sum row_next*pr_new, sum row_next*p[t]).
     """
-    _wide_simd()
+    wide_simd()
     inv = 1.0 / (gamma + kappa)
     ddw = d * dw
     r = row[lo:hi]
@@ -233,14 +233,14 @@ def segment_mirror_next(row, row_next, u, Lr, pr, lo, hi, dw, d, kappa, gamma, o
     return z, acc_e, acc_old
 
 
-@numba.njit(**_OPTS)
+@numba.njit(**JIT_OPTS)
 def segment_mirror_guess(r, rn, fut, uu, LL, q, dw, ddw, kappa, gamma, off, logcap, mult, cap, shift, th):
     """`segment_mirror_next` for the Newton projection (slices of one segment): instead of the new weights' dot
     (the projection passes give it) the pass sums the projection at a predicted raw threshold th, as the single
     machine's fused pass does, and prefetches `fut` (the row that is row_next next iteration, a fresh stream).
     exp cannot overflow: the shift guard keeps Lt - shift <= 700. Returns (sum of the new pr, number of
     pr >= th, sum of pr < th, sum row*pr over pr < th, sum row_next*p[t])."""
-    _wide_simd()
+    wide_simd()
     inv = 1.0 / (gamma + kappa)
     z = 0.0
     n_big = 0.0
@@ -251,7 +251,7 @@ def segment_mirror_guess(r, rn, fut, uu, LL, q, dw, ddw, kappa, gamma, off, logc
     for base in range(0, n, _CHUNK):
         end = min(base + _CHUNK, n)
         for k in range(base, end, 8):
-            _prefetch_l2(fut, k)
+            prefetch_l2(fut, k)
         r_ = r[base:end]
         rn_ = rn[base:end]
         uu_ = uu[base:end]
@@ -264,7 +264,7 @@ def segment_mirror_guess(r, rn, fut, uu, LL, q, dw, ddw, kappa, gamma, off, logc
             L = min(LL_[j] - off, logcap)
             p_old = min(mult * q_[j], cap)
             lt = (kappa * L - (uj + ddw * s)) * inv
-            e = _exp_le709(lt - shift)
+            e = exp_le709(lt - shift)
             LL_[j] = lt
             q_[j] = e
             z += e
@@ -278,18 +278,18 @@ def segment_mirror_guess(r, rn, fut, uu, LL, q, dw, ddw, kappa, gamma, off, logc
     return z, n_big, below, rs, acc_old
 
 
-@numba.njit(**_OPTS)
+@numba.njit(**JIT_OPTS)
 def clients_mirror_hard(r, rn, rnn, uu, LL, seg_lo, seg_hi, seg_class, dw, ddw, c1, inv, off, shift, out_z, out_n,
                         out_nn):
     """The hard-margin form of `segment_mirror_next` over every segment of a group, like the single machine's
-    `_mirror_hard`: no raw weights are stored or read. Lt_j = c1*(Lr_j - off_c) - inv*(u_j + ddw*S_i*j) is stored
+    `mirror_hard`: no raw weights are stored or read. Lt_j = c1*(Lr_j - off_c) - inv*(u_j + ddw*S_i*j) is stored
     unshifted, u_j += dw*S_i*j, e_j = exp(Lt_j - shift_c). Per segment: sum e, sum row_next*e, sum
     row_after_next*e (the normaliser's part and the parts of the next two deltas).
 
     The points are indexed with unsigned integers over [lo, hi) rather than through slices: no wraparound
     code, so the loop vectorises, and no view per segment (measured 0.93 against 1.39 ns per point with 40
     segments)."""
-    _wide_simd()
+    wide_simd()
     for s in range(seg_lo.shape[0]):
         c = seg_class[s]
         k0 = -c1 * off[c] - shift[c]
@@ -301,7 +301,7 @@ def clients_mirror_hard(r, rn, rnn, uu, LL, seg_lo, seg_hi, seg_class, dw, ddw, 
             uj = uu[j]
             uu[j] = uj + dw * v
             x = c1 * LL[j] - inv * (uj + ddw * v)
-            e = _exp_le709(x + k0)
+            e = exp_le709(x + k0)
             LL[j] = x - c1 * off[c]
             z += e
             acc_n += rn[j] * e

@@ -17,7 +17,7 @@ from ...errors import DataError, InfeasibleParameterError
 from ...numerics.hadamard import fwht_rows, next_power_of_two, rotate_into_columns
 
 
-def _row_norms(X) -> np.ndarray:
+def row_norms(X) -> np.ndarray:
     if sp.issparse(X):
         return np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
     return np.sqrt(np.einsum("ij,ij->i", X, X))
@@ -160,7 +160,7 @@ class CoordinateStream:
         return int(self.buf[self.pos + j])
 
 
-def _q_value(q, d_pad: int, n: int, max_abs_scaled: float) -> float:
+def q_value(q, d_pad: int, n: int, max_abs_scaled: float) -> float:
     """q = O(sqrt(log n)) (notes section 2): "data" uses sqrt(d)*max|X_ij| after rotation, "log" sqrt(ln n)."""
     if q == "data":
         return max(1.0, math.sqrt(d_pad) * max_abs_scaled)

@@ -4,21 +4,21 @@ capped simplex {p >= 0, sum p = 1, p <= nu} (eqs. 7-8), in the lazy representati
 Projecting only rescales the uncapped weights by a multiplier c: Rule 2 (Lemma 11, sort), Rule 3 (the while-loop
 of eqs. 12-13, from c = 1) and the warm-started Newton iteration on the piecewise-linear mass, which gives the
 same answer in about one pass. The Saddle-DSVC form (Algorithm 4 lines 27-36) sums the same quantities per
-client (`segment_cap_sums_dot`, `_threshold_sums_bracket`).
+client (`segment_cap_sums_dot`, `threshold_sums_bracket`).
 """
 from __future__ import annotations
 
 import numba
 import numpy as np
 
-from .simd import _OPTS, _bits_float, _float_bits, _wide_simd
+from .simd import JIT_OPTS, bits_float, float_bits, wide_simd
 
 
-@numba.njit(**_OPTS)
+@numba.njit(**JIT_OPTS)
 def _threshold_sums(q, rn, th):
     """The projection sums of `segment_mirror_fused` at threshold th, from the stored weights (slices), and the
     largest weight below the threshold. (The count is a float: exact, and cheaper in SIMD.)"""
-    _wide_simd()
+    wide_simd()
     n_big = 0.0
     below = 0.0
     rc = 0.0
@@ -30,20 +30,20 @@ def _threshold_sums(q, rn, th):
         small_m = e < th
         small = e if small_m else 0.0
         one = 0.0 if small_m else 1.0
-        bits_small = _float_bits(e) if small_m else 0
+        bits_small = float_bits(e) if small_m else 0
         n_big += one
         below += small
         rc += sn * one
         rq += sn * small
         under = max(under, bits_small)
-    return n_big, below, rc, rq, _bits_float(under)
+    return n_big, below, rc, rq, bits_float(under)
 
 
-@numba.njit(**_OPTS)
-def _threshold_sums_bracket(q, rn, th):
+@numba.njit(**JIT_OPTS)
+def threshold_sums_bracket(q, rn, th):
     """`_threshold_sums` plus the smallest weight at or above the threshold (+inf if none): the two weights
     around th, so that a Newton step in either direction can tell whether the capped set changes."""
-    _wide_simd()
+    wide_simd()
     n_big = 0.0
     below = 0.0
     rc = 0.0
@@ -56,7 +56,7 @@ def _threshold_sums_bracket(q, rn, th):
         small_m = e < th
         small = e if small_m else 0.0
         one = 0.0 if small_m else 1.0
-        bits = _float_bits(e)
+        bits = float_bits(e)
         bits_small = bits if small_m else 0
         bits_big = np.int64(0x7FF0000000000000) if small_m else bits
         n_big += one
@@ -65,12 +65,12 @@ def _threshold_sums_bracket(q, rn, th):
         rq += sn * small
         under = max(under, bits_small)
         over = min(over, bits_big)
-    return n_big, below, rc, rq, _bits_float(under), _bits_float(over)
+    return n_big, below, rc, rq, bits_float(under), bits_float(over)
 
 
-@numba.njit(**_OPTS)
+@numba.njit(**JIT_OPTS)
 def _capped_count_below(q, m, cap, mult):
-    _wide_simd()
+    wide_simd()
     count = 0
     below = 0.0
     for j in range(q.shape[0]):
@@ -127,7 +127,7 @@ def sort_multiplier(pr, lo, hi, mult, cap):
 
 
 @numba.njit(cache=True, nogil=True)
-def _newton_projection(q, rn, z, cap, c, max_passes):
+def newton_projection(q, rn, z, cap, c, max_passes):
     """Exact KL projection of one class onto the capped simplex, fused with the next delta's capped dot.
 
     The weights are p_j = min(cap, c*e_j/z) (e = pr, z = sum e): entries with e >= th = cap*z/c are capped.
@@ -157,7 +157,7 @@ def _newton_projection(q, rn, z, cap, c, max_passes):
     return c, cap * rc + (c / z) * rq, max_passes, rq / below if below > 0.0 else 0.0
 
 
-@numba.njit(**_OPTS)
+@numba.njit(**JIT_OPTS)
 def segment_cap_sums_dot(row_next, pr, lo, hi, mult, mult_capped, cap):
     """Rule 3 sums on one segment (Algorithm 4 lines 27-28, eqs. 12-13) in the lazy representation, fused with
     sum row_next*min(cap, mult*pr) (if this report closes the projection, that sum is the new-weights part of
@@ -167,7 +167,7 @@ def segment_cap_sums_dot(row_next, pr, lo, hi, mult, mult_capped, cap):
     mult_capped*pr > cap), mult*pr for the others. Returns (excess over the cap of the not-yet-capped entries,
     mass of the entries below the cap, the dot).
     """
-    _wide_simd()
+    wide_simd()
     rn = row_next[lo:hi]
     q = pr[lo:hi]
     excess = 0.0

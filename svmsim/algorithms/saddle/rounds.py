@@ -12,8 +12,8 @@ import numba
 import numpy as np
 
 from .mirror import clients_mirror_hard, segment_capped_dot, segment_mirror_guess, segment_mirror_next
-from .projection import _threshold_sums_bracket, segment_cap_sums_dot
-from .simd import _EXP_HEADROOM
+from .projection import threshold_sums_bracket, segment_cap_sums_dot
+from .simd import EXP_HEADROOM
 
 
 @numba.njit(cache=True, nogil=True)
@@ -34,7 +34,7 @@ def _client_w_step(w, wnorm2, i, d, sigma, kappa, gamma, shift, delta):
     w[i] = wnew
     wnorm2[0] += wnew * wnew - wi * wi
     wnorm_hat = math.sqrt(max(wnorm2[0], 0.0)) + (d - 1) * abs(dw)
-    floor = wnorm_hat / (gamma + kappa) - _EXP_HEADROOM
+    floor = wnorm_hat / (gamma + kappa) - EXP_HEADROOM
     for c in range(2):
         if shift[c] < floor:
             shift[c] = floor
@@ -147,7 +147,7 @@ def client_cap_round(row_next, pr, seg_lo, seg_hi, seg_class, sums, apply, mult,
 
 @numba.njit(cache=True, nogil=True)
 def clients_threshold_report(row_next, pr, seg_lo, seg_hi, seg_class, z, c, cap, rows, rc, rq):
-    """A Newton pass of the distributed projection (cf. `_newton_projection`): with p_j = min(cap, c*pr_j/Z)
+    """A Newton pass of the distributed projection (cf. `newton_projection`): with p_j = min(cap, c*pr_j/Z)
     the entries with pr_j >= th = cap*Z/c are capped. Per client and class: rows = [count capped (2), raw mass
     below th (2), largest raw weight below th (2), smallest raw weight at or above th (2), sum of row_next*pr
     below th (2)]; per segment rc = sum of row_next over the capped, rq = sum of row_next*pr over the others (the
@@ -156,7 +156,7 @@ def clients_threshold_report(row_next, pr, seg_lo, seg_hi, seg_class, z, c, cap,
     for s in range(seg_lo.shape[0]):
         k = seg_class[s]
         lo, hi = seg_lo[s], seg_hi[s]
-        n_big, below, rc_s, rq_s, under, over = _threshold_sums_bracket(pr[lo:hi], row_next[lo:hi],
+        n_big, below, rc_s, rq_s, under, over = threshold_sums_bracket(pr[lo:hi], row_next[lo:hi],
                                                                         cap * z[k] / c[k])
         rows[s // 2, k] = n_big
         rows[s // 2, 2 + k] = below

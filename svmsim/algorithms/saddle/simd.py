@@ -1,12 +1,12 @@
 """Intrinsics and compile options shared by the Saddle-SVC / Saddle-DSVC kernels (paper 000).
 
 All reductions run with fastmath reassociation so that numba vectorises them; `vexp` is a vectorisable exp
-(`_exp_le709` the same without its overflow branch, where the shift bounds the argument). Rules that keep the
+(`exp_le709` the same without its overflow branch, where the shift bounds the argument). Rules that keep the
 loops SIMD: loop over a *slice* (`range(lo, hi)` indexing makes numba emit negative-index wraparound, which
 blocks vectorisation); never reduce floats with max (numba's max reduction stays scalar; counts above a
-threshold, or an integer max over the IEEE bits of non-negative doubles, `_float_bits`, are used instead); bind
+threshold, or an integer max over the IEEE bits of non-negative doubles, `float_bits`, are used instead); bind
 a select to a name before accumulating it (`acc += a if c else b` inline turns into branches that block SIMD).
-`_wide_simd()` lets a function use 512-bit vectors (LLVM stops at 256 bits by default). Check with
+`wide_simd()` lets a function use 512-bit vectors (LLVM stops at 256 bits by default). Check with
 `inspect_asm()` of a fresh (uncached) compile: the hot loops should use zmm (or ymm) registers
 (`benchmarks/bench_saddle_kernel.py` counts them).
 """
@@ -19,14 +19,14 @@ from numba.extending import intrinsic
 from ...numerics.fastmath import emit_exp
 
 _FM = {"reassoc", "contract", "nsz", "arcp"}
-_OPTS = dict(cache=True, nogil=True, fastmath=_FM, error_model="numpy", boundscheck=False)
+JIT_OPTS = dict(cache=True, nogil=True, fastmath=_FM, error_model="numpy", boundscheck=False)
 
 #: exp(Lt - shift) stays finite while Lt - shift <= 700
-_EXP_HEADROOM = 700.0
+EXP_HEADROOM = 700.0
 
 
 @intrinsic
-def _wide_simd(typingctx):
+def wide_simd(typingctx):
     """Mark the calling function for 512-bit auto-vectorisation (zmm registers on AVX-512 CPUs).
 
     LLVM's x86 cost model stops at 256-bit vectors by default even where AVX-512 exists ("prefer-vector-width");
@@ -44,7 +44,7 @@ def _wide_simd(typingctx):
 
 
 @intrinsic
-def _exp_le709(typingctx, x):
+def exp_le709(typingctx, x):
     """`vexp` without its overflow branch, for arguments known to be <= 709 (the shift guarantees <= 700)."""
     if not isinstance(x, types.Float):
         return None
@@ -56,7 +56,7 @@ def _exp_le709(typingctx, x):
 
 
 @intrinsic
-def _float_bits(typingctx, x):
+def float_bits(typingctx, x):
     """The IEEE bits of a float64 as int64: for x >= 0 their order is the order of the values, and integer
     max/min reductions vectorise (float ones do not without no-NaN flags)."""
     if not isinstance(x, types.Float):
@@ -69,8 +69,8 @@ def _float_bits(typingctx, x):
 
 
 @intrinsic
-def _bits_float(typingctx, b):
-    """Inverse of `_float_bits`."""
+def bits_float(typingctx, b):
+    """Inverse of `float_bits`."""
     if not isinstance(b, types.Integer):
         return None
 
@@ -81,7 +81,7 @@ def _bits_float(typingctx, b):
 
 
 @intrinsic
-def _prefetch_l2(typingctx, arr, idx):
+def prefetch_l2(typingctx, arr, idx):
     """Hint the CPU to bring arr[idx]'s cache line into L2 (llvm.prefetch, read, moderate locality)."""
     if not isinstance(arr, types.Array):
         return None

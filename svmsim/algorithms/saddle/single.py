@@ -1,6 +1,6 @@
 """Single-machine Saddle-SVC iterations (paper 000, Algorithm 2) in one compiled loop.
 
-Per class and iteration, the hard margin makes one pass (`mirror._mirror_hard`) that keeps no raw weights: it
+Per class and iteration, the hard margin makes one pass (`mirror.mirror_hard`) that keeps no raw weights: it
 dots the new weights with rows i*(t+1) and i*(t+2), the latter being the old-weights part of the delta after
 next. The nu-SVM makes one fused pass (`mirror.segment_mirror_fused`) that also sums the projection at a
 predicted cap threshold, then read-only Newton passes (`projection._threshold_sums`, about 1.1 on a9a) until the
@@ -15,10 +15,10 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from .mirror import (_exp_into, _exp_sums, _mirror_hard, segment_capped_dot, segment_max, segment_mirror_fused,
+from .mirror import (exp_into, exp_sums, mirror_hard, segment_capped_dot, segment_max, segment_mirror_fused,
                      segment_rescale_exp)
-from .projection import _newton_projection, cap_multiplier, sort_multiplier
-from .simd import _EXP_HEADROOM
+from .projection import newton_projection, cap_multiplier, sort_multiplier
+from .simd import EXP_HEADROOM
 
 
 class SolverState(NamedTuple):
@@ -69,15 +69,15 @@ def _class_step_hard(r, rn, rnn, uc, Lc, dw, d, prm, st, k, wnorm_hat):
     inv = 1.0 / (prm.gamma + prm.kappa)
     c1 = prm.kappa * inv
     # shift: previous log-normaliser, but never so low that exp could overflow (|a_j| <= ||w_hat||)
-    shift = max(st.shift[k], wnorm_hat * inv - _EXP_HEADROOM)
+    shift = max(st.shift[k], wnorm_hat * inv - EXP_HEADROOM)
     k0 = -c1 * st.off[k] - shift
-    z, acc_n, acc_nn = _mirror_hard(r, rn, rnn, uc, Lc, dw, d * dw, c1, k0, inv)
+    z, acc_n, acc_nn = mirror_hard(r, rn, rnn, uc, Lc, dw, d * dw, c1, k0, inv)
     if not (z > 1e-280 and z < 1e280):
         m = segment_max(Lc, 0, Lc.shape[0])
         for j in range(Lc.shape[0]):
             Lc[j] -= m
         shift += m
-        z, acc_n, acc_nn = _exp_sums(Lc, rn, rnn)
+        z, acc_n, acc_nn = exp_sums(Lc, rn, rnn)
     logz = math.log(z)
     st.shift[k] = shift + logz
     st.off[k] = logz
@@ -104,7 +104,7 @@ def _class_step(r, rn, fut, uc, Lc, pc, dw, dw_prev, d, prm, logcap, st, trend, 
     cap = prm.cap
     inv = 1.0 / (prm.gamma + prm.kappa)
     c1 = prm.kappa * inv
-    shift = max(st.shift[k], wnorm_hat * inv - _EXP_HEADROOM)
+    shift = max(st.shift[k], wnorm_hat * inv - EXP_HEADROOM)
     off = st.off[k]
     k0 = -c1 * off - shift
     th = math.exp(math.log(cap / st.c[k]) + st.shift[k] - shift
@@ -123,7 +123,7 @@ def _class_step(r, rn, fut, uc, Lc, pc, dw, dw_prev, d, prm, logcap, st, trend, 
     if prm.mode == 0:
         # one Newton step from the guess lands at or left of the answer (concavity); never below c = 1
         cm = z * (1.0 - cap * n_big) / below if below > 0.0 else 1.0
-        cm, acc_new, _, trend[k, 0] = _newton_projection(pc, rn, z, cap, max(cm, 1.0), prm.max_passes)
+        cm, acc_new, _, trend[k, 0] = newton_projection(pc, rn, z, cap, max(cm, 1.0), prm.max_passes)
     else:
         if prm.mode == 2:
             cm = sort_multiplier(pc, 0, n, 1.0 / z, cap)
@@ -212,8 +212,8 @@ def run_iterations(S, st, seg_lo, seg_hi, coords, n_iter, delta0, prm):
     Lr[lo0:hi0] = L0
     Lr[lo1:hi1] = L1
     if hard:
-        _exp_into(L0, pr[lo0:hi0])
-        _exp_into(L1, pr[lo1:hi1])
+        exp_into(L0, pr[lo0:hi0])
+        exp_into(L1, pr[lo1:hi1])
     else:
         pr[lo0:hi0] = p0
         pr[lo1:hi1] = p1
