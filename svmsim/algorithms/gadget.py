@@ -829,9 +829,9 @@ def gadget_memory(params: GadgetParams, problem) -> tuple[int, str, str]:
     part of the nodes gather their rows), the edges and the evaluation's block of scores. Fitted to peaks measured
     for 10 rounds on a random 2-out overlay (a9a with 10^3 and 3·10^4 nodes; synthetic a9a-shaped sets of two
     points per node with 10^5, 3·10^5 and 10^6 nodes: 0.36 to 2.5 GB, every one within 2 %)."""
-    from .pushsum import EDGE_BYTES, _topology_size
+    from .pushsum import EDGE_BYTES, topology_size
 
-    n, edges = _topology_size(problem, params.nodes)
+    n, edges = topology_size(problem, params.nodes)
     ds = problem.dataset
     stored = int(ds.X.nnz) if hasattr(ds.X, "nnz") else int(np.prod(ds.X.shape))
     model_bytes = (24 if params.average else 8) * ds.d

@@ -793,7 +793,7 @@ def _consensus_distances(s: np.ndarray, w: np.ndarray, target: np.ndarray) -> np
 BASE_BYTES, NODE_BYTES, NODE_SCALAR_BYTES, EDGE_BYTES = 204 * 2 ** 20, 250, 16, 230
 
 
-def _topology_size(problem, nodes: int) -> tuple[int, int]:
+def topology_size(problem, nodes: int) -> tuple[int, int]:
     """(nodes, undirected edges) of the run's topology, without building it."""
     from ..topology import expected_edges
 
@@ -804,7 +804,7 @@ def _topology_size(problem, nodes: int) -> tuple[int, int]:
 
 def pushsum_memory(params: PushSumParams, problem) -> tuple[int, str, str]:
     """The peak memory of a Push-Sum run, before it is built (`AlgorithmInfo.memory`)."""
-    n, edges = _topology_size(problem, params.nodes)
+    n, edges = topology_size(problem, params.nodes)
     d = (params.dim if params.values == "random" else problem.dataset.d) + 1
     need = BASE_BYTES + n * (NODE_BYTES + NODE_SCALAR_BYTES * d) + edges * EDGE_BYTES
     if params.variant == "running-sum":            # running totals per directed edge, sent and received
