@@ -181,7 +181,7 @@ def to_pm1(y_raw, positive_label=None, name: str | None = None) -> np.ndarray:
     y = np.asarray(y_raw, dtype=np.float64).ravel()
     what = f"data set '{name}'" if name else "the data"
     values = np.unique(y)
-    shown = ", ".join(_fmt(v) for v in values[:10]) + (", ..." if values.size > 10 else "")
+    shown = ", ".join(format_label(v) for v in values[:10]) + (", ..." if values.size > 10 else "")
     if values.size != 2:
         raise DataError(
             f"labels of {what} are not binary: found values {shown} ({values.size} distinct); "
@@ -205,11 +205,11 @@ def to_pm1(y_raw, positive_label=None, name: str | None = None) -> np.ndarray:
             f"positive_label = {positive_label!r} is not a number; the labels of {what} are {shown}"
         ) from None
     if pos not in values:
-        raise DataError(f"positive_label = {_fmt(pos)} does not occur in {what}: its labels are {shown}")
+        raise DataError(f"positive_label = {format_label(pos)} does not occur in {what}: its labels are {shown}")
     return np.where(y == pos, 1.0, -1.0)
 
 
-def _fmt(v: float) -> str:
+def format_label(v: float) -> str:
     """Format a label value compactly (1.0 -> '1')."""
     v = float(v)
     return str(int(v)) if v.is_integer() else repr(v)

@@ -24,8 +24,8 @@ import scipy.sparse as sp
 
 from svmsim.data.libsvm import (
     COMPRESSION_SUFFIXES,
-    _fmt,
     dataset_key,
+    format_label,
     load_libsvm,
     open_maybe_compressed,
     strip_compression,
@@ -304,8 +304,8 @@ def _map_test_labels(y_raw, positive: float, train_values, name: str, test_name:
     extra = np.setdiff1d(np.unique(y_raw), train_values)
     if extra.size:
         raise DataError(
-            f"test set '{test_name}' has labels {', '.join(_fmt(v) for v in extra)} that the train set '{name}' "
-            f"does not have ({', '.join(_fmt(v) for v in train_values)})"
+            f"test set '{test_name}' has labels {', '.join(format_label(v) for v in extra)} that the train set "
+            f"'{name}' does not have ({', '.join(format_label(v) for v in train_values)})"
         )
     return np.where(np.asarray(y_raw) == positive, 1.0, -1.0)
 
@@ -326,7 +326,7 @@ def _load_file_dataset(name, data_dir, test, positive_label, n_features) -> Data
     positive = float(y_raw[np.argmax(y > 0)])
     meta = {
         "file": str(path),
-        "label_map": {_fmt(v): (1 if v == positive else -1) for v in train_values},
+        "label_map": {format_label(v): (1 if v == positive else -1) for v in train_values},
         "positive_label": positive,
     }
     test_path = None
