@@ -2,13 +2,14 @@
 with checkpoints and the recovery of a lost host.
 
 Every ``checkpoint_every`` windows the driver asks each host for a checkpoint of its state (its event loop's heap,
-buffers and counters, its programs' states, its meter and fault tally: `_HostState.checkpoint`) and keeps it, with
-every window request it sends each host after it. A host actor that dies (its process killed, `ray.kill`, a lost
-machine) is replaced: a new actor is deployed with the host's programs and data, takes up the last checkpoint and
-is handed the windows since then again (their results were routed already and are dropped), the last being the
-window that failed. The same requests to the same state give the same results, and the meter comes back with the
-state, so the run finishes with the ledger and model of an undisturbed run: each message is counted once. With
-recovery off (``recover = False``), a lost host ends the run with one message naming it and its logical nodes.
+buffers and counters, its programs' states, its meter and fault tally: `ray_gossip_host.HostState.checkpoint`) and
+keeps it, with every window request it sends each host after it. A host actor that dies (its process killed,
+`ray.kill`, a lost machine) is replaced: a new actor is deployed with the host's programs and data, takes up the
+last checkpoint and is handed the windows since then again (their results were routed already and are dropped), the
+last being the window that failed. The same requests to the same state give the same results, and the meter comes
+back with the state, so the run finishes with the ledger and model of an undisturbed run: each message is counted
+once. With recovery off (``recover = False``), a lost host ends the run with one message naming it and its logical
+nodes.
 """
 from __future__ import annotations
 
@@ -40,15 +41,15 @@ class WindowedHosts:
                                 "(windows), or None")
         self.run = run
         self.recover = bool(recover)
-        self.journal = HostJournal(len(run._handles), None if checkpoint_every is None else int(checkpoint_every))
+        self.journal = HostJournal(len(run.handles), None if checkpoint_every is None else int(checkpoint_every))
         self.windows = 0
 
     def begin(self) -> None:
-        self.run._get([h.window_begin.remote() for h in self.run._handles])
+        self.run.gather([h.window_begin.remote() for h in self.run.handles])
 
     def step(self, requests: list[tuple]) -> list[dict]:
         run = self.run
-        refs = [h.window.remote(*req) for h, req in zip(run._handles, requests)]
+        refs = [h.window.remote(*req) for h, req in zip(run.handles, requests)]
         # (without recovery nothing is replayed: no log, no checkpoint)
         due = self.journal.record(requests) if self.recover else False
         results = [self._result(ref) for ref in refs]
@@ -57,12 +58,12 @@ class WindowedHosts:
                 results[j] = self._replace(j)
         self.windows += 1
         if due:
-            self.journal.take(lambda: run._get([h.checkpoint.remote() for h in run._handles]))
+            self.journal.take(lambda: run.gather([h.checkpoint.remote() for h in run.handles]))
         return results
 
     def reset(self) -> None:
         run = self.run
-        run._get([h.window_reset.remote() for h in run._handles], timeout=5 * run.call_timeout)
+        run.gather([h.window_reset.remote() for h in run.handles], timeout=5 * run.call_timeout)
         self.journal.reset()
 
     # -- checkpoints and recovery ------------------------------------------------------------------------------
@@ -78,7 +79,7 @@ class WindowedHosts:
         except RayActorError as err:
             if not self.recover:
                 run = self.run
-                raise lost_hosts(run.hosts, run._handles, run.groups, err) from None
+                raise lost_hosts(run.hosts, run.handles, run.groups, err) from None
             return _LOST
         except GetTimeoutError as err:
             raise SvmsimError(f"a Ray gossip host did not answer within {self.run.call_timeout:g} s (hosts "
@@ -91,14 +92,13 @@ class WindowedHosts:
         name = list(run.hosts)[j]
         attempt = 1 + sum(1 for r in journal.recovered if r["host"] == name)
         t0 = time.perf_counter()
-        new = run._start_host(j, f"~{attempt}")
-        run._handles[j] = new
-        info = run._get([new.deploy.remote(*run.host_args[j])], timeout=5 * run.call_timeout)[0]
+        new = run.replace_host(j, f"~{attempt}")
+        info = run.gather([new.deploy.remote(*run.host_args[j])], timeout=5 * run.call_timeout)[0]
         if journal.checkpoints[j] is None:
-            run._get([new.window_begin.remote()])
+            run.gather([new.window_begin.remote()])
         replayed = len(journal.logs[j])
-        result = journal.rebuild(j, lambda blob: run._get([new.restore.remote(blob)]),
-                                 lambda req: run._get([new.window.remote(*req)])[0])
+        result = journal.rebuild(j, lambda blob: run.gather([new.restore.remote(blob)]),
+                                 lambda req: run.gather([new.window.remote(*req)])[0])
         run.host_nodes[name] = info["ray_node"]
         journal.recovered.append({"host": name, "at_window": self.windows, "replayed_windows": replayed,
                                   "from_checkpoint": journal.checkpoints[j] is not None,
@@ -123,12 +123,12 @@ def run_deterministic(run, max_time, max_messages, max_scalars, max_seconds, eva
     def observe(snaps: list[dict], at: float) -> bool:
         for snap in snaps:
             snap["time"] = at
-        return on_observe(*run._combine(snaps))
+        return on_observe(*run.combine_snapshots(snaps))
 
-    out = run_windows(hosts.step, hosts.reset, len(run._handles), run.window, max_time=max_time,
+    out = run_windows(hosts.step, hosts.reset, len(run.handles), run.window, max_time=max_time,
                       eval_time=eval_time, observe=observe if on_observe is not None else None,
                       max_seconds=max_seconds)
-    results = run._get([h.finish.remote(out.transit[j]) for j, h in enumerate(run._handles)])
+    results = run.gather([h.finish.remote(out.transit[j]) for j, h in enumerate(run.handles)])
     stats = {"mode": "deterministic", "window": run.window, "windows": out.windows, "replayed": out.replayed,
              **hosts.stats()}
     return _REASONS[out.reason], results, stats
