@@ -1,4 +1,4 @@
-"""The `svmsim` command line: run, sweep, validate and list.
+"""The `svmsim` command line: run, sweep, validate, check and list.
 
 Errors in what the user gave (scenario, data, parameters) print one paragraph and exit with status 2; no
 traceback. Status 1 is reserved for failures inside svmsim, 130 for an interrupted run.
@@ -20,6 +20,7 @@ examples:
   svmsim sweep scenarios/quickstart.toml --param eps=1e-1,1e-2,1e-3
   svmsim validate scenarios/quickstart.toml
   svmsim list algorithms
+  svmsim check pushsum
 
 data: LIBSVM data sets are read from the directory named by the scenario key data.data_dir or by the
 environment variable SVMSIM_DATA_DIR (plain, .xz, .bz2 or .gz files; 'a9a' finds a9a.xz and its test
@@ -87,6 +88,28 @@ def _parser() -> argparse.ArgumentParser:
                    help="override a scenario key before validating")
     v.add_argument("--data", action="store_true", help="also load the data set (checks files and labels)")
 
+    ck = sub.add_parser(
+        "check", help="run the conformance checks on algorithms (built in or your own)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run the conformance suite (svmsim.conformance) on the named algorithms, as scikit-learn's "
+                    "check_estimator runs its checks on an estimator: the declared count equals the ledger; any "
+                    "grouping of nodes onto hosts gives the same run; the same seed replays the run bit for bit and "
+                    "another seed changes it; the compiled step equals the Python step; a state handed to a fresh "
+                    "program continues the run; bad parameters are refused clearly. Each algorithm declares the "
+                    "small parameters the checks run with, its variants and the checks that do not apply "
+                    "(AlgorithmInfo(conformance=Conformance(...))). Prints one row per check; exit status 1 if "
+                    "any check failed.",
+        epilog="examples:\n"
+               "  svmsim check pushsum\n"
+               "  svmsim check my-subgrad --module mypkg.subgrad\n"
+               "  svmsim check bqo-e --only ledger,replay --no-variants")
+    ck.add_argument("names", nargs="+", metavar="NAME", help="registered algorithm names (see svmsim list algorithms)")
+    ck.add_argument("--module", action="append", default=[], metavar="MODULE",
+                    help="import this module first (an algorithm of your own that is not installed; looked for in "
+                         "the working directory, then on sys.path; repeatable)")
+    ck.add_argument("--only", metavar="CHECKS", help="comma-separated check names to run (default: all)")
+    ck.add_argument("--no-variants", action="store_true", help="skip the algorithms' declared variants")
+
     ls = sub.add_parser("list", help="list algorithms, topologies, data sets, partitions or engines")
     ls.add_argument("what", nargs="?", default="all",
                     choices=("all", "algorithms", "topologies", "datasets", "partitions", "engines"))
@@ -127,7 +150,8 @@ def _cmd_run(args) -> int:
     scenario = load_scenario(args.scenario, overrides=_overrides(args))
     warning = _unbounded_gossip_warning(scenario)
     if warning:
-        print(textwrap.fill(f"svmsim: warning: {warning}", width=110, subsequent_indent="  "), file=sys.stderr)
+        print(textwrap.fill(f"svmsim: warning: {warning}", width=110, subsequent_indent="  ",
+                            break_on_hyphens=False), file=sys.stderr)
     # the flags switch the bar off; otherwise the scenario's [output] progress decides
     result = run(scenario, out_dir=args.out, progress=False if (args.no_progress or args.quiet) else None)
     if args.quiet:
@@ -161,6 +185,9 @@ def summary_lines(scenario, result) -> list[str]:
         shown = "final counters exported" if live["final_exported"] else "final counters not seen in time"
         where = "this run's private Ray, gone with it" if live.get("private_ray") else "the cluster's"
         lines.append(f"metrics    {live['endpoint']} ({shown}; {where})")
+    for warning in result.summary.get("warnings", ()):
+        lines.append(textwrap.fill(f"warning    {warning}", width=110, subsequent_indent=" " * 11,
+                                   break_on_hyphens=False))
     lines.append(f"run dir    {result.run_dir}")
     return lines
 
@@ -213,7 +240,8 @@ def _ids(nodes: list[int], shown: int = 8) -> str:
 def _unbounded_gossip_warning(scenario) -> str | None:
     """A gossip run with no budget stops only by stop.gap / objective_change or when every node has finished,
     which faults (lost mass, crashed nodes) or a program that never finishes can prevent: say so before running."""
-    if scenario.schedule.kind != "gossip":
+    if scenario.schedule.kind != "gossip" or (scenario.faults.is_empty
+                                              and scenario.algorithm.info.finishes(scenario.algorithm.params)):
         return None
     stop, sched = scenario.stop, scenario.schedule
     budgets = (stop.max_iterations, stop.max_rounds, stop.max_scalars, stop.max_seconds, sched.max_time,
@@ -263,6 +291,34 @@ def _cmd_validate(args) -> int:
     return 0
 
 
+def _cmd_check(args) -> int:
+    from .algorithms.registry import get_algorithm, load_module
+    from .conformance import check_algorithm, check_names
+
+    for module in args.module:
+        load_module(module, os.getcwd(), what="--module")
+    only = tuple(c.strip() for c in args.only.split(",") if c.strip()) if args.only else None
+    for name in args.names:
+        info = get_algorithm(name)
+        if only is not None and set(only) - set(check_names(info)):
+            raise ScenarioError(f"--only {args.only}: algorithm {name!r} has no check "
+                                f"{', '.join(sorted(set(only) - set(check_names(info))))}; allowed: "
+                                f"{', '.join(check_names(info))}")
+    width = max(len(n) for n in args.names) + 2
+    print(f"{'algorithm / variant':<{max(width, 30)}} {'check':<10} {'result':<8} {'seconds':>8}")
+
+    def row(r) -> None:
+        print(f"{r.case.label:<{max(width, 30)}} {r.case.check:<10} {r.status:<8} {r.seconds:8.2f}", flush=True)
+        if r.message:
+            print(textwrap.fill(r.message, width=110, initial_indent="    ", subsequent_indent="    ",
+                                break_on_hyphens=False), flush=True)
+
+    results = check_algorithm(*args.names, with_variants=not args.no_variants, checks=only, on_result=row)
+    counts = {status: sum(r.status == status for r in results) for status in ("passed", "failed", "skipped")}
+    print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+    return 1 if counts["failed"] else 0
+
+
 def _paper(citation: str) -> str:
     """``000_ff8f....txt, Algorithm 1`` -> ``paper 000, Algorithm 1`` (the papers are not part of svmsim)."""
     return "paper " + re.sub(r"(\d{3})_[0-9a-f]+\.txt", r"\1", citation)
@@ -273,9 +329,13 @@ def _describe_algorithm(name: str) -> list[str]:
     from .config.messages import describe_field
 
     info = get_algorithm(name)
-    out = [f"{info.name}: {info.description}", f"  {_paper(info.paper)}; "
-           + ("distributed" if info.distributed else "one machine")
+    runs = ("one machine" if not info.distributed else
+            "distributed, synchronous rounds" if info.scheduler == "sync" else "distributed, gossip")
+    out = [f"{info.name}: {info.description}", f"  {_paper(info.paper)}; {runs}"
            + (f"; topologies: {', '.join(info.topologies)}" if info.topologies else ""),
+           f"  module {info.module}" + ("; finishes by itself" if info.finishes_by_itself is True else
+                                        "; may finish by itself (depends on its keys)"
+                                        if callable(info.finishes_by_itself) else ""),
            "  [algorithm] keys (name = \"" + info.name + "\" and):"]
     for key, field in info.Params.model_fields.items():
         default = "required" if field.is_required() else f"default {_show(field.get_default(call_default_factory=True))}"
@@ -300,13 +360,15 @@ def _cmd_list(args) -> int:
         return 0
     out = []
     if what in ("all", "algorithms"):
-        from .algorithms.registry import load_all
+        from .algorithms.registry import load_all, plugin_errors
 
         out.append("algorithms:")
-        for name, info in sorted(load_all().items()):
+        for name, info in sorted(load_all(strict=False).items()):
             keys = ", ".join(info.Params.model_fields)
             out.append(f"  {name:<18} {info.description}")
             out.append(f"  {'':<18} {_paper(info.paper)}; keys: {keys}")
+        for name, error in sorted(plugin_errors().items()):
+            out.append(f"  {name:<18} (cannot be loaded) {error}")
     if what in ("all", "topologies"):
         from .topology import TOPOLOGIES
 
@@ -353,12 +415,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return {"run": _cmd_run, "sweep": _cmd_sweep, "validate": _cmd_validate,
+        return {"run": _cmd_run, "sweep": _cmd_sweep, "validate": _cmd_validate, "check": _cmd_check,
                 "list": _cmd_list}[args.command](args)
     except SvmsimError as e:
         msg = str(e)
         first, _, rest = msg.partition("\n")
-        print(textwrap.fill(f"svmsim: error: {first}", width=110, subsequent_indent="  "), file=sys.stderr)
+        print(textwrap.fill(f"svmsim: error: {first}", width=110, subsequent_indent="  ", break_on_hyphens=False),
+              file=sys.stderr)
         if rest:
             print(rest, file=sys.stderr)
         return 2
@@ -367,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         detail = f" ({e})" if str(e) else ""
         print(textwrap.fill(f"svmsim: error: out of memory{detail}: this scenario needs more memory than the "
                             "machine has; allowed: smaller data (n, d), fewer nodes or hosts", width=110,
-                            subsequent_indent="  "), file=sys.stderr)
+                            subsequent_indent="  ", break_on_hyphens=False), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("svmsim: interrupted; the run directory was not written", file=sys.stderr)

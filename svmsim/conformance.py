@@ -22,7 +22,7 @@ in-process engine:
   the programs' ``NodeProgram.kernel`` / ``GossipProgram.kernel``) gives the Python loop's run
   (``compiled=False``), bit for bit; for synchronous rounds also with every role in 3 groups. A deployment none
   of whose programs lends a compiled step fails this check unless the algorithm declares why it has none
-  (`SKIPS`).
+  (``Conformance.skips``).
 * ``restore``: synchronous rounds: every group's state, pickled mid-run and taken up by a fresh copy of its
   program as deployed (unpickled and initialised), continues the run bit for bit: what a Ray host actor that
   replaces a lost one does. A program must keep everything a step depends on in its state.
@@ -35,12 +35,19 @@ and ``params``. The scikit-learn style estimators that some families expose (``S
 ``PegasosSVC``, ...) are held to scikit-learn's own conventions by ``sklearn.utils.estimator_checks.
 check_estimator``; these checks do not repeat it.
 
-Declaring an algorithm. Every registered algorithm must have an entry in `SMALL_PARAMS`: small valid parameters
-under which every check runs in a few seconds (few clients or nodes, a short budget). A new family without one
-fails its conformance tests, so adding a family means adding its line there. `RUN_SETTINGS` overrides the data,
-topology and budget of the small run where the defaults do not fit. A check that does not apply to an algorithm
-is switched off in `SKIPS` with the reason, which the test report shows (as scikit-learn's tags do); a check
-that is not switched off must pass.
+Declaring an algorithm. The declarations live with the algorithm, in its ``AlgorithmInfo(conformance=
+Conformance(...))`` (`svmsim.algorithms.registry.Conformance`): small valid parameters under which every check runs in
+a few seconds (few clients or nodes, a short budget), variants for code paths of their own, overrides of
+`DEFAULT_RUN` (the data, topology and budget of the small run) where the defaults do not fit, and the checks that do
+not apply, each with the reason, which the report shows (as scikit-learn's tags do); a check that is not switched
+off must pass. An algorithm without declarations fails every check, saying what to declare.
+
+Running the checks: ``svmsim check NAME`` prints a table of every check of every variant; `check_algorithm` returns
+the same results; a plugin's own pytest suite runs one test per check with `pytest_cases`::
+
+    @pytest.mark.parametrize("case", conformance.pytest_cases("my-subgrad"))
+    def test_conformance(case):
+        case.run_in_pytest()
 """
 from __future__ import annotations
 
@@ -51,69 +58,19 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .algorithms.registry import AlgorithmInfo
+from .algorithms.registry import AlgorithmInfo, Conformance, get_algorithm
+from .deployment import observations_by_role
 
-__all__ = ["SMALL_PARAMS", "VARIANTS", "RUN_SETTINGS", "SKIPS", "CheckSkipped", "Check", "yield_checks", "check_names",
+__all__ = ["DEFAULT_RUN", "declarations", "variants", "CheckSkipped", "Check", "yield_checks", "check_names",
            "variant_label", "small_params", "small_problem", "run_small", "SmallRun", "DISTRIBUTED_CHECKS",
            "SINGLE_CHECKS", "check_grouping", "check_ledger", "check_replay", "check_seed", "check_compiled",
-           "check_restore", "check_params"]
+           "check_restore", "check_params", "Case", "cases", "pytest_cases", "CheckResult", "check_algorithm"]
 
 # ----------------------------------------------------------------------------------------------------------------
-# Declarations: the small parameters of every algorithm, its run settings, the checks that do not apply
+# Declarations: each algorithm's own (AlgorithmInfo.conformance), over these defaults
 # ----------------------------------------------------------------------------------------------------------------
 
-#: algorithm name -> small valid ``[algorithm]`` parameters for the conformance runs (required for every
-#: registered algorithm)
-SMALL_PARAMS: dict[str, dict[str, Any]] = {
-    # distributed, synchronous rounds (server + clients)
-    "saddle-dsvc": {"clients": 5, "eps": 0.05},
-    "dgilbert": {"clients": 5, "eps": 1e-3},
-    "hogwild": {"clients": 5, "steps_per_message": 4},
-    # distributed, synchronous rounds (workers and an all-reduce)
-    "bqo-e": {"workers": 4},
-    "bqo-a": {"workers": 4},
-    "disdca": {"workers": 4},
-    "dsvm-ave": {"workers": 3, "allreduce": "tree"},
-    "tron": {"workers": 4},
-    "pragam": {"workers": 4, "lam": 1e-2},
-    "pragam-b": {"workers": 4, "lam": 1e-2},
-    "ls-bmrm": {"workers": 3, "lam": 1e-2, "allreduce": "tree"},
-    "qp-bmrm": {"workers": 4, "lam": 1e-2},
-    "pegasos-n": {"workers": 2, "lam": 1e-2},
-    "dsbp": {"clients": 3, "nu": 0.05, "epochs": 1},
-    # distributed, gossip (peers)
-    "pushsum": {"nodes": 9, "values": "random", "dim": 3, "max_wakes": 25},
-    "gadget": {"nodes": 7, "lam": 1e-2, "eps": 0.0, "iterations": 25},
-    # single machine
-    "saddle-svc": {"eps": 0.05},
-    "gilbert": {"eps": 1e-3},
-    "pegasos": {"lam": 1e-2, "iterations": 300},
-    "svm-sgd": {"lam": 1e-2, "epochs": 2},
-    "dual-cd": {},
-    "liblinear": {"lam": 1e-2, "max_epochs": 64},
-    "sklearn-svc": {},
-    "sklearn-nusvc": {"alpha": 0.85},
-    "sklearn-linearsvc": {"max_iter": 200},
-    "sbp": {"epochs": 2, "eval_points": 4},
-    "kernel-pegasos": {"epochs": 2, "eval_points": 4},
-    "kernel-perceptron": {"epochs": 2, "eval_points": 4},
-    "kernel-sdca": {"epochs": 2, "eval_points": 4},
-    "libsvm": {"first_budget": 8},
-    "rff": {"max_features": 8},
-}
-
-#: algorithm name -> further parameter sets, each merged over the algorithm's `SMALL_PARAMS` entry, for code paths
-#: of their own (every check runs on each as well; optional)
-VARIANTS: dict[str, list[dict[str, Any]]] = {
-    "saddle-dsvc": [{"alpha": 0.85}],                       # the nu-SVM: cap reports and projection passes
-    "pushsum": [{"variant": "pairwise"}, {"variant": "running-sum"}],
-    "gadget": [{"gossip": "pairwise"}],                     # requests and replies
-    "bqo-e": [{"loss": "squared_hinge", "allreduce": "star"}, {"allreduce": "tree", "workers": 5}],
-    "qp-bmrm": [{"max_bundle": 3, "allreduce": "star"}],    # compactions of a full bundle
-    "pragam-b": [{"workers": 6, "allreduce": "ring"}],         # probes over the binomial tree beside a ring
-}
-
-#: defaults of the small runs (`RUN_SETTINGS` overrides them per algorithm):
+#: defaults of the small runs (an algorithm's ``Conformance.run`` overrides them):
 #: data: `svmsim.data.make_dataset` spec; topology: (kind, params) for gossip deployments (server-client ones
 #: build their own star); iterations / observe_every: synchronous budget and observation step (single machine:
 #: the iteration at which the run is stopped, and the evaluation step); max_time / eval_time: virtual-time budget
@@ -121,38 +78,20 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
 DEFAULT_RUN: dict[str, Any] = {"data": {"name": "iris"}, "topology": ("random_k_out", {"k": 2}), "iterations": 30,
                                "observe_every": 10, "max_time": 30.0, "eval_time": 5.0, "seed": 3}
 
-#: algorithm name -> overrides of `DEFAULT_RUN`
-RUN_SETTINGS: dict[str, dict[str, Any]] = {
-    "hogwild": {"data": {"name": "heart_scale"}},
-    "dsbp": {"data": {"name": "heart_scale"}},
-    **{name: {"data": {"name": "heart_scale"}, "topology": ("complete", {})}
-       for name in ("bqo-e", "bqo-a", "disdca", "dsvm-ave", "tron", "dual-cd", "pragam", "pragam-b", "ls-bmrm",
-                    "qp-bmrm", "pegasos-n", "liblinear")},
-    "pegasos": {"iterations": 200, "observe_every": 50},
-    "svm-sgd": {"iterations": 150, "observe_every": 50},
-    "saddle-svc": {"iterations": 60, "observe_every": 20},
-    **{name: {"data": {"name": "heart_scale"}, "iterations": 10 ** 9}
-       for name in ("sbp", "kernel-pegasos", "kernel-perceptron", "kernel-sdca", "libsvm", "rff")},
-}
 
-_NO_KERNEL = ("its node programs offer no compiled step (NodeProgram.kernel returns None), so there is no compiled "
-              "loop")
-_DETERMINISTIC = "deterministic: its run does not depend on the seed"
+def declarations(info: AlgorithmInfo) -> Conformance:
+    """The algorithm's `Conformance` declarations; AssertionError saying what to declare if it has none."""
+    if info.conformance is None:
+        raise AssertionError(
+            f"algorithm {info.name!r} declares no conformance parameters; every algorithm declares small valid "
+            f"parameters for the checks with AlgorithmInfo(..., conformance=Conformance(params={{...}})) (a few "
+            f"clients or nodes, a short budget), so that the conformance checks can run it")
+    return info.conformance
 
-#: algorithm name -> {check name: why it does not apply}
-SKIPS: dict[str, dict[str, str]] = {
-    "dgilbert": {"compiled": _NO_KERNEL},
-    "dsbp": {"compiled": _NO_KERNEL},
-    "hogwild": {"compiled": _NO_KERNEL},
-    "gilbert": {"seed": _DETERMINISTIC + " (Gilbert's algorithm has no random choice)"},
-    "libsvm": {"seed": _DETERMINISTIC + " (LIBSVM's SVC without probability estimates draws no random numbers)"},
-    "sklearn-svc": {"seed": _DETERMINISTIC + " (LIBSVM's SVC without probability estimates draws no random numbers)"},
-    "sklearn-nusvc": {"seed": _DETERMINISTIC + " (LIBSVM's NuSVC without probability estimates draws no random "
-                                               "numbers)"},
-    "sklearn-linearsvc": {"seed": _DETERMINISTIC + " on the small data (random_state only shuffles LIBLINEAR's dual "
-                                                   "coordinate descent, which dual='auto' does not choose when there "
-                                                   "are more points than features)"},
-}
+
+def variants(info: AlgorithmInfo) -> list[dict[str, Any]]:
+    """The algorithm's declared variants (parameter sets merged over its small parameters); [] without any."""
+    return [dict(v) for v in info.conformance.variants] if info.conformance is not None else []
 
 
 class CheckSkipped(Exception):
@@ -167,17 +106,14 @@ Check = Callable[[AlgorithmInfo, Any], None]
 
 
 def small_params(info: AlgorithmInfo) -> dict[str, Any]:
-    """The algorithm's entry in `SMALL_PARAMS`; AssertionError if it has none."""
-    if info.name not in SMALL_PARAMS:
-        raise AssertionError(
-            f"algorithm {info.name!r} has no entry in svmsim.conformance.SMALL_PARAMS; every registered "
-            f"algorithm declares small valid parameters there (a few clients or nodes, a short budget) so that the "
-            f"conformance checks can run it")
-    return dict(SMALL_PARAMS[info.name])
+    """The algorithm's declared small parameters; AssertionError if it declares none."""
+    return dict(declarations(info).params)
 
 
 def run_settings(info: AlgorithmInfo) -> dict[str, Any]:
-    return {**DEFAULT_RUN, **RUN_SETTINGS.get(info.name, {})}
+    """`DEFAULT_RUN` with the algorithm's declared overrides."""
+    run = dict(info.conformance.run) if info.conformance is not None else {}
+    return {**DEFAULT_RUN, **run}
 
 
 def small_problem(info: AlgorithmInfo, seed: int | None = None):
@@ -233,7 +169,7 @@ def run_small(info: AlgorithmInfo, problem, *, params: dict | None = None, hosts
               compiled: bool | None = False, faults=None, restore_at: int | None = None) -> SmallRun:
     """Build `info` with its small parameters for `problem` and run it to its small budget.
 
-    params: the algorithm's parameters (default: its `SMALL_PARAMS` entry).
+    params: the algorithm's parameters (default: its declared small parameters).
     hosts: None for the in-process engine's plan (one group per role), else groups per role (an int: for every
     role) as `split_roles` makes them. compiled: the scheduler's `compiled` argument. faults: a gossip fault model.
     restore_at: synchronous rounds only: before this round, every group is taken over by a fresh copy of its program
@@ -302,12 +238,6 @@ def _engine(roles, hosts, restore_at: int | None = None):
     return _Engine()
 
 
-def _by_role(observed: dict, groups) -> dict[str, list]:
-    from .runner import _by_role as by_role
-
-    return by_role(observed, groups)
-
-
 def _run_sync(info, dep, seed, hosts, compiled, restore_at=None) -> SmallRun:
     from .comm.meter import Meter
     from .schedule.sync import SyncScheduler
@@ -321,13 +251,13 @@ def _run_sync(info, dep, seed, hosts, compiled, restore_at=None) -> SmallRun:
     rows: list[dict] = []
 
     def on_iteration(iteration: int, round_: int) -> bool:
-        m = dep.evaluate(_by_role(engine.observe(), groups))
+        m = dep.evaluate(observations_by_role(engine.observe(), groups))
         m.update(iteration=iteration, round=round_, messages=meter.messages, scalars=meter.scalars, bytes=meter.bytes)
         rows.append(m)
         return False
 
     reason = sched.run(max_iterations=s["iterations"], observe_every=s["observe_every"], on_iteration=on_iteration)
-    obs = _by_role(engine.observe(), groups)
+    obs = observations_by_role(engine.observe(), groups)
     final = dep.evaluate(obs)
     final.update(iteration=sched.iteration, round=sched.round)
     model = dep.model(obs) if dep.model else {}
@@ -351,7 +281,7 @@ def _run_gossip(info, dep, seed, hosts, compiled, faults) -> SmallRun:
     rows: list[dict] = []
 
     def on_observe(p, observed) -> bool:
-        m = dep.evaluate(_by_role(observed, groups))
+        m = dep.evaluate(observations_by_role(observed, groups))
         m.update(round=p.round, virtual_time=p.time, wakes=p.wakes, events=p.events, sent_messages=p.sent,
                  sent_scalars=p.sent_scalars, in_flight=p.in_flight, messages=p.messages, scalars=p.scalars,
                  bytes=p.bytes)
@@ -360,7 +290,7 @@ def _run_gossip(info, dep, seed, hosts, compiled, faults) -> SmallRun:
 
     reason = sched.run(max_time=s["max_time"], eval_time=s["eval_time"], on_observe=on_observe, with_observations=True)
     out = sched.outcome()
-    obs = _by_role(out.observations, groups)
+    obs = observations_by_role(out.observations, groups)
     final = dep.evaluate(obs)
     p = out.progress
     final.update(round=p.round, virtual_time=p.time, wakes=p.wakes, events=p.events, sent_messages=p.sent)
@@ -566,19 +496,19 @@ def check_grouping(info: AlgorithmInfo, problem, params: dict | None = None) -> 
 
 def check_ledger(info: AlgorithmInfo, problem, params: dict | None = None) -> None:
     """The declared count equals the meter (gossip: declared + duplicated = delivered + dropped)."""
-    from .runner import _ledger_matches
+    from .faults import declared_matches
 
     run = run_small(info, problem, params=params)
     assert run.declared is not None, (
         f"{info.name}: its Deployment has no declared_scalars; an algorithm states the scalars it must have sent "
-        f"(or declares in conformance.SKIPS why it cannot)")
+        f"(or declares why it cannot: Conformance(skips={{'ledger': '...'}}))")
     assert run.scalars > 0, f"{info.name}: the small run sent no message ({run.reason}); the check is vacuous"
     if run.faults is None:
         assert run.declared == run.scalars, (
             f"{info.name}: declared_scalars(observations) = {run.declared} but the meter counted {run.scalars} "
             f"scalars (by tag: {run.ledger.by_tag})")
         return
-    assert _ledger_matches(run.declared, run.scalars, run.faults), (
+    assert declared_matches(run.declared, run.scalars, run.faults), (
         f"{info.name}: declared_scalars(observations) = {run.declared} but the meter counted {run.scalars} scalars "
         f"(fault-free gossip: they must be equal)")
     from .faults import FaultModel
@@ -590,7 +520,7 @@ def check_ledger(info: AlgorithmInfo, problem, params: dict | None = None) -> No
     assert duplicated > 0 and dropped > 0, (
         f"{info.name}: the fault model dropped {dropped} and duplicated {duplicated} scalars; the small run is too "
         f"short to test the rule")
-    assert _ledger_matches(faulty.declared, faulty.scalars, f), (
+    assert declared_matches(faulty.declared, faulty.scalars, f), (
         f"{info.name}: under drops and duplicates, declared {faulty.declared} + duplicated {duplicated} != "
         f"delivered {faulty.scalars} + dropped {dropped}")
 
@@ -610,7 +540,7 @@ def check_seed(info: AlgorithmInfo, problem, params: dict | None = None) -> None
     b = run_small(info, problem.replace(seed=problem.seed + 1), params=params)
     assert _run_difference(a, b, per_node=False) is not None, (
         f"{info.name}: seeds {problem.seed} and {problem.seed + 1} gave the same run (ledger, metrics rows and "
-        f"model); if the algorithm is deterministic, declare it in conformance.SKIPS[{info.name!r}]['seed']")
+        f"model); if the algorithm is deterministic, declare it: Conformance(skips={{'seed': 'why'}})")
 
 
 def check_compiled(info: AlgorithmInfo, problem, params: dict | None = None) -> None:
@@ -621,7 +551,7 @@ def check_compiled(info: AlgorithmInfo, problem, params: dict | None = None) -> 
     assert compiled.compiled, (
         f"{info.name}: no program of its deployment lent a compiled step ({kind} scheduler), so the compiled loop "
         f"never ran; offer NodeProgram.kernel / GossipProgram.kernel, or declare in "
-        f"conformance.SKIPS[{info.name!r}]['compiled'] why there is none")
+        f"Conformance(skips={{'compiled': 'why there is none'}})")
     assert not python.compiled, f"{info.name}: compiled=False still ran the compiled loop"
     d = _run_difference(python, compiled)
     assert d is None, f"{info.name}: the compiled loop and the Python loop differ: {d}"
@@ -751,13 +681,14 @@ def variant_label(variant: dict[str, Any]) -> str:
 
 
 def yield_checks(info: AlgorithmInfo, variant: dict[str, Any] | None = None) -> Iterator[tuple[str, Check]]:
-    """The checks of `info`, as (name, check); a check switched off in `SKIPS` raises `CheckSkipped(reason)`.
-    With `variant` (one of ``VARIANTS[info.name]``), the checks run with those parameters over `SMALL_PARAMS`."""
+    """The checks of `info`, as (name, check); a check switched off in its ``Conformance.skips`` raises
+    `CheckSkipped(reason)`. With `variant` (one of `variants(info)`), the checks run with those parameters over its
+    small parameters."""
     checks = DISTRIBUTED_CHECKS if info.distributed else SINGLE_CHECKS
-    skips = SKIPS.get(info.name, {})
+    skips = dict(info.conformance.skips) if info.conformance is not None else {}
     unknown = set(skips) - {name for name, _ in checks}
     if unknown:
-        raise AssertionError(f"conformance.SKIPS[{info.name!r}] names checks it does not have: {sorted(unknown)}; "
+        raise AssertionError(f"{info.name}: Conformance.skips names checks it does not have: {sorted(unknown)}; "
                              f"allowed: {', '.join(name for name, _ in checks)}")
     for name, check in checks:
         if name in skips:
@@ -778,3 +709,108 @@ def _with_variant(check, variant: dict[str, Any]) -> Check:
 def check_names(info: AlgorithmInfo) -> list[str]:
     """The names of the checks `yield_checks(info)` yields."""
     return [name for name, _ in (DISTRIBUTED_CHECKS if info.distributed else SINGLE_CHECKS)]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Running the checks: one case per algorithm, variant and check (svmsim check, a plugin's pytest suite)
+# ----------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    """One check of one algorithm (and variant): what a test id or a row of `svmsim check` stands for."""
+
+    algorithm: str
+    check: str
+    variant: tuple[tuple[str, Any], ...] | None = None
+
+    @property
+    def variant_params(self) -> dict[str, Any] | None:
+        return None if self.variant is None else dict(self.variant)
+
+    @property
+    def label(self) -> str:
+        """``name`` or ``name[key=value,...]``."""
+        return self.algorithm if self.variant is None else f"{self.algorithm}[{variant_label(dict(self.variant))}]"
+
+    @property
+    def id(self) -> str:
+        return f"{self.label}-{self.check}"
+
+    def run(self) -> None:
+        """Run the check: returns if it passes; AssertionError says what differed; CheckSkipped says why it does not
+        apply."""
+        info = get_algorithm(self.algorithm)
+        check = dict(yield_checks(info, self.variant_params))[self.check]
+        check(info, small_problem(info))
+
+    def run_in_pytest(self) -> None:
+        """`run`, with a check that does not apply reported as a pytest skip with its reason."""
+        import pytest
+
+        try:
+            self.run()
+        except CheckSkipped as skip:
+            pytest.skip(f"{self.label} {self.check}: {skip.reason}")
+
+
+def cases(*names: str, with_variants: bool = True, checks: tuple[str, ...] | None = None) -> list[Case]:
+    """Every check of every named algorithm (all registered ones when none is named), and of each declared variant.
+    `checks` keeps only those check names."""
+    from .algorithms.registry import algorithm_names
+
+    out = []
+    for name in names or tuple(algorithm_names()):
+        info = get_algorithm(name)
+        if checks is not None:
+            unknown = sorted(set(checks) - set(check_names(info)))
+            if unknown:
+                raise ValueError(f"{name} has no check {', '.join(unknown)}; allowed: {', '.join(check_names(info))}")
+        for variant in [None] + (variants(info) if with_variants else []):
+            frozen = None if variant is None else tuple(variant.items())
+            out += [Case(name, check, frozen) for check in check_names(info) if checks is None or check in checks]
+    return out
+
+
+def pytest_cases(*names: str, with_variants: bool = True) -> list:
+    """`cases` as ``pytest.param(case, id=case.id)``, for ``@pytest.mark.parametrize("case", ...)`` in a plugin's
+    own test suite; run each with ``case.run_in_pytest()``."""
+    import pytest
+
+    return [pytest.param(c, id=c.id) for c in cases(*names, with_variants=with_variants)]
+
+
+@dataclass
+class CheckResult:
+    """What running a `Case` gave: ``status`` is "passed", "failed" (message: what differed) or "skipped" (message:
+    why the check does not apply); ``seconds`` the time it took."""
+
+    case: Case
+    status: str
+    seconds: float
+    message: str = ""
+
+
+def check_algorithm(*names: str, with_variants: bool = True, checks: tuple[str, ...] | None = None,
+                    on_result: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
+    """Run every check of the named algorithms (see `cases`); a failing check is recorded, not raised, so the
+    others run. `on_result` is called after each (e.g. to print a row)."""
+    import time
+
+    results = []
+    for case in cases(*names, with_variants=with_variants, checks=checks):
+        started = time.perf_counter()
+        try:
+            case.run()
+        except CheckSkipped as skip:
+            status, message = "skipped", skip.reason
+        except AssertionError as exc:
+            status, message = "failed", str(exc)
+        except Exception as exc:  # noqa: BLE001 - the algorithm's own error is a failed check, reported as such
+            status, message = "failed", f"{type(exc).__name__}: {exc}"
+        else:
+            status, message = "passed", ""
+        result = CheckResult(case, status, time.perf_counter() - started, message)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results

@@ -11,7 +11,8 @@ import numpy as np
 from .data import Dataset
 from .program import RoleSpec
 
-__all__ = ["Problem", "Deployment", "SingleMachineRun", "ServerClientLayout", "server_client_layout"]
+__all__ = ["Problem", "Deployment", "SingleMachineRun", "ServerClientLayout", "server_client_layout",
+           "observations_by_role"]
 
 
 class Problem:
@@ -134,3 +135,12 @@ def server_client_layout(problem: Problem, k: int, algorithm: str) -> ServerClie
                             f"graph has {G.number_of_nodes()} nodes and node 0 has degree {G.degree(0)}")
     return ServerClientLayout(parts, G, np.arange(1, k + 1, dtype=np.int64),
                               ["server"] + [f"client-{i}" for i in range(k)])
+
+
+def observations_by_role(observed: dict, groups) -> dict[str, list]:
+    """Observations ``{gid: observation}`` by role: ``{role: [observation of each of its groups, by gid]}`` (what a
+    deployment's `evaluate`, `model` and `declared_scalars` are given)."""
+    out: dict[str, list] = {}
+    for gid, o in sorted(observed.items()):
+        out.setdefault(groups[gid].role, []).append(o)
+    return out

@@ -38,3 +38,8 @@ class EngineFailure(SvmsimError):
     def __init__(self, message: str, hosts: tuple = (), node_ids: tuple = ()):
         super().__init__(message)
         self.hosts, self.node_ids = tuple(hosts), tuple(node_ids)
+
+
+class PluginError(ScenarioError):
+    """A plugin (an entry point of an installed distribution, or a module a scenario names) cannot be loaded or
+    does not provide what its kind needs; the message names the module and what it lacks."""

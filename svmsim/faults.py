@@ -42,7 +42,7 @@ from .errors import ScenarioError
 from .core.streams import STREAM_CHURN, STREAM_FAULT, counter_uniform, stream_keys
 from .core.timing import Distribution, churn_gap, is_number
 
-__all__ = ["FaultModel", "FaultPlan", "FaultTally", "Outage", "FAULT_KEYS", "GOSSIP_ONLY_KEYS"]
+__all__ = ["FaultModel", "FaultPlan", "FaultTally", "Outage", "FAULT_KEYS", "GOSSIP_ONLY_KEYS", "declared_matches"]
 
 #: the keys of a scenario's [faults] section, in order
 FAULT_KEYS = ("drop", "duplicate", "delay", "delay_time", "crash", "crash_nodes", "crash_time", "recover_time",
@@ -451,3 +451,13 @@ class FaultPlan:
         if down_now is not None:
             out["down_at_end"] = [int(v) for v in down_now]
         return out
+
+
+def declared_matches(declared: int | None, metered_scalars: int, faults: dict) -> bool | None:
+    """Whether an algorithm's declared count holds under faults: what the programs sent plus the network's duplicates
+    equals the delivered plus the dropped scalars (`faults`: a `FaultTally.summary`); None without a declared
+    count."""
+    if declared is None:
+        return None
+    duplicated = sum(rec["scalars"] for rec in faults["duplicated"].values())
+    return bool(declared + duplicated == metered_scalars + faults["dropped_total"]["scalars"])

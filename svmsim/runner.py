@@ -20,11 +20,11 @@ import numpy as np
 from . import rundir
 from .comm.meter import Ledger, Meter
 from .data import make_dataset
-from .deployment import Deployment, Problem, SingleMachineRun
+from .deployment import Deployment, Problem, SingleMachineRun, observations_by_role
 from .engine import make_engine
 from .engine.base import Engine
 from .errors import EngineFailure
-from .faults import FaultPlan
+from .faults import FaultPlan, declared_matches
 from .config import Scenario, load_scenario
 from .schedule.sync import StopReason, SyncScheduler
 from .topology import from_networkx
@@ -155,14 +155,6 @@ def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float, previous
     return None
 
 
-def _by_role(observed: dict, groups) -> dict[str, list]:
-    """Observations ``{gid: observation}`` by role: ``{role: [observation of each of its groups, by gid]}``."""
-    out: dict[str, list] = {}
-    for gid, o in sorted(observed.items()):
-        out.setdefault(groups[gid].role, []).append(o)
-    return out
-
-
 class _Recorder:
     """The one place that records a run's metrics rows and decides the metric-based stops, for every scheduler
     and engine: `add` appends a row (shown on the progress bar at `step`) and returns True to stop, keeping the
@@ -220,7 +212,7 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
     rec = _Recorder(scenario, progress, stop.max_iterations)
 
     def observations():
-        return _by_role(engine.observe(), groups)
+        return observations_by_role(engine.observe(), groups)
 
     def on_iteration(iteration: int, round_: int) -> bool:
         m = deployment.evaluate(observations())
@@ -239,10 +231,14 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
             reason = scheduler.run(max_iterations=stop.max_iterations, max_rounds=stop.max_rounds,
                                    max_scalars=stop.max_scalars, observe_every=scenario.output.eval_every,
                                    on_iteration=on_iteration)
-            if reason in (StopReason.COMMUNICATION, StopReason.ROUNDS):
+            if reason in (StopReason.COMMUNICATION, StopReason.ROUNDS) and scheduler.iteration > 0:
                 # a budget can run out mid-iteration; finish that iteration so that the final state (and the
-                # certificate computed from it) is a whole iterate, as every evaluation point is
-                scheduler.run(max_iterations=scheduler.iteration + 1, observe_every=0)
+                # certificate computed from it) is a whole iterate, as every evaluation point is (bounded: ten
+                # times the rounds an iteration has taken on average, so that a program that stops reporting
+                # iterations cannot hold the run; one that never reported any is not waited for)
+                per_iteration = -(-scheduler.round // scheduler.iteration)
+                scheduler.run(max_iterations=scheduler.iteration + 1, observe_every=0,
+                              max_rounds=scheduler.round + 10 * per_iteration + 100)
         except EngineFailure as exc:      # the hosts, not the algorithm: keep what was measured, then say so
             lost = exc
             failed = reason = f"{exc} (in round {scheduler.round}, after iteration {scheduler.iteration})"
@@ -262,8 +258,21 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
     finally:
         rec.close()
     reason = rec.reason(reason)
+    flight_messages, flight_scalars = scheduler.in_flight()
     extra = {"rounds": scheduler.round, "iterations": scheduler.iteration, "declared_scalars": declared,
-             "ledger_matches_declared": None if declared is None else bool(declared == meter.scalars)}
+             "ledger_matches_declared": None if declared is None else bool(declared == meter.scalars),
+             "in_flight_at_end": {"messages": flight_messages, "scalars": flight_scalars}}
+    if scheduler.iteration == 0 and failed is None:
+        if meter.messages == 0:
+            starters = sorted({g.role for g in groups if g.program.initiator})
+            extra["warnings"] = [f"round 0 stepped the initiators ({', '.join(starters)}), but they sent no "
+                                 "message, reported no iteration and asked for no wake, so nothing happened after "
+                                 "it; allowed: send the first messages in round 0, or set Outbox.signals = "
+                                 "{'wake': True} to be stepped again"]
+        else:
+            extra["warnings"] = [f"no program reported an iteration (Outbox.signals = {{'iteration': t}}) in "
+                                 f"{scheduler.round} rounds, so evaluation points, [stop] max_iterations and the "
+                                 f"metric rules never came; the run ended on: {reason}"]
     if getattr(engine, "host_nodes", None):
         extra["ray_hosts"] = dict(engine.host_nodes)    # host actor -> the Ray node it ran on
     if engine.recovery() is not None:
@@ -278,7 +287,7 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
         if reason == StopReason.QUIESCENT and extra["faults"]["dropped_total"]["messages"]:
             reason = (f"{reason}: algorithm {scenario.algorithm.name!r} stalled after the fault model dropped a "
                       "message it waited for (it assumes reliable delivery)")
-        extra["ledger_matches_declared"] = _ledger_matches(declared, meter.scalars, extra["faults"])
+        extra["ledger_matches_declared"] = declared_matches(declared, meter.scalars, extra["faults"])
         extra["failed_under_faults"] = failed is not None and lost is None
     return model, rec.rows, meter.ledger(), reason, extra
 
@@ -310,14 +319,6 @@ def _sync_faults(scenario: Scenario, n_nodes: int) -> FaultPlan | None:
     return model.bind(n_nodes, scenario.seed)
 
 
-def _ledger_matches(declared: int | None, metered_scalars: int, faults: dict) -> bool | None:
-    """With faults: what the programs sent plus the network's duplicates equals delivered plus dropped scalars."""
-    if declared is None:
-        return None
-    duplicated = sum(rec["scalars"] for rec in faults["duplicated"].values())
-    return bool(declared + duplicated == metered_scalars + faults["dropped_total"]["scalars"])
-
-
 def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, progress: bool, live):
     """Run peer programs asynchronously on virtual time, on whichever engine hosts them (`Engine.gossip`: one event
     loop in this process, or one per Ray actor; see `svmsim.schedule.gossip`).
@@ -347,7 +348,7 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
     rec = _Recorder(scenario, progress, None if max_time is None else int(max_time / round_time))
 
     def on_observe(p, observed: dict) -> bool:
-        m = deployment.evaluate(_by_role(observed, groups))
+        m = deployment.evaluate(observations_by_role(observed, groups))
         m.update(iteration=p.round, round=p.round, virtual_time=p.time, wakes=p.wakes, sent_messages=p.sent,
                  in_flight=p.in_flight, messages=p.messages, scalars=p.scalars, bytes=p.bytes,
                  comm_units=p.scalars / unit, wall_time=rec.wall())
@@ -369,7 +370,7 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
         if last is None or (last["wakes"], last["sent_messages"], last["messages"], last["in_flight"]) != (
                 p.wakes, p.sent, p.messages, p.in_flight):
             on_observe(p, out.observations)                  # the final state, if anything happened since
-        obs = _by_role(out.observations, groups)
+        obs = observations_by_role(out.observations, groups)
         model = deployment.model(obs) if deployment.model else {}
         declared = deployment.declared_scalars(obs) if deployment.declared_scalars else None
     finally:
@@ -379,8 +380,11 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
     extra = {"rounds": p.round, "iterations": p.round, "virtual_time": p.time, "wakes": p.wakes, "events": p.events,
              "sent_messages": p.sent, "round_time": round_time, "compiled_loop": out.compiled,
              "declared_scalars": declared,
-             "ledger_matches_declared": _ledger_matches(declared, out.ledger.totals["scalars"], out.faults),
+             "ledger_matches_declared": declared_matches(declared, out.ledger.totals["scalars"], out.faults),
              "faults": out.faults}
+    if p.sent == 0 and p.wakes > 0:
+        extra["warnings"] = [f"no peer sent a message in {p.wakes} clock ticks: the programs' wake never sent "
+                             "(a GossipProgram sends from wake, as MessageBatch rows from the waking node)"]
     if out.stats:
         extra["ray_gossip"] = {k: v for k, v in out.stats.items() if k != "sent_per_node"}
     if getattr(run, "host_nodes", None):

@@ -202,9 +202,9 @@ def plan_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None 
     entries) and validate every point. Raises ScenarioError naming the first bad point's problem."""
     if isinstance(source, dict):
         raw = dict(source)
-        where = "scenario"
+        where, folder = "scenario", None
     else:
-        where = str(source)
+        where, folder = str(source), Path(source).parent
         raw = read_toml(Path(source), where)
     spec = check_sweep_table(raw.pop("sweep", {}), where)
     grid = dict(spec.grid)
@@ -233,7 +233,7 @@ def plan_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None 
             ov.update(overrides or {})
             slug = _slug(variant.label, values)
             try:
-                scenario = load_scenario(apply_overrides(base, ov, where))
+                scenario = load_scenario(apply_overrides(base, ov, where), base=folder)
             except ScenarioError as exc:
                 at = ", ".join(f"{k}={v}" for k, v in values.items())
                 raise ScenarioError(f"{where}: sweep point [{variant.label}{': ' + at if at else ''}]: {exc}") \

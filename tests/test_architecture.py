@@ -25,8 +25,12 @@ NEVER = [
     ("svmsim.schedule", "svmsim.runner", "a scheduler knows no runner"),
     ("svmsim.faults", "svmsim.schedule", "faults sit below the schedulers"),
     ("svmsim.data", "svmsim.algorithms", "data knows no algorithm"),
-    ("svmsim", "svmsim.conformance", "the conformance checks are a top floor that only tests import"),
+    ("svmsim", "svmsim.conformance", "the conformance checks are a top floor: tests, `svmsim check` and the public "
+                                     "API reach them"),
 ]
+#: importers a NEVER rule does not apply to: (importer, imported prefix) -> why
+ALLOWED = {("svmsim.cli", "svmsim.conformance"): "the command `svmsim check` runs the conformance suite",
+           ("svmsim.api", "svmsim.conformance"): "the public API hands the suite to plugin authors (on first use)"}
 
 
 
@@ -103,7 +107,7 @@ def test_no_import_cycle_under_svmsim():
 def test_no_floor_imports_one_it_must_not_know():
     edges = _imports(_modules())
     broken = [f"{m} -> {t} ({why})" for m, ts in edges.items() for t in ts for a, b, why in NEVER
-              if (m == a or m.startswith(a + ".")) and (t == b or t.startswith(b + "."))]
+              if (m == a or m.startswith(a + ".")) and (t == b or t.startswith(b + ".")) and (m, b) not in ALLOWED]
     assert broken == []
 
 

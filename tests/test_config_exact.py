@@ -8,7 +8,6 @@ import datetime as dt
 import enum
 import re
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -54,18 +53,13 @@ class SyncParams(BaseModel):
 
 class GossipParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    scheduler: ClassVar[str] = "gossip"
 
     nodes: int = Field(8, ge=2)
     done: bool = False
 
-    def finishes_by_itself(self) -> bool:
-        return self.done
-
 
 class GossipNoEndParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    scheduler: ClassVar[str] = "gossip"
 
     nodes: int = Field(8, ge=2)
 
@@ -77,9 +71,9 @@ def fake_algorithms():
         AlgorithmInfo(SYNC, "fake", "none", True, SyncParams, lambda p, q: None, "server-client"),
         AlgorithmInfo(SINGLE, "fake", "none", False, SyncParams, lambda p, q: None, "single machine"),
         AlgorithmInfo(GOSSIP, "fake", "none", True, GossipParams, lambda p, q: None, "peers",
-                      topologies=("ring", "complete")),
+                      topologies=("ring", "complete"), scheduler="gossip", finishes_by_itself=lambda p: p.done),
         AlgorithmInfo(GOSSIP_NO_END, "fake", "none", True, GossipNoEndParams, lambda p, q: None, "peers",
-                      topologies=("ring",)),
+                      topologies=("ring",), scheduler="gossip"),
         AlgorithmInfo(ANY_TOPOLOGY, "fake", "none", True, SyncParams, lambda p, q: None, "anywhere",
                       topologies=tuple(TOPOLOGIES)),
     ]
@@ -216,7 +210,7 @@ def test_omitted_tables_are_validated_like_given_ones():
     del d["stop"]
     assert error(d) == ("scenario: [stop] no stopping rule is set, so the run would never stop; allowed: set at "
                         "least one of max_iterations, max_rounds, max_scalars, max_seconds, gap, objective_change, "
-                        "below")
+                        "below (algorithm 'exact-sync' does not finish by itself)")
     s = svmsim.load_scenario(scenario())
     assert s.partition.scheme == "iid" and s.topology.kind == "star" and s.topology.params == {}
     assert s.engine.name == "inproc" and s.engine.actors == 2
@@ -516,3 +510,11 @@ def test_run_directory():
     assert before <= dt.datetime.strptime(m[1], "%Y%m%d-%H%M%S") <= after
     s = svmsim.load_scenario(scenario(output={"dir": "out", "run_dir": "elsewhere/run"}))
     assert s.run_directory("T") == Path("elsewhere/run")
+
+
+def test_an_algorithm_that_finishes_by_itself_needs_no_stopping_rule():
+    d = scenario(GOSSIP, algorithm={"name": GOSSIP, "done": True})
+    del d["stop"]
+    assert svmsim.load_scenario(d).stop.limits() == {}
+    d["algorithm"]["done"] = False               # finishes_by_itself is asked with the parameters
+    assert error(d).startswith("scenario: [stop] no stopping rule is set")

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from svmsim.algorithms import algorithm_names, get_algorithm
 from svmsim import conformance as C
-from svmsim.algorithms.registry import ALGORITHMS, AlgorithmInfo
+from svmsim.algorithms.registry import ALGORITHMS, AlgorithmInfo, Conformance
 from svmsim.comm.message import MessageBatch, Outbox, frozen_ids
 from svmsim.deployment import Deployment
 from svmsim.program import NodeProgram, RoleSpec
@@ -19,12 +19,7 @@ from svmsim.topology import build_topology
 
 
 def _cases():
-    for name in algorithm_names():
-        info = get_algorithm(name)
-        for variant in [None] + C.VARIANTS.get(name, []):
-            label = name if variant is None else f"{name}[{C.variant_label(variant)}]"
-            for check in C.check_names(info):
-                yield pytest.param(name, variant, check, id=f"{label}-{check}")
+    return [pytest.param(case, id=case.id) for case in C.cases()]
 
 
 @pytest.fixture(scope="module")
@@ -36,41 +31,38 @@ def data_dir_env(shared_data_dir):
     mp.undo()
 
 
-@pytest.mark.parametrize("name, variant, check_name", list(_cases()))
-def test_conformance(name, variant, check_name, data_dir_env):
-    info = get_algorithm(name)
-    check = dict(C.yield_checks(info, variant))[check_name]
-    try:
-        check(info, C.small_problem(info))
-    except C.CheckSkipped as skip:
-        pytest.skip(f"{name} {check_name}: {skip.reason}")
+@pytest.mark.parametrize("case", _cases())
+def test_conformance(case, data_dir_env):
+    case.run_in_pytest()
 
 
-def test_every_registered_algorithm_declares_small_parameters():
-    names = set(algorithm_names())
-    missing = sorted(names - set(C.SMALL_PARAMS))
-    assert not missing, f"no entry in conformance.SMALL_PARAMS for {missing}: declare small valid parameters there"
-    assert set(C.SMALL_PARAMS) <= names, f"SMALL_PARAMS names unknown algorithms: {set(C.SMALL_PARAMS) - names}"
-    assert set(C.RUN_SETTINGS) <= names and set(C.SKIPS) <= names and set(C.VARIANTS) <= names
-    for name, skips in C.SKIPS.items():
+def test_every_registered_algorithm_declares_its_conformance():
+    for name in algorithm_names():
         info = get_algorithm(name)
-        assert set(skips) <= set(C.check_names(info)), (name, skips)
-        assert all(isinstance(r, str) and len(r) > 20 for r in skips.values()), f"{name}: a skip needs a reason"
+        assert info.conformance is not None, f"{name} declares no Conformance(params=...)"
+        assert set(info.conformance.skips) <= set(C.check_names(info)), (name, info.conformance.skips)
+        assert all(len(r) > 20 for r in info.conformance.skips.values()), f"{name}: a skip needs a reason"
 
 
-def test_an_algorithm_without_small_parameters_fails_every_check():
-    info = dataclasses.replace(get_algorithm("saddle-dsvc"), name="saddle-dsvc-unlisted")
-    with pytest.raises(AssertionError, match="no entry in svmsim.conformance.SMALL_PARAMS"):
+def test_an_algorithm_without_declarations_fails_every_check_saying_what_to_declare():
+    info = dataclasses.replace(get_algorithm("saddle-dsvc"), name="saddle-dsvc-unlisted", conformance=None)
+    with pytest.raises(AssertionError, match=r"conformance=Conformance\(params="):
         C.small_params(info)
     for name, check in C.yield_checks(info):
-        with pytest.raises(AssertionError, match="SMALL_PARAMS"):
+        with pytest.raises(AssertionError, match="declares no conformance parameters"):
             check(info, C.small_problem(info))
 
 
-def test_a_skip_of_a_check_the_algorithm_does_not_have_is_refused(monkeypatch):
-    monkeypatch.setitem(C.SKIPS, "gilbert", {"grouping": "a single machine has no grouping"})
+def test_a_skip_of_a_check_the_algorithm_does_not_have_is_refused():
+    info = dataclasses.replace(get_algorithm("gilbert"),
+                               conformance=Conformance({"eps": 1e-3}, skips={"grouping": "a single machine has none"}))
     with pytest.raises(AssertionError, match="names checks it does not have"):
-        list(C.yield_checks(get_algorithm("gilbert")))
+        list(C.yield_checks(info))
+
+
+def test_a_skip_without_a_reason_is_refused():
+    with pytest.raises(TypeError, match="needs the reason"):
+        Conformance({"eps": 1e-3}, skips={"seed": ""})
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -161,9 +153,9 @@ def toy(monkeypatch):
     def make(defect="none", Params=ToyParams):
         name = f"toy-{defect}"
         info = AlgorithmInfo(name=name, family="toy", paper="-", distributed=True, Params=Params, build=build_toy,
-                             description="toy server-client algorithm")
+                             description="toy server-client algorithm",
+                             conformance=Conformance(params={"clients": 5, "defect": defect}))
         monkeypatch.setitem(ALGORITHMS, name, info)
-        monkeypatch.setitem(C.SMALL_PARAMS, name, {"clients": 5, "defect": defect})
         return info
 
     return make

@@ -43,15 +43,8 @@ ALLOWED: dict[str, str] = {
                  "structure proxy such as `context.make_array(ty)(context, builder)`",
 }
 
-_SAME_CHANGE = "being made public in the same change, which rewrites this module; listed until that change lands"
-
 #: "module:what" -> why the module still reaches into another module's private name
 EXCEPTIONS: dict[str, str] = {
-    "svmsim.conformance:_by_role": _SAME_CHANGE,
-    "svmsim.conformance:_ledger_matches": _SAME_CHANGE,
-    "svmsim.config.loading:scenario._source": "being made public in the same change, which rewrites config/ (the "
-                                              "loader records the file a Scenario came from in its pydantic "
-                                              "private attribute); listed until that change lands",
     "svmsim.topology:G._adj": "networkx's own adjacency dict of dicts, read without building the graph's views: "
                               "G.adj wraps every node's dict in a Python-level AtlasView, which makes this scan of "
                               "every edge about 2.5 times slower (2·10^5 nodes); read-only, and networkx keeps "

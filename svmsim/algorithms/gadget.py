@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
 import numba
 import numpy as np
@@ -67,7 +67,7 @@ from ..numerics.vectors import segment_cumsum
 from ..program import GossipKernel, GossipProgram, NodeRows, Ragged, RoleSpec, frozen_view
 from .pegasos import (PAPER_EPS, PAPER_PATIENCE, as_rows, next_index, next_uniform, row_axpy, row_dot,
                       seed_streams, stopping_update)
-from .registry import AlgorithmInfo, register
+from .registry import AlgorithmInfo, Conformance, register
 
 __all__ = ["GadgetPeer", "GadgetParams", "gadget_scalars_per_message", "GOSSIP_MODES", "MIXINGS", "build_gadget"]
 
@@ -696,11 +696,6 @@ class GadgetParams(BaseModel):
     """``[algorithm]`` keys of gadget."""
 
     model_config = ConfigDict(extra="forbid")
-    scheduler: ClassVar[str] = "gossip"
-
-    def finishes_by_itself(self) -> bool:
-        """Every node stops by the paper's rule (or after `iterations` steps), crashed nodes do not hold the run."""
-        return True
 
     nodes: int = Field(10, ge=2, description="number of nodes m (the paper uses 10)")
     lam: float = Field(1e-4, gt=0, description="regularisation lambda of Eq. 1 (paper Table 2: 3.07e-5 for a9a)")
@@ -845,4 +840,8 @@ register(AlgorithmInfo(
     name="gadget", family="gadget", paper="002_a14c5840ff10f4b6.txt, Algorithm 2 (GADGET SVM)", distributed=True,
     Params=GadgetParams, build=build_gadget, memory=gadget_memory,
     description="GADGET SVM: per-node Pegasos steps on one local sample, Push-Sum or pairwise-averaging gossip",
-    topologies=_peer_topologies()))
+    topologies=_peer_topologies(),
+    scheduler="gossip", finishes_by_itself=True,
+    conformance=Conformance(
+        params={"nodes": 7, "lam": 0.01, "eps": 0.0, "iterations": 25},
+        variants=({"gossip": "pairwise"},))))

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field
 from sklearn.exceptions import ConvergenceWarning
 
-from .registry import AlgorithmInfo, register
+from .registry import AlgorithmInfo, Conformance, register
 from .saddle.certificate import HullDiagnosis, hull_lower_bound
 from .sklearn_api import LinearBinaryClassifier, binary_fit_data
 
@@ -160,7 +160,11 @@ register(AlgorithmInfo(
     name="gilbert", family="saddle", paper="000_ff8faf4b278c4a32.txt, baseline (notes-000 section 4)",
     distributed=False, Params=GilbertParams, build=build_gilbert,
     description="Gilbert's algorithm: hard-margin SVM as the nearest point of the Minkowski difference",
-    topologies=("star",)))
+    topologies=("star",),
+    conformance=Conformance(
+        params={"eps": 0.001},
+        skips={"seed": "deterministic: its run does not depend on the seed (Gilbert's algorithm has no random "
+                       "choice)"})))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -340,4 +344,8 @@ register(AlgorithmInfo(
     name="dgilbert", family="saddle", paper="000_ff8faf4b278c4a32.txt, baseline (Liu et al. 2016)",
     distributed=True, Params=DGilbertParams, build=build_dgilbert,
     description="Distributed Gilbert: server + k clients, k*d + 2k + 2 + 2d scalars per iteration",
-    topologies=("star",)))
+    topologies=("star",),
+    conformance=Conformance(
+        params={"clients": 5, "eps": 0.001},
+        skips={"compiled": "its node programs offer no compiled step (NodeProgram.kernel returns None), so there is no "
+                        "compiled loop"})))

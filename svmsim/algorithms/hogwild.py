@@ -82,7 +82,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..comm.message import MessageBatch, Outbox, constant_ids, frozen_ids
 from ..program import NodeProgram, RoleSpec
 from .references import csvm_primal
-from .registry import AlgorithmInfo, register
+from .registry import AlgorithmInfo, Conformance, register
 
 __all__ = ["HogwildParams", "HogwildServer", "HogwildClient", "SampleStream", "hogwild_scalars"]
 
@@ -495,4 +495,9 @@ register(AlgorithmInfo(
     name="hogwild", family="hogwild", paper="000_ff8faf4b278c4a32.txt, baseline (Recht et al. 2011)",
     distributed=True, Params=HogwildParams, build=build_hogwild,
     description="HOGWILD!: lock-free SGD for the C-SVM on a server, k clients in turns, sparse reads and writes",
-    topologies=("star",)))
+    topologies=("star",),
+    conformance=Conformance(
+        params={"clients": 5, "steps_per_message": 4},
+        run={"data": {"name": "heart_scale"}},
+        skips={"compiled": "its node programs offer no compiled step (NodeProgram.kernel returns None), so there is no "
+                        "compiled loop"})))

@@ -37,7 +37,7 @@ from numba.extending import overload
 from pydantic import BaseModel, ConfigDict, Field
 from sklearn.exceptions import ConvergenceWarning
 
-from .registry import AlgorithmInfo, register
+from .registry import AlgorithmInfo, Conformance, register
 from .sklearn_api import LinearBinaryClassifier, binary_fit_data
 
 __all__ = ["PegasosSVC", "SGDSVC", "primal_objective", "hinge_accuracy", "as_rows", "PegasosParams",
@@ -585,9 +585,15 @@ register(AlgorithmInfo(
     name="pegasos", family="pegasos", paper="002_a14c5840ff10f4b6.txt, centralized baseline (Shalev-Shwartz et al.)",
     distributed=False, Params=PegasosParams, build=build_pegasos,
     description="Pegasos: primal sub-gradient SVM, step 1/(lam t), projection onto 1/sqrt(lam) (single machine)",
-    topologies=("star",)))
+    topologies=("star",),
+    conformance=Conformance(
+        params={"lam": 0.01, "iterations": 300},
+        run={"iterations": 200, "observe_every": 50})))
 register(AlgorithmInfo(
     name="svm-sgd", family="pegasos", paper="002_a14c5840ff10f4b6.txt, baseline (Bottou's SVM-SGD)",
     distributed=False, Params=SGDParams, build=build_svm_sgd,
     description="SVM-SGD: hinge-loss SGD with eta = 1/(lam (t + t0)) and an optional bias (single machine)",
-    topologies=("star",)))
+    topologies=("star",),
+    conformance=Conformance(
+        params={"lam": 0.01, "epochs": 2},
+        run={"iterations": 150, "observe_every": 50})))

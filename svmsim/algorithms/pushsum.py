@@ -37,7 +37,7 @@ gap of the gossip chain, 1/gap, the mixing time, the diameter and degrees.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
 import networkx as nx
 import numba
@@ -54,7 +54,7 @@ from ..numerics.vectors import pairwise_sum, segment_cumsum
 from ..program import GossipKernel, GossipProgram, NodeRows, RoleSpec, frozen_view
 from ..topology import (MIXING_RULES, TOPOLOGIES, build_topology, check_connected, metropolis_hastings_weights,
                         mixing_probabilities, mixing_rows, neighbour_csr)
-from .registry import AlgorithmInfo, register
+from .registry import AlgorithmInfo, Conformance, register
 
 __all__ = ["PushSum", "PushSumParams", "build_pushsum", "pushsum_wake", "pushsum_receive", "mass", "tag_widths",
            "gossip_topology_info", "VARIANTS", "MIXINGS", "TAGS", "SPECTRAL_MAX_NODES", "MIXING_TIME_EPS"]
@@ -629,7 +629,6 @@ class PushSumParams(BaseModel):
     """``[algorithm]`` keys of pushsum (runs on the gossip scheduler: see ``[schedule]``)."""
 
     model_config = ConfigDict(extra="forbid")
-    scheduler: ClassVar[str] = "gossip"
 
     nodes: int = Field(20, ge=2, description="number of nodes (a graph given in Python sets it; it must then match)")
     variant: Literal["pushsum", "running-sum", "pairwise"] = Field("pushsum", description="see the module docs")
@@ -639,10 +638,6 @@ class PushSumParams(BaseModel):
     dim: int | None = Field(None, ge=1, description="length of the random vectors (values = \"random\"; default 10)")
     weighted: bool = Field(False, description="weight nodes by their number of points (values = \"data_mean\")")
     max_wakes: int | None = Field(None, ge=1, description="each node stops after this many clock ticks")
-
-    def finishes_by_itself(self) -> bool:
-        """Whether every node stops on its own (a gossip run with faults and no budget needs it)."""
-        return self.max_wakes is not None
 
     @model_validator(mode="after")
     def _keys_that_apply(self) -> "PushSumParams":
@@ -817,4 +812,8 @@ register(AlgorithmInfo(
     name="pushsum", family="gossip", paper="002_a14c5840ff10f4b6.txt, Algorithm 1 (Kempe et al. 2003); notes-002 s. 2",
     distributed=True, Params=PushSumParams, build=build_pushsum, memory=pushsum_memory,
     description="Push-Sum gossip averaging (also running-sum and pairwise averaging), d+1 scalars per push",
-    topologies=tuple(sorted(TOPOLOGIES))))
+    topologies=tuple(sorted(TOPOLOGIES)),
+    scheduler="gossip", finishes_by_itself=lambda params: params.max_wakes is not None,
+    conformance=Conformance(
+        params={"nodes": 9, "values": "random", "dim": 3, "max_wakes": 25},
+        variants=({"variant": "pairwise"}, {"variant": "running-sum"}))))

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..reference import sklearn_nu
-from .registry import AlgorithmInfo, register
+from .registry import AlgorithmInfo, Conformance, register
 from .saddle.certificate import SaddleEvaluator
 from .saddle.preprocess import resolve_cap
 
@@ -177,12 +177,25 @@ def build_linearsvc(params: LinearSVCParams, problem):
 _PAPER = "000_ff8faf4b278c4a32.txt, reference solvers (notes-000 section 4)"
 register(AlgorithmInfo(
     name="sklearn-svc", family="references", paper=_PAPER, distributed=False, Params=SVCParams, build=build_svc,
-    description="scikit-learn SVC (LIBSVM), linear kernel, huge C: the exact hard-margin reference"))
+    description="scikit-learn SVC (LIBSVM), linear kernel, huge C: the exact hard-margin reference",
+    conformance=Conformance(
+        params={},
+        skips={"seed": "deterministic: its run does not depend on the seed (LIBSVM's SVC without probability "
+                       "estimates draws no random numbers)"})))
 register(AlgorithmInfo(
     name="sklearn-nusvc", family="references", paper=_PAPER, distributed=False, Params=NuSVCParams,
     build=build_nusvc,
-    description="scikit-learn NuSVC (LIBSVM), linear kernel, nu = 2/(n nu_paper): the nu-SVM reference"))
+    description="scikit-learn NuSVC (LIBSVM), linear kernel, nu = 2/(n nu_paper): the nu-SVM reference",
+    conformance=Conformance(
+        params={"alpha": 0.85},
+        skips={"seed": "deterministic: its run does not depend on the seed (LIBSVM's NuSVC without probability "
+                       "estimates draws no random numbers)"})))
 register(AlgorithmInfo(
     name="sklearn-linearsvc", family="references", paper=_PAPER, distributed=False, Params=LinearSVCParams,
     build=build_linearsvc,
-    description="scikit-learn LinearSVC (LIBLINEAR): the C-SVM users run today (paper 000 Table 4, C = 8)"))
+    description="scikit-learn LinearSVC (LIBLINEAR): the C-SVM users run today (paper 000 Table 4, C = 8)",
+    conformance=Conformance(
+        params={"max_iter": 200},
+        skips={"seed": "deterministic: its run does not depend on the seed on the small data (random_state only "
+                       "shuffles LIBLINEAR's dual coordinate descent, which dual='auto' does not choose when there "
+                       "are more points than features)"})))

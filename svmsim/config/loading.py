@@ -75,11 +75,13 @@ def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any] | None, wh
 
 
 def load_scenario(source: str | os.PathLike | Mapping[str, Any],
-                  overrides: Mapping[str, Any] | None = None) -> Scenario:
+                  overrides: Mapping[str, Any] | None = None, base: str | os.PathLike | None = None) -> Scenario:
     """Load and validate a scenario from a TOML file path or a dict.
 
     ``overrides`` maps dotted keys to values (``{"engine.name": "ray", "algorithm.eps": 1e-4}``); they are
-    applied before validation. Raises :class:`ScenarioError` describing every problem found.
+    applied before validation. ``base`` is the folder where ``[algorithm] module`` is looked for first (default:
+    the scenario file's folder; for a dict, only ``sys.path``). Raises :class:`ScenarioError` describing every
+    problem found.
     """
     overrides = dict(overrides or {})
     if isinstance(source, Mapping):
@@ -98,14 +100,16 @@ def load_scenario(source: str | os.PathLike | Mapping[str, Any],
         sweep = raw.pop("sweep")
         if not any(key.startswith("[sweep]") for key, _ in out_of_range):
             check_sweep_table(sweep, where)
+    if base is None and path is not None:
+        base = path.parent
     try:
-        scenario = Scenario.model_validate(raw)
+        scenario = Scenario.model_validate(raw, context={"base": base})
     except ValidationError as exc:
         raise error_from_validation(exc, where, overrides, Scenario, out_of_range) from None
     if out_of_range:
         raise error_from_validation(None, where, overrides, Scenario, out_of_range)
     if path is not None:
-        scenario._source = str(path)
+        scenario.source = str(path)
         _beside_the_file(scenario, path.parent)
     return scenario
 

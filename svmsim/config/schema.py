@@ -206,14 +206,15 @@ class Scenario(SectionModel):
                 ("topology", "kind"),
             )
         self._check_schedule()
+        if not self.stop.limits() and not self._finishes_by_itself():
+            raise fail("no stopping rule is set, so the run would never stop; allowed: set at least one of "
+                       + ", ".join(type(self.stop).model_fields) + f" (algorithm {self.algorithm.name!r} does not "
+                       "finish by itself)", ("stop",))
         return self
 
     def _finishes_by_itself(self) -> bool:
-        """Whether the algorithm ends by itself (e.g. every node done or down); parameters without the method say no."""
-        # pragma: no mutate start (equivalent: every shipped gossip algorithm's parameters define the method)
-        ends = getattr(self.algorithm.params, "finishes_by_itself", None)
-        # pragma: no mutate end
-        return ends is not None and bool(ends())
+        """Whether the algorithm ends by itself (e.g. every node done or down): `AlgorithmInfo.finishes_by_itself`."""
+        return self.algorithm.info.finishes(self.algorithm.params)
 
     def _check_deterministic_gossip(self) -> None:
         """Time windows need a smallest latency > 0 and no budget on messages or scalars."""
@@ -243,7 +244,7 @@ class Scenario(SectionModel):
     def _check_schedule(self) -> None:
         """Resolve ``[schedule] kind = "auto"`` to the algorithm's scheduler; keys and faults must fit it."""
         info = self.algorithm.info
-        natural = getattr(info.Params, "scheduler", "sync")
+        natural = info.scheduler
         schedule = self.schedule
         if schedule.kind == "auto":
             schedule.kind = natural
@@ -299,6 +300,10 @@ class Scenario(SectionModel):
         """The file this scenario was loaded from (None for a dict)."""
         return self._source
 
+    @source.setter
+    def source(self, path: str | None) -> None:
+        self._source = path
+
     def to_dict(self) -> dict[str, Any]:
         """The fully resolved scenario as a plain dict of sections (no ``None`` values; see module docs).
 
@@ -310,7 +315,8 @@ class Scenario(SectionModel):
             if section == "topology":
                 body = {"kind": model.kind, **model.params}
             elif section == "algorithm":
-                body = {"name": model.name, **plain(model.params)}
+                body = {"name": model.name, **({"module": model.module} if model.module else {}),
+                        **plain(model.params)}
             elif (section == "schedule" and model.kind != "gossip") or (section == "faults" and model.is_empty) \
                     or (section == "network" and model is None):
                 continue                                       # synchronous rounds, no faults: the defaults

@@ -8,12 +8,14 @@ import os
 from typing import Any, Mapping
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
-from svmsim.errors import ScenarioError, TopologyError
+from svmsim.errors import PluginError, ScenarioError, TopologyError
 
 from .lower import (BUILTIN_DATASETS, ENGINES, GOSSIP_MODES, PARTITION_SCHEMES, SCALINGS, SYNTHETIC_KINDS,
-                    TOPOLOGIES, AlgorithmInfo, ParamSpec, algorithm_names, get_algorithm, resolve_params)
+                    TOPOLOGIES, AlgorithmInfo, ParamSpec, algorithm_names, get_algorithm, load_module,
+                    resolve_params)
 from .messages import TYPE_WORDS, choice, describe_field, fail, issue, key_path, several
 from .values import DEFAULT_SYNTHETIC_KIND, RAY_ENGINES, SYNTHETIC_KEYS, as_plain_str, is_int, is_number, show
 
@@ -307,8 +309,11 @@ class EngineSection(SectionModel):
 
 
 def _lookup_algorithm(name: str) -> AlgorithmInfo | None:
+    """The algorithm `name`, or None when nothing provides it; a plugin that should but cannot is an error."""
     try:
         return get_algorithm(name)
+    except PluginError as exc:
+        raise fail(str(exc), ("algorithm", "name")) from None
     except ScenarioError:
         return None
 
@@ -316,18 +321,31 @@ def _lookup_algorithm(name: str) -> AlgorithmInfo | None:
 class AlgorithmSection(SectionModel):
     """``[algorithm]``: ``name`` of a registered algorithm; ``params`` is an instance of its ``Params`` model.
 
-    In the file the parameters sit next to ``name``: ``[algorithm] name = "saddle-dsvc"  eps = 1e-3``.
+    In the file the parameters sit next to ``name``: ``[algorithm] name = "saddle-dsvc"  eps = 1e-3``. ``module``
+    names a Python module that registers the algorithm when imported (an algorithm of one's own that is not
+    installed): it is looked for in the scenario file's folder, then on ``sys.path``.
     """
 
     name: str
+    module: str | None = None
     params: Any  # an instance of the algorithm's Params model (validated in _resolve)
 
     @model_validator(mode="before")
     @classmethod
-    def _resolve(cls, value: Any) -> Any:
+    def _resolve(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, Mapping):
             return value
         data = dict(value)
+        module = data.pop("module", None)
+        if module is not None:
+            if not isinstance(module, str):
+                raise fail(f"module = {show(module)} has the wrong type: expected a string (a module name such as "
+                           "'mypkg.algo')", ("algorithm", "module"))
+            named = data.get("name") if isinstance(data.get("name"), str) else None
+            try:
+                load_module(module, (info.context or {}).get("base"), named, what="module")
+            except ScenarioError as exc:
+                raise fail(str(exc), ("algorithm", "module")) from None
         if "name" not in data:
             raise fail(f"required key 'name' is missing; allowed: {', '.join(algorithm_names()) or '(none)'}",
                         ("algorithm", "name"))
@@ -340,14 +358,14 @@ class AlgorithmSection(SectionModel):
         Params = info.Params
         nested = data.get("params")
         if isinstance(nested, Params) and len(data) == 1:
-            return {"name": name, "params": nested}
+            return {"name": name, "module": module, "params": nested}
         if isinstance(nested, Mapping) and "params" not in Params.model_fields:
             data.pop("params")
             data = {**dict(nested), **data}
         params, errors = _validate_params(Params, data)
         if errors:
             raise several([dict(e, loc=("algorithm",) + tuple(e["loc"])) for e in errors], Params, name)
-        return {"name": name, "params": params}
+        return {"name": name, "module": module, "params": params}
 
     @property
     def info(self) -> AlgorithmInfo:
@@ -402,7 +420,8 @@ def _validate_params(Params: type[BaseModel], data: dict[str, Any]) -> tuple[Bas
 
 
 class StopSection(SectionModel):
-    """``[stop]``: the run stops as soon as any of the given limits is reached (at least one is needed).
+    """``[stop]``: the run stops as soon as any of the given limits is reached (at least one is needed, unless the
+    algorithm finishes by itself: `Scenario` checks it).
 
     A round or communication budget that runs out in the middle of a synchronous iteration lets that iteration
     finish (its messages are metered), so the final state is a whole iterate."""
@@ -432,16 +451,6 @@ class StopSection(SectionModel):
             if not math.isfinite(threshold):
                 raise ValueError(f"{name} = {threshold!r}; allowed: a finite threshold")
         return value
-
-    @model_validator(mode="after")
-    def _some_rule(self) -> "StopSection":
-        if all(getattr(self, k) is None for k in type(self).model_fields):
-            raise fail(
-                "no stopping rule is set, so the run would never stop; allowed: set at least one of "
-                + ", ".join(type(self).model_fields),
-                ("stop",),
-            )
-        return self
 
     def limits(self) -> dict[str, Any]:
         """The limits that are set."""

@@ -15,9 +15,11 @@ from ..errors import EngineFailure, ScenarioError
 from ..program import Group
 
 __all__ = ["ensure_ray", "colocate_groups", "placement", "release_actors", "new_namespace", "raise_original",
-           "lost_hosts", "HOST_JOIN", "host_scheduling", "this_node", "HostJournal"]
+           "lost_hosts", "HOST_JOIN", "host_scheduling", "host_options", "this_node", "HostJournal"]
 
 _DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
+#: folders of modules named beside scenario files that the Ray job this process started or joined carries
+_JOB_FOLDERS: set[str] = set()
 #: a private Ray exports live metrics every second (Ray's default is 10 s), so the dashboard keeps up with a run
 METRICS_REPORT_MS = 1000
 
@@ -38,6 +40,13 @@ def ensure_ray(address: str | None, init_options: dict) -> bool:
         _check_reachable(address)
         options = {"log_to_driver": False}
     options.update(init_options)
+    if "runtime_env" not in options:            # modules a scenario named beside its file, for every node
+        from ..core.plugins import external_paths, ray_runtime_env
+
+        env = ray_runtime_env()
+        if env:
+            options["runtime_env"] = env
+            _JOB_FOLDERS.update(external_paths())
     ray.init(address=address, **options)
     return True
 
@@ -62,6 +71,18 @@ def _check_reachable(address: str, seconds: float = 5.0) -> None:
 
 # -- placement: which host actor carries which groups ---------------------------------------------------------
 HOST_JOIN = "+"
+
+
+def host_options(n_hosts: int, soft: bool = False) -> list[dict]:
+    """The ``.options`` of each of `n_hosts` host actors: where it goes (`host_scheduling`) and, when a scenario
+    named a module found beside its file (`core.plugins`) that the Ray job was not started with (`ensure_ray` gives
+    a Ray it starts or joins those modules for every node), a runtime environment with their folders on the actor's
+    ``PYTHONPATH`` (a Ray started by the caller: this machine's workers)."""
+    from ..core.plugins import external_paths, ray_runtime_env
+
+    env = ray_runtime_env([p for p in external_paths() if p not in _JOB_FOLDERS], job=False)
+    extra = {"runtime_env": env} if env else {}
+    return [{"scheduling_strategy": where, **extra} for where in host_scheduling(n_hosts, soft)]
 
 
 def host_scheduling(n_hosts: int, soft: bool = False) -> list:

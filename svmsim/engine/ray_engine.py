@@ -40,7 +40,7 @@ from ..errors import EngineFailure, ScenarioError
 from . import GOSSIP_MODES
 from ..program import Group, NodeProgram, RoleSpec
 from .base import Engine, split_roles
-from .ray_actors import (HostJournal, colocate_groups, ensure_ray, host_scheduling, lost_hosts, new_namespace,
+from .ray_actors import (HostJournal, colocate_groups, ensure_ray, host_options, lost_hosts, new_namespace,
                          placement, raise_original, release_actors, this_node)
 
 __all__ = ["RayEngine", "NodeHost", "colocate_groups", "placement"]
@@ -399,9 +399,8 @@ class RayEngine(Engine):
     def _new_host(self, j: int, actor_name: str, replacement: bool = False):
         """A new (not yet deployed) actor for host `j`, named `actor_name`, placed as `host_scheduling` says (a
         replacement for a lost host prefers, not requires, that node)."""
-        where = host_scheduling(len(self.hosts), soft=replacement)[j]
-        return NodeHost.options(name=actor_name, namespace=self.namespace,
-                                scheduling_strategy=where).remote(list(self.hosts)[j])
+        options = host_options(len(self.hosts), soft=replacement)[j]
+        return NodeHost.options(name=actor_name, namespace=self.namespace, **options).remote(list(self.hosts)[j])
 
     def _step_call(self, handle):
         return handle.step_packed if self.packed else handle.step

@@ -104,7 +104,7 @@ from ..schedule.gossip import GossipOutcome, GossipProgress, GossipStopReason, c
 from ..schedule.windows import smallest_latency
 from ..topology import check_connected, neighbour_csr
 from .base import split_roles
-from .ray_actors import (colocate_groups, ensure_ray, host_scheduling, lost_hosts, placement, raise_original,
+from .ray_actors import (colocate_groups, ensure_ray, host_options, lost_hosts, placement, raise_original,
                          release_actors)
 from .ray_gossip_host import GossipHost
 
@@ -266,7 +266,7 @@ class RayGossipRun:
         `ray_actors.host_scheduling` says."""
         name = list(self.hosts)[j]
         return GossipHost().options(name=name + suffix, namespace=self.namespace,
-                                    scheduling_strategy=host_scheduling(len(self.hosts))[j]).remote(name, j)
+                                    **host_options(len(self.hosts))[j]).remote(name, j)
 
     # -- the host actors, for the deterministic mode's windows (`engine.ray_windows`) --------------------------------
     @property

@@ -231,6 +231,8 @@ class SyncScheduler:
         empty = Inbox()
         meter = self.meter
         step = self.engine.step
+        if self.round == 0 and not self._wake and not self._mail:
+            raise ProtocolError(self._no_start())
         while True:
             if self._compiled_allowed and self._compiled_due():
                 kernels = self.engine.kernels()
@@ -269,6 +271,23 @@ class SyncScheduler:
             reason = self._after_boundary(completed, done, due or last, max_iterations, on_iteration)
             if reason is not None:
                 return reason
+
+    def _no_start(self) -> str:
+        roles = sorted({g.role for g in self.groups})
+        return (f"no program starts the run: in round 0 only programs with initiator = True are stepped, and none "
+                f"of the roles ({', '.join(roles)}) has one; allowed: initiator = True on the program that sends "
+                "first (a class attribute of its NodeProgram)")
+
+    def in_flight(self) -> tuple[int, int]:
+        """(messages, scalars) sent and metered but not delivered yet: what the next round would deliver (at the
+        end of a run: what the last round sent, e.g. a settle round's replies)."""
+        messages = scalars = 0
+        for gid, inbox in self._mail.items():
+            for tag, batch in inbox.items():
+                for b in self._pending.get((gid, tag), [batch]):
+                    messages += b.n_messages
+                    scalars += b.n_messages * b.scalars_per_message
+        return messages, scalars
 
     def _compiled_due(self) -> bool:
         if self._compile_now:

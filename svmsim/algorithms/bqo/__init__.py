@@ -28,7 +28,7 @@ build       scenario parameters, the deployment, the evaluator (pocket, relative
 from __future__ import annotations
 
 from ..allreduce import WORKER_TOPOLOGIES
-from ..registry import AlgorithmInfo, register
+from ..registry import AlgorithmInfo, Conformance, register
 from .build import (
     METHODS,
     BQOAParams,
@@ -53,32 +53,51 @@ register(AlgorithmInfo(
     name="bqo-e", family="bqo", paper=f"{_PAPER}, Algorithm 1 with the exact step (eqs. 20-21)", distributed=True,
     Params=BQOParams, build=_builder("bqo-e"),
     description="BQO-E: K workers, one all-reduce of d + 4 scalars per iteration, exact line search",
-    topologies=WORKER_TOPOLOGIES))
+    topologies=WORKER_TOPOLOGIES,
+    conformance=Conformance(
+        params={"workers": 4},
+        variants=({"loss": "squared_hinge", "allreduce": "star"}, {"allreduce": "tree", "workers": 5}),
+        run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="bqo-a", family="bqo", paper=f"{_PAPER}, Algorithm 1 with the Armijo step (eqs. 9-12)", distributed=True,
     Params=BQOAParams, build=_builder("bqo-a"),
     description="BQO-A: K workers, one all-reduce of d + 3 scalars per iteration, Armijo step",
-    topologies=WORKER_TOPOLOGIES))
+    topologies=WORKER_TOPOLOGIES,
+    conformance=Conformance(
+        params={"workers": 4},
+        run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="disdca", family="bqo", paper=f"{_PAPER}, baseline DisDCA (Yang 2013), practical variant",
     distributed=True, Params=DistributedParams, build=_builder("disdca"),
     description="DisDCA (practical; = CoCoA+): K workers, local curvature K Q~, step 1, one all-reduce of d",
-    topologies=WORKER_TOPOLOGIES))
+    topologies=WORKER_TOPOLOGIES,
+    conformance=Conformance(
+        params={"workers": 4},
+        run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="dsvm-ave", family="bqo", paper=f"{_PAPER}, baseline DSVM-AVE (Pechyony et al. 2011) / CoCoA",
     distributed=True, Params=DistributedParams, build=_builder("dsvm-ave"),
     description="DSVM-AVE / CoCoA: K workers, averaging (step 1/K), one all-reduce of d",
-    topologies=WORKER_TOPOLOGIES))
+    topologies=WORKER_TOPOLOGIES,
+    conformance=Conformance(
+        params={"workers": 3, "allreduce": "tree"},
+        run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="tron", family="bqo", paper=f"{_PAPER}, baseline distributed TRON (Zhuang et al. 2015), L2-SVM",
     distributed=True, Params=TronParams, build=_builder("tron"),
     description="distributed TRON (L2 loss): trust-region Newton, one all-reduce of d + 1 per gradient and CG step",
-    topologies=WORKER_TOPOLOGIES))
+    topologies=WORKER_TOPOLOGIES,
+    conformance=Conformance(
+        params={"workers": 4},
+        run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="dual-cd", family="bqo", paper=f"{_PAPER}, the local solver on one machine (Hsieh et al. 2008)",
     distributed=False, Params=DualCDParams, build=build_dual_cd,
     description="dual coordinate descent on one machine (LIBLINEAR's method without shrinking; DualCDSVC)",
-    topologies=WORKER_TOPOLOGIES))
+    topologies=WORKER_TOPOLOGIES,
+    conformance=Conformance(
+        params={},
+        run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 
 
 def __getattr__(name: str):

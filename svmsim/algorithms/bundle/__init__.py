@@ -30,7 +30,7 @@ liblinear   LIBLINEAR (scikit-learn's LinearSVC) on a growing epoch budget, in J
 from __future__ import annotations
 
 from ..allreduce import WORKER_TOPOLOGIES
-from ..registry import AlgorithmInfo, register
+from ..registry import AlgorithmInfo, Conformance, register
 from .build import BMRMParams, PegasosNParams, PragamBParams, PragamParams, QPBMRMParams, build_bundle
 from .liblinear import LiblinearParams, build_liblinear
 
@@ -47,32 +47,52 @@ register(AlgorithmInfo(
     name="pragam", family="bundle", paper=f"{_PAPER}, Algorithm 1 (no bias)", distributed=True,
     Params=PragamParams, build=_builder("pragam"),
     description="Pragam: Nesterov's excessive gap on the SVM dual, O(1/sqrt(eps)); one all-reduce of d + 2",
-    topologies=WORKER_TOPOLOGIES))
+    topologies=WORKER_TOPOLOGIES,
+    conformance=Conformance(
+        params={"workers": 4, "lam": 0.01},
+        run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="pragam-b", family="bundle", paper=f"{_PAPER}, Algorithm 1 with the bias (Q2 with y^T alpha = 0, "
     "Algorithm 2)", distributed=True, Params=PragamBParams, build=_builder("pragam-b"),
     description="Pragam-b: Pragam with the SVM bias, projections by Algorithm 2's O(n) root finder (one machine)",
-    topologies=WORKER_TOPOLOGIES))
+    topologies=WORKER_TOPOLOGIES,
+    conformance=Conformance(
+        params={"workers": 4, "lam": 0.01},
+        variants=({"workers": 6, "allreduce": "ring"},),
+        run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="ls-bmrm", family="bundle", paper=f"{_PAPER}, section 2 (BMRM with a line search; notes-004 1.5)",
     distributed=True, Params=BMRMParams, build=_builder("ls-bmrm"),
     description="ls-BMRM: cutting planes with a line search in the adjoint, O(1/eps); one all-reduce of d + 2",
-    topologies=WORKER_TOPOLOGIES))
+    topologies=WORKER_TOPOLOGIES,
+    conformance=Conformance(
+        params={"workers": 3, "lam": 0.01, "allreduce": "tree"},
+        run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="qp-bmrm", family="bundle", paper=f"{_PAPER}, section 2 (BMRM solving the inner QP (10); Teo et al.)",
     distributed=True, Params=QPBMRMParams, build=_builder("qp-bmrm"),
     description="qp-BMRM: cutting planes with the full inner simplex QP (SMO), O(1/eps); one all-reduce of d + 2",
-    topologies=WORKER_TOPOLOGIES))
+    topologies=WORKER_TOPOLOGIES,
+    conformance=Conformance(
+        params={"workers": 4, "lam": 0.01},
+        variants=({"max_bundle": 3, "allreduce": "star"},),
+        run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="pegasos-n", family="bundle", paper=f"{_PAPER}, baseline pegasos-n (Shalev-Shwartz et al., all n "
     "examples per step)", distributed=True, Params=PegasosNParams, build=_builder("pegasos-n"),
     description="Pegasos with the whole data set per step (deterministic subgradient, step 1/(lam t)); one "
-                "all-reduce of d", topologies=WORKER_TOPOLOGIES))
+                "all-reduce of d", topologies=WORKER_TOPOLOGIES,
+    conformance=Conformance(
+        params={"workers": 2, "lam": 0.01},
+        run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="liblinear", family="bundle", paper=f"{_PAPER}, baseline liblinear (Hsieh et al. 2008)", distributed=False,
     Params=LiblinearParams, build=build_liblinear,
     description="LIBLINEAR's dual coordinate descent (scikit-learn's LinearSVC, C = 1/(lam n), no bias) on a "
-                "doubling epoch budget, in J's units", topologies=WORKER_TOPOLOGIES))
+                "doubling epoch budget, in J's units", topologies=WORKER_TOPOLOGIES,
+    conformance=Conformance(
+        params={"lam": 0.01, "max_epochs": 64},
+        run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 
 
 def __getattr__(name: str):

@@ -37,7 +37,7 @@ segment over their shards, and both produce the same iterates for the same seed.
 """
 from __future__ import annotations
 
-from ..registry import AlgorithmInfo, register
+from ..registry import AlgorithmInfo, Conformance, register
 from .build import SaddleDSVCParams, SaddleParams, build_saddle_dsvc, build_saddle_svc
 from .certificate import SaddleEvaluator, capped_min, hull_lower_bound
 from .dsvc import (SaddleClient, SaddleServer, dsvc_bound, dsvc_check_scalars, dsvc_scalars,
@@ -55,13 +55,19 @@ register(AlgorithmInfo(
     name="saddle-svc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 1-2", distributed=False,
     Params=SaddleParams, build=build_saddle_svc,
     description="Saddle-SVC: hard-margin / nu-SVM by randomized primal-dual saddle steps (single machine)",
-    topologies=("star",)))
+    topologies=("star",),
+    conformance=Conformance(
+        params={"eps": 0.05},
+        run={"iterations": 60, "observe_every": 20})))
 register(AlgorithmInfo(
     name="saddle-dsvc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 3-4", distributed=True,
     Params=SaddleDSVCParams, build=build_saddle_dsvc,
     description="Saddle-DSVC: one server, k clients, 9k scalars per iteration (+8k per nu-projection pass; "
                 "+ a certificate check every check_every iterations with beta = 'auto')",
-    topologies=("star",)))
+    topologies=("star",),
+    conformance=Conformance(
+        params={"clients": 5, "eps": 0.05},
+        variants=({"alpha": 0.85},))))
 
 
 def __getattr__(name: str):

@@ -21,7 +21,7 @@ distributed       distributed SBP (notes-003 section 6, an extrapolation): serve
 """
 from __future__ import annotations
 
-from ..registry import AlgorithmInfo, register
+from ..registry import AlgorithmInfo, Conformance, register
 from .baselines_sklearn import LibsvmParams, RFFParams, build_libsvm, build_rff
 from .build import (
     PegasosParams,
@@ -42,36 +42,61 @@ register(AlgorithmInfo(
     name="sbp", family="sbp", paper=f"{_PAPER}, Algorithm 1 (Algorithm 3 with bias = true; both corrected)",
     distributed=False, Params=SBPParams, build=build_sbp,
     description="the kernelized Stochastic Batch Perceptron: supergradient steps on the slack-constrained "
-                "problem (2.3), one kernel row per iteration", topologies=_SINGLE))
+                "problem (2.3), one kernel row per iteration", topologies=_SINGLE,
+    conformance=Conformance(
+        params={"epochs": 2, "eval_points": 4},
+        run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
     name="dsbp", family="sbp", paper=f"{_PAPER}, distributed SBP (notes-003 section 6: an extrapolation, not in the "
     "paper)", distributed=True, Params=DSBPParams, build=build_dsbp,
     description="distributed SBP: clients hold shards of the responses; the water level by Newton rounds of scalars, "
-                "the sampled point broadcast", topologies=("star",)))
+                "the sampled point broadcast", topologies=("star",),
+    conformance=Conformance(
+        params={"clients": 3, "nu": 0.05, "epochs": 1},
+        run={"data": {"name": "heart_scale"}},
+        skips={"compiled": "its node programs offer no compiled step (NodeProgram.kernel returns None), so there is no "
+                        "compiled loop"})))
 register(AlgorithmInfo(
     name="kernel-pegasos", family="sbp", paper=f"{_PAPER}, baseline Pegasos (section 4)", distributed=False,
     Params=PegasosParams, build=lambda p, pr: build_baseline("kernel-pegasos", p, pr),
     description="kernel Pegasos: SGD on (2.2), step 1/(lam t), a kernel row per margin violation",
-    topologies=_SINGLE))
+    topologies=_SINGLE,
+    conformance=Conformance(
+        params={"epochs": 2, "eval_points": 4},
+        run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
     name="kernel-perceptron", family="sbp", paper=f"{_PAPER}, baseline Perceptron (section 4)", distributed=False,
     Params=PerceptronParams, build=lambda p, pr: build_baseline("kernel-perceptron", p, pr),
-    description="the online kernel Perceptron over several epochs, a kernel row per mistake", topologies=_SINGLE))
+    description="the online kernel Perceptron over several epochs, a kernel row per mistake", topologies=_SINGLE,
+    conformance=Conformance(
+        params={"epochs": 2, "eval_points": 4},
+        run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
     name="kernel-sdca", family="sbp", paper=f"{_PAPER}, baseline SDCA (Hsieh et al. 2008)", distributed=False,
     Params=SDCAParams, build=lambda p, pr: build_baseline("kernel-sdca", p, pr),
     description="dual coordinate ascent on the no-bias dual (4.1), a kernel row per moved coordinate",
-    topologies=_SINGLE))
+    topologies=_SINGLE,
+    conformance=Conformance(
+        params={"epochs": 2, "eval_points": 4},
+        run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
     name="libsvm", family="sbp", paper=f"{_PAPER}, baseline SMO (LIBSVM, second-order working sets)",
     distributed=False, Params=LibsvmParams, build=build_libsvm,
     description="scikit-learn's SVC (LIBSVM) on doubling SMO budgets; kernel evaluations estimated and bracketed",
-    topologies=_SINGLE))
+    topologies=_SINGLE,
+    conformance=Conformance(
+        params={"first_budget": 8},
+        run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9},
+        skips={"seed": "deterministic: its run does not depend on the seed (LIBSVM's SVC without probability estimates "
+                    "draws no random numbers)"})))
 register(AlgorithmInfo(
     name="rff", family="sbp", paper=f"{_PAPER}, Appendix A (random Fourier features)", distributed=False,
     Params=RFFParams, build=build_rff,
     description="random Fourier features k = 1, 2, 4, ... with the exact linear SVM (LinearSVC) on 2k features",
-    topologies=_SINGLE))
+    topologies=_SINGLE,
+    conformance=Conformance(
+        params={"max_features": 8},
+        run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 
 
 def __getattr__(name: str):
