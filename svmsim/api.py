@@ -21,8 +21,8 @@ engine. The guide "Write your own algorithm" (docs/howto/write-an-algorithm.md) 
 """
 from __future__ import annotations
 
-from .algorithms.registry import (AlgorithmInfo, Conformance, algorithm_names, get_algorithm, load_module,
-                                  register)
+from .algorithms.registry import (ANY_TOPOLOGY, AlgorithmInfo, Conformance, algorithm_names, get_algorithm,
+                                  load_module, register)
 from .comm.message import Inbox, MessageBatch, Outbox, frozen_ids
 from .data import Dataset, partition
 from .deployment import (Deployment, Problem, ServerClientLayout, SingleMachineRun, observations_by_role,
@@ -31,7 +31,8 @@ from .errors import (DataError, InfeasibleParameterError, PluginError, ProtocolE
                      TopologyError)
 from .program import (KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, GossipKernel, GossipProgram, NodeProgram,
                       NodeRows, Ragged, RoleSpec, SyncKernel, frozen_view)
-from .topology import build_topology
+from .data import register_partition
+from .topology import ParamSpec, TopologySpec, build_topology, register_topology
 
 __all__ = [
     # node programs and their compiled forms
@@ -43,7 +44,9 @@ __all__ = [
     "Problem", "Deployment", "SingleMachineRun", "ServerClientLayout", "server_client_layout", "observations_by_role",
     "build_topology", "partition", "Dataset",
     # registration
-    "AlgorithmInfo", "Conformance", "register", "get_algorithm", "algorithm_names", "load_module",
+    "AlgorithmInfo", "Conformance", "register", "get_algorithm", "algorithm_names", "load_module", "ANY_TOPOLOGY",
+    # topologies and partition schemes of one's own (entry-point groups svmsim.topologies, svmsim.partitions)
+    "TopologySpec", "ParamSpec", "register_topology", "register_partition",
     # running and checking
     "run", "load_scenario", "RunResult", "conformance",
     # errors

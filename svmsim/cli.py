@@ -332,7 +332,8 @@ def _describe_algorithm(name: str) -> list[str]:
     runs = ("one machine" if not info.distributed else
             "distributed, synchronous rounds" if info.scheduler == "sync" else "distributed, gossip")
     out = [f"{info.name}: {info.description}", f"  {_paper(info.paper)}; {runs}"
-           + (f"; topologies: {', '.join(info.topologies)}" if info.topologies else ""),
+           + ("; topologies: any connected graph" if "any" in info.topologies
+              else f"; topologies: {', '.join(info.topologies)}" if info.topologies else ""),
            f"  module {info.module}" + ("; finishes by itself" if info.finishes_by_itself is True else
                                         "; may finish by itself (depends on its keys)"
                                         if callable(info.finishes_by_itself) else ""),
@@ -370,15 +371,31 @@ def _cmd_list(args) -> int:
         for name, error in sorted(plugin_errors().items()):
             out.append(f"  {name:<18} (cannot be loaded) {error}")
     if what in ("all", "topologies"):
-        from .topology import TOPOLOGIES
+        from .topology import topology_kinds, topology_spec
 
         out.append("topologies:")
-        for name, spec in TOPOLOGIES.items():
+        for name in topology_kinds():
+            try:
+                spec = topology_spec(name)
+            except SvmsimError as exc:
+                out.append(f"  {name:<58} (cannot be loaded) {exc}")
+                continue
             out.append(f"  {spec.signature():<58} {spec.description}")
     if what in ("all", "partitions"):
-        from .data import PARTITION_SCHEMES
+        import inspect
 
-        out.append("partitions: " + ", ".join(PARTITION_SCHEMES))
+        from .data import partition_scheme, partition_schemes, scheme_params
+
+        out.append("partitions ([partition] scheme = NAME, and the scheme's keys):")
+        for name in partition_schemes():
+            try:
+                fn = partition_scheme(name)
+            except SvmsimError as exc:
+                out.append(f"  {name:<14} (cannot be loaded) {exc}")
+                continue
+            keys = ", ".join(k if d is inspect.Parameter.empty else f"{k} = {d!r}" for k, d in scheme_params(fn).items())
+            doc = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
+            out.append(f"  {name:<14} {('keys: ' + keys + '; ') if keys else ''}{doc}")
     if what in ("all", "engines"):
         from .engine import ENGINES
 

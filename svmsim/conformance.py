@@ -123,7 +123,7 @@ def small_problem(info: AlgorithmInfo, seed: int | None = None):
 
     s = run_settings(info)
     kind, kind_params = s["topology"]
-    if "star" in info.topologies and kind not in info.topologies:
+    if "star" in info.topologies and not info.supports(kind):
         kind, kind_params = "star", {}
     return Problem(make_dataset(dict(s["data"])), seed=s["seed"] if seed is None else int(seed),
                    topology_kind=kind, topology_params=dict(kind_params))

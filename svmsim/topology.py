@@ -18,8 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import networkx as nx
 import numpy as np
@@ -28,6 +27,8 @@ import scipy.sparse
 import scipy.sparse.csgraph
 
 from svmsim.core.array_graph import ArrayGraph, held_edges
+from svmsim.core.topology_kinds import (TOPOLOGIES, ParamSpec, TopologySpec, get_spec, register_topology,
+                                        resolve_params, topology_kinds, topology_spec)
 from svmsim.errors import TopologyError
 from svmsim.numerics.sampling import k_out_draws
 
@@ -35,6 +36,9 @@ __all__ = [
     "ParamSpec",
     "TopologySpec",
     "TOPOLOGIES",
+    "register_topology",
+    "topology_kinds",
+    "topology_spec",
     "MAX_RESAMPLE_TRIES",
     "build_topology",
     "resolve_params",
@@ -59,130 +63,6 @@ MAX_RESAMPLE_TRIES = 100
 
 #: Above this many nodes :func:`topology_summary` does not compute the diameter.
 DIAMETER_MAX_NODES = 2000
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Registry
-# ----------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    """One parameter of a topology kind.
-
-    ``type`` is the accepted Python type (``int``, ``float``, ``bool`` or ``str``; ``float`` also accepts ints,
-    ``str`` also accepts path-like objects). ``default`` is used when the parameter is omitted; ``None`` means
-    "derived from n_nodes" (explained in ``description``). ``allowed`` is a human-readable range. A ``required``
-    parameter has no default and must be given.
-    """
-
-    type: type
-    default: Any
-    description: str
-    allowed: str = ""
-    required: bool = False
-
-    def describe(self, name: str) -> str:
-        """Render as ``name: type = default`` (or ``name: type (required)``) for listings."""
-        if self.required:
-            return f"{name}: {self.type.__name__} (required)"
-        default = "auto" if self.default is None else repr(self.default)
-        return f"{name}: {self.type.__name__} = {default}"
-
-
-@dataclass(frozen=True)
-class TopologySpec:
-    """A registered topology kind: its builder, a one-line description and its parameters.
-
-    The builder is called as ``builder(n_nodes, seed, **params)`` with every parameter resolved (defaults filled
-    in, types checked) and returns a graph on nodes ``0..N-1``.
-    """
-
-    name: str
-    builder: Callable[..., nx.Graph]
-    description: str
-    params: Mapping[str, ParamSpec] = field(default_factory=dict)
-    min_nodes: int = 2
-
-    def signature(self) -> str:
-        """Render as ``kind(p1: type = default, ...)`` for listings and error messages."""
-        inner = ", ".join(p.describe(name) for name, p in self.params.items())
-        return f"{self.name}({inner})"
-
-    def defaults(self) -> dict[str, Any]:
-        """The default value of every parameter."""
-        return {name: p.default for name, p in self.params.items()}
-
-
-def _allowed_params_text(spec: TopologySpec) -> str:
-    if not spec.params:
-        return f"topology '{spec.name}' takes no parameters"
-    return "allowed parameters: " + ", ".join(p.describe(n) for n, p in spec.params.items())
-
-
-def _coerce(kind: str, name: str, value: Any, p: ParamSpec) -> Any:
-    """Check the type of one parameter value; return it in canonical Python type."""
-    if value is None and p.default is None:
-        return None
-    bad = TopologyError(
-        f"parameter '{name}' of topology '{kind}' must be of type {p.type.__name__}, "
-        f"got {value!r} ({type(value).__name__})" + (f"; allowed: {p.allowed}" if p.allowed else "")
-    )
-    if p.type is bool:
-        if isinstance(value, (bool, np.bool_)):
-            return bool(value)
-        raise bad
-    if isinstance(value, (bool, np.bool_)):
-        raise bad
-    if p.type is int:
-        if isinstance(value, (int, np.integer)):
-            return int(value)
-        raise bad
-    if p.type is float:
-        if isinstance(value, (int, float, np.integer, np.floating)):
-            v = float(value)
-            if math.isnan(v):
-                raise bad
-            return v
-        raise bad
-    if p.type is str:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, os.PathLike):
-            return os.fspath(value)
-        raise bad
-    raise TypeError(f"unsupported parameter type {p.type!r}")  # pragma: no cover - registry bug
-
-
-def _get_spec(kind: Any) -> TopologySpec:
-    if not isinstance(kind, str) or kind not in TOPOLOGIES:
-        raise TopologyError(
-            f"unknown topology kind {kind!r}; allowed kinds: {', '.join(sorted(TOPOLOGIES))}"
-        )
-    return TOPOLOGIES[kind]
-
-
-def resolve_params(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    """Check parameter names and types for ``kind`` and fill in defaults (no range checks, nothing built).
-
-    Raises TopologyError for an unknown kind, an unknown or missing required parameter, or a value of the wrong
-    type.
-    """
-    spec = _get_spec(kind)
-    for name in params:
-        if name not in spec.params:
-            raise TopologyError(
-                f"unknown parameter {name!r} for topology '{kind}'; {_allowed_params_text(spec)}"
-            )
-    missing = [name for name, p in spec.params.items() if p.required and params.get(name) is None]
-    if missing:
-        raise TopologyError(
-            f"topology '{kind}' needs parameter(s) {', '.join(map(repr, missing))}; {_allowed_params_text(spec)}"
-        )
-    resolved = spec.defaults()
-    for name, value in params.items():
-        resolved[name] = _coerce(kind, name, value, spec.params[name])
-    return resolved
 
 
 def _check_seed(seed: Any) -> int:
@@ -213,7 +93,7 @@ def build_topology(kind: str, n_nodes: int | None, *, seed: int = 0, **params: A
     The returned graph carries ``G.graph["kind"]``, ``G.graph["params"]`` (resolved) and ``G.graph["seed"]``.
     Raises TopologyError for an unknown kind or parameter, or a value out of range.
     """
-    spec = _get_spec(kind)
+    spec = get_spec(kind)
     resolved = resolve_params(kind, params)
     seed = _check_seed(seed)
     if kind == "edge_list" and (n_nodes is None or (not isinstance(n_nodes, bool) and n_nodes == 0)):
@@ -444,7 +324,7 @@ def _build_edge_list(n: int | None, seed: int, path: str | None) -> nx.Graph:
     return G
 
 
-TOPOLOGIES: dict[str, TopologySpec] = {
+TOPOLOGIES.update({
     spec.name: spec
     for spec in (
         TopologySpec("star", _build_star, "Star: node 0 is the hub (server), nodes 1..N-1 are leaves (clients)."),
@@ -505,7 +385,7 @@ TOPOLOGIES: dict[str, TopologySpec] = {
             {"path": ParamSpec(str, None, "path of the edge list file", "an existing text file", required=True)},
         ),
     )
-}
+})
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -375,3 +375,88 @@ def test_a_gossip_program_that_never_sends_is_named(registered):
     result = svmsim.run({"name": "g", "data": {"name": "iris"}, "algorithm": {"name": name},
                          "topology": {"kind": "ring"}, "stop": {"max_rounds": 5}}, write=False)
     assert "no peer sent a message" in result.summary["warnings"][0]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Topologies and partition schemes of one's own: the same mechanism (entry-point groups svmsim.topologies and
+# svmsim.partitions)
+
+
+def _distribution(site: Path, name: str, entry_points: str, modules: dict[str, str]) -> None:
+    dist = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(entry_points)
+    for module, text in modules.items():
+        (site / f"{module}.py").write_text(textwrap.dedent(text))
+
+
+def test_a_topology_and_a_partition_scheme_from_plugins(tmp_path):
+    site = tmp_path / "site"
+    _distribution(site, "graph-extras", "[svmsim.topologies]\nbarbell = barbell_topology\n"
+                  "[svmsim.partitions]\nfront_loaded = front_partition:front_loaded\n", {
+        "barbell_topology": '''
+            import networkx as nx
+            from svmsim.api import ParamSpec, TopologySpec, register_topology
+
+            def build(n, seed, bridge):
+                return nx.barbell_graph((n - bridge) // 2, bridge)
+
+            register_topology(TopologySpec("barbell", build, "two cliques joined by a path of `bridge` nodes",
+                                           {"bridge": ParamSpec(int, 0, "nodes on the path", "bridge >= 0")}))
+            ''',
+        "front_partition": '''
+            import numpy as np
+
+            def front_loaded(y, n_parts, rng, n=None, share=0.5):
+                """Part 0 takes `share` of the points, in order; the rest are dealt evenly."""
+                n = len(y) if n is None else n
+                first = max(1, int(share * n))
+                rest = np.array_split(np.arange(first, n), n_parts - 1)
+                return [np.arange(first)] + [r.astype(np.int64) for r in rest]
+            ''',
+    })
+    env = {"PYTHONPATH": str(site)}
+    topo = _cli(["list", "topologies"], env)
+    assert topo.returncode == 0 and "barbell(bridge: int = 0)" in topo.stdout, topo.stderr
+    part = _cli(["list", "partitions"], env)
+    assert "front_loaded   keys: share = 0.5; Part 0 takes `share` of the points" in part.stdout, part.stdout
+    scenario = tmp_path / "p.toml"
+    scenario.write_text('name = "plug"\n[data]\nname = "iris"\n[topology]\nkind = "barbell"\nbridge = 2\n'
+                        '[partition]\nscheme = "front_loaded"\nshare = 0.6\n'
+                        '[algorithm]\nname = "pushsum"\nnodes = 8\nvalues = "data_mean"\nweighted = true\n'
+                        '[stop]\nmax_rounds = 30\n[output]\nplots = false\n')
+    run = _cli(["run", scenario, "--out", tmp_path / "run", "--quiet", "--no-progress"], env)
+    assert run.returncode == 0, run.stderr
+    resolved = (tmp_path / "run" / "scenario.resolved.toml").read_text()
+    assert 'kind = "barbell"' in resolved and "bridge = 2" in resolved and "share = 0.6" in resolved
+    summary, ledger = _run_dir_facts(tmp_path / "run")
+    assert summary["ledger_matches_declared"] is True
+    # every message travels on an edge of the barbell: two 3-cliques and a 2-node path
+    import csv
+    import networkx as nx
+
+    G = nx.barbell_graph(3, 2)
+    with open(tmp_path / "run" / "ledger_edges.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and all(G.has_edge(int(r["src"]), int(r["dst"])) for r in rows)
+    bad = scenario.read_text().replace("share = 0.6", "shares = 0.6")
+    scenario.write_text(bad)
+    err = _cli(["validate", scenario], env)
+    assert err.returncode == 2
+    assert "unknown key 'shares' for scheme 'front_loaded'; allowed: scheme, share" in " ".join(err.stderr.split())
+
+
+def test_a_partition_scheme_that_returns_a_bad_split_is_named():
+    from svmsim.data import PARTITION_SCHEMES, partition, register_partition
+
+    def overlapping(y, n_parts, rng, n=None):
+        return [np.arange(3)] * n_parts
+
+    register_partition("overlapping", overlapping)
+    try:
+        with pytest.raises(ScenarioError, match="partition scheme 'overlapping' returned an invalid split: the parts "
+                                                "do not cover the indices 0..9 exactly once"):
+            partition(np.ones(10), 3, "overlapping")
+    finally:
+        PARTITION_SCHEMES.pop("overlapping")

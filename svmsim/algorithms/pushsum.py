@@ -52,9 +52,9 @@ from ..numerics.csr import part_row_sums, sorted_position
 from ..numerics.prefetch import prefetch, prefetch_row
 from ..numerics.vectors import pairwise_sum, segment_cumsum
 from ..program import GossipKernel, GossipProgram, NodeRows, RoleSpec, frozen_view
-from ..topology import (MIXING_RULES, TOPOLOGIES, build_topology, check_connected, metropolis_hastings_weights,
+from ..topology import (MIXING_RULES, build_topology, check_connected, metropolis_hastings_weights,
                         mixing_probabilities, mixing_rows, neighbour_csr)
-from .registry import AlgorithmInfo, Conformance, register
+from .registry import ANY_TOPOLOGY, AlgorithmInfo, Conformance, register
 
 __all__ = ["PushSum", "PushSumParams", "build_pushsum", "pushsum_wake", "pushsum_receive", "mass", "tag_widths",
            "gossip_topology_info", "VARIANTS", "MIXINGS", "TAGS", "SPECTRAL_MAX_NODES", "MIXING_TIME_EPS"]
@@ -812,7 +812,7 @@ register(AlgorithmInfo(
     name="pushsum", family="gossip", paper="002_a14c5840ff10f4b6.txt, Algorithm 1 (Kempe et al. 2003); notes-002 s. 2",
     distributed=True, Params=PushSumParams, build=build_pushsum, memory=pushsum_memory,
     description="Push-Sum gossip averaging (also running-sum and pairwise averaging), d+1 scalars per push",
-    topologies=tuple(sorted(TOPOLOGIES)),
+    topologies=ANY_TOPOLOGY,
     scheduler="gossip", finishes_by_itself=lambda params: params.max_wakes is not None,
     conformance=Conformance(
         params={"nodes": 9, "values": "random", "dim": 3, "max_wakes": 25},

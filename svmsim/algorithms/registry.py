@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from ..core import plugins
 from ..errors import PluginError, ScenarioError
 
-__all__ = ["AlgorithmInfo", "Conformance", "ALGORITHMS", "SCHEDULERS", "register", "get_algorithm",
+__all__ = ["AlgorithmInfo", "Conformance", "ALGORITHMS", "SCHEDULERS", "ANY_TOPOLOGY", "register", "get_algorithm",
            "algorithm_names", "load_all", "load_module", "plugin_errors"]
 
 _HERE = Path(__file__).resolve().parent
@@ -39,6 +39,8 @@ _REGISTERED_NAME = re.compile(r"AlgorithmInfo\(\s*name\s*=\s*[\"']([A-Za-z0-9_.+
 _NAME = re.compile(r"[A-Za-z0-9_.+-]+")
 #: the schedulers an algorithm can run on: synchronous rounds, or asynchronous gossip on virtual time
 SCHEDULERS = ("sync", "gossip")
+#: `AlgorithmInfo.topologies` of an algorithm that runs on any connected topology
+ANY_TOPOLOGY = ("any",)
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,8 @@ class AlgorithmInfo:
     Params: pydantic model of its parameters (extra keys forbidden), validated from the ``[algorithm]`` table.
     build: callable ``build(params, problem) -> Deployment | SingleMachineRun`` (see `svmsim.deployment`).
     description: one line for listings.
-    topologies: topology kinds it runs on (``("star",)`` for server-client algorithms).
+    topologies: topology kinds it runs on (``("star",)`` for server-client algorithms; `ANY_TOPOLOGY` for peers that
+        run on any connected graph, the kinds of topology plugins included).
     memory: optional ``memory(params, problem) -> (bytes, what, allowed)``: the run's peak memory estimated from
         the parameters and the loaded problem before anything is built (the runner refuses a run that would not
         fit, `core.resources.check_memory`); `what` says what the estimate is made of, `allowed` what to change.
@@ -109,6 +112,10 @@ class AlgorithmInfo:
     scheduler: str = "sync"
     finishes_by_itself: bool | Callable[[Any], bool] = False
     conformance: Conformance | None = None
+
+    def supports(self, kind: str) -> bool:
+        """Whether the algorithm runs on topology `kind`."""
+        return kind in self.topologies or ANY_TOPOLOGY[0] in self.topologies
 
     def finishes(self, params: Any) -> bool:
         """Whether a run with these parameters ends by itself (see `finishes_by_itself`)."""

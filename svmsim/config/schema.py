@@ -199,7 +199,7 @@ class Scenario(SectionModel):
     @model_validator(mode="after")
     def _cross_check(self) -> "Scenario":
         supported = self.algorithm.info.topologies
-        if self.topology.kind not in supported:
+        if not self.algorithm.info.supports(self.topology.kind):
             raise fail(
                 f"kind = {self.topology.kind!r} is not supported by algorithm {self.algorithm.name!r}; "
                 f"allowed: {', '.join(supported)}",

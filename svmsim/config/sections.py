@@ -14,14 +14,13 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
 from svmsim.errors import PluginError, ScenarioError, TopologyError
 
 from .lower import (BUILTIN_DATASETS, ENGINES, GOSSIP_MODES, PARTITION_SCHEMES, SCALINGS, SYNTHETIC_KINDS,
-                    TOPOLOGIES, AlgorithmInfo, ParamSpec, algorithm_names, get_algorithm, load_module,
-                    resolve_params)
+                    AlgorithmInfo, ParamSpec, algorithm_names, get_algorithm, load_module,
+                    partition_scheme, partition_schemes, resolve_params, scheme_params, topology_kinds, topology_spec)
 from .messages import TYPE_WORDS, choice, describe_field, fail, issue, key_path, several
 from .values import DEFAULT_SYNTHETIC_KIND, RAY_ENGINES, SYNTHETIC_KEYS, as_plain_str, is_int, is_number, show
 
 
 # Arguments of a partition scheme / synthetic generator that are not scenario keys.
-_SCHEME_ARGS = ("y", "n_parts", "rng", "n")
 _GENERATOR_ARGS = ("seed", "return_info")
 
 
@@ -144,12 +143,14 @@ def _synthetic_params(kind: str) -> dict[str, Any]:
 
 def _scheme_params(scheme: str) -> dict[str, Any]:
     """Keys accepted by a partition scheme, mapped to their defaults."""
-    sig = inspect.signature(PARTITION_SCHEMES[scheme])
-    return {name: p.default for name, p in sig.parameters.items() if name not in _SCHEME_ARGS}
+    return scheme_params(PARTITION_SCHEMES[scheme])
 
 
 class PartitionSection(SectionModel):
-    """``[partition]``: how the training points are split over the nodes."""
+    """``[partition]``: how the training points are split over the nodes. A scheme of a plugin (entry-point group
+    ``svmsim.partitions``) takes its own keyword parameters as keys beside ``scheme``."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
 
     scheme: str = "iid"
     skew: float | None = Field(None, ge=0, le=1)
@@ -158,14 +159,30 @@ class PartitionSection(SectionModel):
     @field_validator("scheme")
     @classmethod
     def _known_scheme(cls, value: str) -> str:
-        if value not in PARTITION_SCHEMES:
-            raise choice("scheme", value, "a partition scheme", PARTITION_SCHEMES)
+        try:
+            known = partition_scheme(value)
+        except PluginError as exc:
+            raise fail(str(exc), ("partition", "scheme")) from None
+        if known is None:
+            raise choice("scheme", value, "a partition scheme", partition_schemes())
         return value
 
     @model_validator(mode="after")
     def _scheme_keys(self) -> "PartitionSection":
         accepted = _scheme_params(self.scheme)
         errors = []
+        for key, value in (self.model_extra or {}).items():
+            if key not in accepted or key in ("skew", "alpha"):
+                errors.append(issue(("partition", key), (
+                    f"unknown key '{key}' for scheme {self.scheme!r}; allowed: scheme"
+                    + "".join(f", {k}" for k in accepted))))
+            elif not isinstance(value, (bool, int, float, str)):
+                errors.append(issue(("partition", key), f"{key} = {show(value)}; allowed: a number, a boolean or "
+                                                          "a string"))
+        for key, default in accepted.items():
+            if key not in ("skew", "alpha") and default is inspect.Parameter.empty \
+                    and key not in (self.model_extra or {}):
+                errors.append(issue(("partition", key), f"scheme {self.scheme!r} needs key '{key}'"))
         for key in ("skew", "alpha"):
             value = getattr(self, key)
             if key in accepted:
@@ -184,7 +201,9 @@ class PartitionSection(SectionModel):
 
     def params(self) -> dict[str, Any]:
         """Keyword arguments of :func:`svmsim.data.partition` for this scheme (besides ``scheme``)."""
-        return {k: getattr(self, k) for k in _scheme_params(self.scheme)}
+        extra = self.model_extra or {}
+        return {k: getattr(self, k) if k in ("skew", "alpha") else extra.get(k, default)
+                for k, default in _scheme_params(self.scheme).items()}
 
 
 def _topology_type_ok(value: Any, spec: ParamSpec) -> bool:
@@ -217,9 +236,12 @@ class TopologySection(SectionModel):
         kind = data.pop("kind", "star")
         if not isinstance(kind, str):
             raise fail(f"kind = {show(kind)} has the wrong type: expected a string", ("topology", "kind"))
-        if kind not in TOPOLOGIES:
-            raise choice("kind", kind, "a topology kind", sorted(TOPOLOGIES), ("topology", "kind"))
-        spec = TOPOLOGIES[kind]
+        try:
+            spec = topology_spec(kind)
+        except PluginError as exc:
+            raise fail(str(exc), ("topology", "kind")) from None
+        if spec is None:
+            raise choice("kind", kind, "a topology kind", topology_kinds(), ("topology", "kind"))
         nested = data.get("params")
         if isinstance(nested, Mapping) and "params" not in spec.params:
             data.pop("params")

@@ -25,11 +25,12 @@ import re
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import PluginError
 
-__all__ = ["GROUPS", "entry_points", "load_entry_point", "import_module", "external_paths", "ray_runtime_env"]
+__all__ = ["GROUPS", "entry_points", "load_entry_point", "provide", "import_module", "external_paths",
+           "ray_runtime_env"]
 
 #: kind of piece -> its entry-point group
 GROUPS = {"algorithms": "svmsim.algorithms", "topologies": "svmsim.topologies", "partitions": "svmsim.partitions"}
@@ -74,6 +75,29 @@ def load_entry_point(kind: str, name: str) -> Any:
                           f"cannot be loaded: {type(exc).__name__}: {exc}") from exc
     _LOADED[key] = obj
     return obj
+
+
+def provide(kind: str, name: str, register: Callable[[Any], Any], known: Callable[[str], bool], what: type) -> None:
+    """Load the entry point `name` of `kind` so that `name` becomes known: a module registers its pieces when
+    imported; an object of type `what` (or a list of them) is passed to `register`. PluginError, naming the entry
+    point and its distribution, when it cannot be loaded, gives something else, or does not provide `name`."""
+    ep = entry_points(kind)[name]
+    where = f"entry point {name!r} = {ep.value!r} of {_distribution(ep)} (group {ep.group!r})"
+    loaded = load_entry_point(kind, name)
+    if not isinstance(loaded, ModuleType):
+        items = [loaded] if isinstance(loaded, what) else loaded
+        if isinstance(items, (str, bytes, dict)) or not hasattr(items, "__iter__") \
+                or not all(isinstance(i, what) for i in items):
+            raise PluginError(f"{where} gives {type(loaded).__name__}; allowed: a module that registers its "
+                              f"{kind} when imported, a {what.__name__}, or a list of them")
+        for item in items:
+            try:
+                register(item)
+            except PluginError as exc:
+                raise PluginError(f"{where}: {exc}") from None
+    if not known(name):
+        raise PluginError(f"{where} provides no {kind.rstrip('s')} named {name!r}; allowed: the entry point's name "
+                          f"is the name of what it registers")
 
 
 def import_module(name: str, base: str | Path | None = None, what: str = "module") -> ModuleType:

@@ -8,7 +8,8 @@ Typical use::
 """
 
 from svmsim.data.libsvm import KNOWN_POSITIVE_LABELS, load_libsvm, to_pm1
-from svmsim.data.partition import PARTITION_SCHEMES, partition, train_test_split_indices
+from svmsim.data.partition import (PARTITION_SCHEMES, partition, partition_scheme, partition_schemes,
+                                   register_partition, scheme_params, train_test_split_indices)
 from svmsim.data.registry import (
     BUILTIN_DATASETS,
     DATA_DIR_ENV,
@@ -32,6 +33,10 @@ __all__ = [
     "DatasetInfo",
     "KNOWN_POSITIVE_LABELS",
     "PARTITION_SCHEMES",
+    "partition_scheme",
+    "partition_schemes",
+    "register_partition",
+    "scheme_params",
     "SCALINGS",
     "SYNTHETIC_KINDS",
     "list_datasets",

@@ -6,7 +6,8 @@ Every scheme returns a list of ``n_parts`` sorted int64 index arrays that togeth
 
 from __future__ import annotations
 
-from typing import Callable
+import inspect
+from typing import Any, Callable
 
 import numpy as np
 
@@ -113,7 +114,53 @@ PARTITION_SCHEMES: dict[str, Callable] = {
     "unequal": unequal,
 }
 
-_SCHEME_PARAMS = {"iid": (), "stratified": (), "label_skew": ("skew",), "unequal": ("alpha",)}
+_SCHEME_ARGS = ("y", "n_parts", "rng", "n")
+_BUILTIN = frozenset(PARTITION_SCHEMES)
+
+
+def scheme_params(scheme: Callable) -> dict[str, Any]:
+    """A scheme's own keyword parameters (besides y, n_parts, rng, n), mapped to their defaults."""
+    sig = inspect.signature(scheme)
+    return {name: p.default for name, p in sig.parameters.items() if name not in _SCHEME_ARGS}
+
+
+def register_partition(name: str, scheme: Callable) -> Callable:
+    """Make a partition scheme known to scenarios (``[partition] scheme``, its keyword parameters as keys beside
+    it) and `partition`; returns it. ``scheme(y, n_parts, rng, n=None, **params) -> list of index arrays``.
+
+    A plugin calls it when its module is imported (entry-point group ``svmsim.partitions``, the entry point named
+    after the scheme); the entry point may also name the function itself (registered under its name)."""
+    from ..errors import PluginError
+
+    if not isinstance(name, str) or not name.isidentifier():
+        raise PluginError(f"partition scheme name {name!r} is not a name; allowed: letters, digits and '_'")
+    if not callable(scheme) or any(a not in inspect.signature(scheme).parameters for a in ("y", "n_parts", "rng")):
+        raise PluginError(f"partition scheme {name!r}: {scheme!r} is not a scheme; allowed: a function "
+                          "scheme(y, n_parts, rng, n=None, **params) returning one index array per part")
+    old = PARTITION_SCHEMES.get(name)
+    if old is not None and old is not scheme and old.__module__ != scheme.__module__:
+        raise PluginError(f"partition scheme {name!r} is registered twice: by module {old.__module__} and by "
+                          f"module {scheme.__module__}; allowed: a name of its own for each scheme")
+    PARTITION_SCHEMES[name] = scheme
+    return scheme
+
+
+def partition_schemes() -> list[str]:
+    """Every scheme a scenario may name: built in, registered, and installed plugins' (none imported)."""
+    from ..core.plugins import entry_points
+
+    return list(PARTITION_SCHEMES) + sorted(set(entry_points("partitions")) - set(PARTITION_SCHEMES))
+
+
+def partition_scheme(name: str) -> Callable | None:
+    """The scheme `name`, loading its plugin on first use; None for a scheme nothing provides."""
+    if isinstance(name, str) and name not in PARTITION_SCHEMES:
+        from ..core.plugins import entry_points, provide
+
+        if name in entry_points("partitions"):
+            provide("partitions", name, lambda f: register_partition(f.__name__, f),
+                    lambda k: k in PARTITION_SCHEMES, type(iid))
+    return PARTITION_SCHEMES.get(name) if isinstance(name, str) else None
 
 
 def partition(y, n_parts: int, scheme: str = "iid", seed: int = 0, **params) -> list[np.ndarray]:
@@ -124,13 +171,14 @@ def partition(y, n_parts: int, scheme: str = "iid", seed: int = 0, **params) -> 
     [0, 1], default 0.5); ``unequal`` (param ``alpha`` > 0, default 1). Raises :class:`ScenarioError` for an
     unknown scheme or parameter, or ``n_parts`` outside ``1..n``.
     """
-    if scheme not in PARTITION_SCHEMES:
+    fn = partition_scheme(scheme)
+    if fn is None:
         raise ScenarioError(
-            f"unknown partition scheme {scheme!r}: the allowed schemes are {', '.join(sorted(PARTITION_SCHEMES))}"
+            f"unknown partition scheme {scheme!r}: the allowed schemes are {', '.join(sorted(partition_schemes()))}"
         )
-    unknown = sorted(set(params) - set(_SCHEME_PARAMS[scheme]))
+    unknown = sorted(set(params) - set(scheme_params(fn)))
     if unknown:
-        allowed = ", ".join(_SCHEME_PARAMS[scheme]) or "none"
+        allowed = ", ".join(scheme_params(fn)) or "none"
         raise ScenarioError(
             f"partition scheme '{scheme}' has no parameter {', '.join(unknown)}: its parameters are {allowed}"
         )
@@ -144,7 +192,29 @@ def partition(y, n_parts: int, scheme: str = "iid", seed: int = 0, **params) -> 
             f"n_parts = {n_parts!r} is out of range: it must be an integer from 1 to the number of points n = {n}"
         )
     rng = np.random.default_rng(seed)
-    return PARTITION_SCHEMES[scheme](labels, int(n_parts), rng, n=n, **params)
+    parts = fn(labels, int(n_parts), rng, n=n, **params)
+    if scheme not in _BUILTIN:                 # a plugin's result: n_parts sorted, disjoint, non-empty parts of 0..n-1
+        _check_parts(scheme, parts, int(n_parts), n)
+    return parts
+
+
+def _check_parts(scheme: str, parts, n_parts: int, n: int) -> None:
+    why = None
+    if not isinstance(parts, (list, tuple)) or len(parts) != n_parts:
+        why = f"it gave {type(parts).__name__} of {len(parts) if hasattr(parts, '__len__') else '?'} parts"
+    else:
+        arrays = [np.asarray(p) for p in parts]
+        if any(a.ndim != 1 or a.dtype.kind not in "iu" or a.size == 0 for a in arrays):
+            why = "a part is empty or not a 1-D integer array"
+        elif any(np.any(np.diff(a) <= 0) for a in arrays):
+            why = "a part is not sorted or repeats an index"
+        else:
+            every = np.concatenate(arrays)
+            if every.size != n or every.min() < 0 or every.max() >= n or np.unique(every).size != n:
+                why = f"the parts do not cover the indices 0..{n - 1} exactly once"
+    if why:
+        raise ScenarioError(f"partition scheme {scheme!r} returned an invalid split: {why}; allowed: {n_parts} "
+                            f"sorted, disjoint, non-empty index arrays that together hold 0..{n - 1}")
 
 
 def train_test_split_indices(n: int, test_fraction: float, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from svmsim.api import (AlgorithmInfo, Conformance, Deployment, GossipProgram, InfeasibleParameterError,
+from svmsim.api import (ANY_TOPOLOGY, AlgorithmInfo, Conformance, Deployment, GossipProgram, InfeasibleParameterError,
                         MessageBatch, Outbox, RoleSpec, build_topology, partition, register)
 
 
@@ -125,7 +125,7 @@ def build(params: GossipPegasosParams, problem) -> Deployment:
 ALGORITHM = register(AlgorithmInfo(
     name="gossip-pegasos", family="svmsim-extras", paper="Pegasos steps with gossip averaging",
     distributed=True, Params=GossipPegasosParams, build=build,
-    topologies=("ring", "complete", "random_k_out", "erdos_renyi", "small_world", "grid"),
+    topologies=ANY_TOPOLOGY,
     description="gossip Pegasos: a Pegasos step per clock tick, the model pushed to a random neighbour, averaged",
     scheduler="gossip", finishes_by_itself=True,
     conformance=Conformance(
