@@ -74,3 +74,21 @@ def test_the_guide_runs_as_written(tmp_path):
     assert ran >= 9
     assert (tmp_path / "runs" / "first" / "summary.json").is_file()
     assert (tmp_path / "runs" / "gossip" / "summary.json").is_file()
+
+
+def test_the_topology_example_of_the_extension_guide_builds_its_graph():
+    """docs/howto/extend.md: the module registering "double_star" runs as written and gives that graph."""
+    from svmsim.topology import TOPOLOGIES, build_topology
+
+    text = (ROOT / "docs" / "howto" / "extend.md").read_text(encoding="utf-8")
+    files = {body.splitlines()[0].removeprefix("# file: "): body for lang, body, _ in blocks(text)
+             if body.startswith("# file: ")}
+    for name, body in files.items():
+        if name.endswith(".toml"):
+            tomllib.loads(body)
+    try:
+        exec(compile(files["graphs_extra/double_star.py"], "double_star.py", "exec"), {})
+        G = build_topology("double_star", 7)
+        assert sorted(G.edges()) == [(0, 1), (0, 2), (0, 4), (0, 6), (1, 3), (1, 5)]
+    finally:
+        TOPOLOGIES.pop("double_star", None)
