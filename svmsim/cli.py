@@ -28,7 +28,8 @@ set a9a.t.xz). iris and breast_cancer_sklearn ship with scikit-learn; 'synthetic
 """
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `svmsim` command (docs/reference/cli.md is generated from it)."""
     p = argparse.ArgumentParser(
         prog="svmsim", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
         description="Simulate distributed SVM training and meter its communication exactly. A scenario file "
@@ -117,6 +118,10 @@ def _parser() -> argparse.ArgumentParser:
                                             "description, default and allowed values")
     ls.add_argument("--data-dir", help="data directory to list (default: $SVMSIM_DATA_DIR)")
     return p
+
+
+def _parser() -> argparse.ArgumentParser:
+    return build_parser()
 
 
 def _version() -> str:

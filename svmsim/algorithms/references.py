@@ -149,7 +149,7 @@ class LinearSVCParams(BaseModel):
     loss: Literal["squared_hinge", "hinge"] = Field("squared_hinge", description="LIBLINEAR's loss")
     tol: float = Field(1e-4, gt=0, description="LIBLINEAR's stopping tolerance")
     max_iter: int = Field(1000, ge=1, description="LIBLINEAR's iteration limit")
-    fit_intercept: bool = True
+    fit_intercept: bool = Field(True, description="fit a bias term (LIBLINEAR's intercept)")
 
 
 def build_linearsvc(params: LinearSVCParams, problem):

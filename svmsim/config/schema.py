@@ -47,21 +47,33 @@ class ScheduleSection(SectionModel):
     default those move to the compiled loop once a run has spent a few seconds in Python rounds).
     """
 
-    kind: str = "auto"
-    clock: str = "poisson"
-    rate: float = Field(1.0, gt=0)
-    jitter: float = Field(0.0, ge=0, lt=1)
-    latency: Any = Field(0.01, validate_default=True, json_schema_extra=allowed_text(
+    kind: str = Field("auto", description="the scheduler: 'auto' (the algorithm's own), 'sync' (synchronous "
+                                          "rounds) or 'gossip' (asynchronous gossip on virtual time)")
+    clock: str = Field("poisson", description="gossip: every node's clock, 'poisson' (exponential gaps between "
+                                              "ticks) or 'periodic'")
+    rate: float = Field(1.0, gt=0, description="gossip: clock ticks per unit of virtual time")
+    jitter: float = Field(0.0, ge=0, lt=1, description="gossip, periodic clock: each tick's period is scaled by a "
+                                                       "factor drawn uniformly from [1 - jitter, 1 + jitter]")
+    latency: Any = Field(0.01, validate_default=True, description="gossip: the latency of a message in virtual "
+                                                                  "time, a number or a distribution",
+                         json_schema_extra=allowed_text(
         "a number >= 0, or a table {kind = ..., ...} with kind constant (value), uniform (low, high), exponential "
         "(mean) or lognormal (median, sigma)"))
-    bandwidth: float | None = Field(None, gt=0)
-    edge_spread: float = Field(0.0, ge=0)
-    round_time: float | None = Field(None, gt=0)
-    eval_time: float | None = Field(None, gt=0)
-    eval_messages: int | None = Field(None, ge=1)
-    max_time: float | None = Field(None, gt=0)
-    max_messages: int | None = Field(None, ge=1)
-    compiled: bool = True
+    bandwidth: float | None = Field(None, gt=0, description="gossip: bytes per unit of virtual time; a message's "
+                                                           "latency grows by its bytes / bandwidth (default: no "
+                                                           "such term)")
+    edge_spread: float = Field(0.0, ge=0, description="gossip: sigma of a fixed log-normal latency factor per edge "
+                                                      "(0: every edge alike)")
+    round_time: float | None = Field(None, gt=0, description="gossip: the virtual time of one ledger round and one "
+                                                            "metrics iteration (default: 1/rate)")
+    eval_time: float | None = Field(None, gt=0, description="gossip: virtual time between evaluation points "
+                                                           "(default: round_time)")
+    eval_messages: int | None = Field(None, ge=1, description="gossip: evaluate every this many messages instead "
+                                                             "(in-process engine)")
+    max_time: float | None = Field(None, gt=0, description="gossip: stop at this virtual time")
+    max_messages: int | None = Field(None, ge=1, description="gossip: stop after this many messages")
+    compiled: bool = Field(True, description="false forces the Python loop of either scheduler (same results, "
+                                             "slower)")
 
     @field_validator("kind")
     @classmethod
@@ -113,23 +125,36 @@ class FaultsSection(SectionModel):
     or straggler_nodes with straggler_factor; churn_rate, churn_downtime, churn_state; seed (default: the scenario's).
     """
 
-    drop: float = Field(0.0, ge=0, lt=1)
-    duplicate: float = Field(0.0, ge=0, lt=1)
-    delay: float = Field(0.0, ge=0, le=1)
-    delay_time: Any = Field(None, json_schema_extra=allowed_text(
+    drop: float = Field(0.0, ge=0, lt=1, description="the probability that a message is lost in the network "
+                                                     "(metered as dropped)")
+    duplicate: float = Field(0.0, ge=0, lt=1, description="the probability that a message that is not lost is "
+                                                          "delivered twice (both copies metered)")
+    delay: float = Field(0.0, ge=0, le=1, description="the probability that a message copy gets an extra delay "
+                                                      "drawn from delay_time (gossip only)")
+    delay_time: Any = Field(None, description="the distribution of the extra delay", json_schema_extra=allowed_text(
         "a number >= 0, or a table {kind = ..., ...} with kind constant, uniform, exponential or lognormal"))
-    crash: float = Field(0.0, ge=0, le=1)
-    crash_nodes: list[int] = Field(default_factory=list)
-    crash_time: float = Field(0.0, ge=0)
-    recover_time: float | None = Field(None, gt=0)
-    recover_state: bool = True
-    stragglers: float = Field(0.0, ge=0, le=1)
-    straggler_nodes: list[int] = Field(default_factory=list)
-    straggler_factor: float = Field(4.0, ge=1)
-    churn_rate: float = Field(0.0, ge=0)
-    churn_downtime: float = Field(1.0, gt=0)
-    churn_state: bool = True
-    seed: int | None = Field(None, ge=0)
+    crash: float = Field(0.0, ge=0, le=1, description="the fraction of the nodes (chosen by the fault seed) that go "
+                                                      "down at crash_time")
+    crash_nodes: list[int] = Field(default_factory=list, description="the nodes that go down at crash_time "
+                                                                     "(instead of a fraction)")
+    crash_time: float = Field(0.0, ge=0, description="when the crashed nodes go down (virtual time; synchronous "
+                                                     "rounds: the round index)")
+    recover_time: float | None = Field(None, gt=0, description="when the crashed nodes come back (default: never)")
+    recover_state: bool = Field(True, description="crashed nodes come back with their state (false: restarted from "
+                                                  "their initial state; gossip only)")
+    stragglers: float = Field(0.0, ge=0, le=1, description="the fraction of the nodes whose clocks run "
+                                                           "straggler_factor times slower (gossip only)")
+    straggler_nodes: list[int] = Field(default_factory=list, description="the straggling nodes (instead of a "
+                                                                         "fraction; gossip only)")
+    straggler_factor: float = Field(4.0, ge=1, description="how many times slower a straggler's clock runs")
+    churn_rate: float = Field(0.0, ge=0, description="every node leaves after an exponential up-time of mean "
+                                                     "1/churn_rate (0: no churn)")
+    churn_downtime: float = Field(1.0, gt=0, description="the mean of the exponential time a leaving node stays "
+                                                         "away")
+    churn_state: bool = Field(True, description="a node rejoins with its state (false: restarted from its initial "
+                                                "state; gossip only)")
+    seed: int | None = Field(None, ge=0, description="the seed of the fault model's random choices (default: the "
+                                                     "scenario's seed)")
 
     @field_validator("delay_time", mode="before")
     @classmethod
@@ -173,9 +198,10 @@ class Scenario(SectionModel):
     in), suitable for :func:`dump_toml` or ``json.dumps``.
     """
 
-    name: str
-    description: str = ""
-    seed: int = Field(0, ge=0)
+    name: str = Field(description="the scenario's name: run directories are named after it")
+    description: str = Field("", description="free text saying what the experiment is")
+    seed: int = Field(0, ge=0, description="the seed of every random choice of the run (data, partition, topology, "
+                                           "algorithm, faults)")
     data: DataSection
     partition: PartitionSection = _optional_section()
     topology: TopologySection = _optional_section()

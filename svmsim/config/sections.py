@@ -38,27 +38,52 @@ def allowed_text(text: str) -> dict[str, str]:
 class DataSection(SectionModel):
     """``[data]``: the data set, its test set and, for synthetic data, the generator's parameters."""
 
-    name: str = Field(min_length=1, json_schema_extra=allowed_text(
+    name: str = Field(min_length=1, description="the training set: a LIBSVM set read by name from the data "
+                                                "directory, a path to a LIBSVM file, a built-in set, or 'synthetic' "
+                                                "(generated, see kind)", json_schema_extra=allowed_text(
         f"a data set in the data directory, a file path, {', '.join(map(repr, BUILTIN_DATASETS))} or 'synthetic'"))
-    data_dir: str | None = Field(None, min_length=1, json_schema_extra=allowed_text("a directory path"))
-    test: str = Field("auto", json_schema_extra=allowed_text("'auto', 'none', or a test set name or path"))
-    holdout: float | None = Field(None, gt=0, lt=1)
-    positive_label: int | float | None = None
-    n_features: int | None = Field(None, ge=1)
-    scale: str = Field("none", json_schema_extra=allowed_text(
+    data_dir: str | None = Field(None, min_length=1, description="the directory LIBSVM sets are read from by name "
+                                 "(plain, .xz, .bz2 or .gz files); default: $SVMSIM_DATA_DIR",
+                                 json_schema_extra=allowed_text("a directory path"))
+    test: str = Field("auto", description="the test set: 'auto' reads <name>.t beside the training file when there "
+                                          "is one, 'none' gives no test set; otherwise a set name or a path",
+                      json_schema_extra=allowed_text("'auto', 'none', or a test set name or path"))
+    holdout: float | None = Field(None, gt=0, lt=1, description="split a random test set of this fraction off the "
+                                                               "training data (seeded by the scenario's seed), "
+                                                               "instead of reading a test set")
+    positive_label: int | float | None = Field(None, description="the raw label that becomes +1 (every other label "
+                                                                 "becomes -1); needed for a file whose labels are "
+                                                                 "not -1/+1 and whose set has no built-in positive "
+                                                                 "label")
+    n_features: int | None = Field(None, ge=1, description="the number of features of the training and the test "
+                                                          "set (default: the larger of the two files')")
+    scale: str = Field("none", description="feature scaling, fitted on the training set (after a holdout split) "
+                                           "and applied to the test set as well", json_schema_extra=allowed_text(
         "a feature scaling: " + ", ".join(f"'{k}' ({v})" for k, v in SCALINGS.items())))
     # synthetic data only
-    kind: str | None = None
-    n: int | None = Field(None, ge=2)
-    d: int | None = Field(None, ge=1)
-    beta: float | None = Field(None, ge=0, le=1)
-    flip_band: float | None = Field(None, ge=0, le=1)
-    density: float | None = Field(None, gt=0, le=1)
-    zero_plane: bool | None = None
-    positive_class: int | None = Field(None, ge=0, le=9)
-    noise: float | None = Field(None, ge=0, le=1)
-    positive_fraction: float | None = Field(None, gt=0, lt=1)
-    max_norm: float | None = Field(None, ge=1)
+    kind: str | None = Field(None, description="synthetic data: the generator (default 'separable'); each kind "
+                                               "takes the keys listed with it")
+    n: int | None = Field(None, ge=2, description="synthetic data: the number of points")
+    d: int | None = Field(None, ge=1, description="synthetic data: the number of features")
+    beta: float | None = Field(None, ge=0, le=1, description="synthetic data: the smallest distance of a point to the "
+                                                            "random plane, as a fraction of the largest (the "
+                                                            "classes are separated by a slab of width 2*beta*D)")
+    flip_band: float | None = Field(None, ge=0, le=1, description="synthetic data: points closer to the plane than "
+                                                                 "this get a random label (sparse_nonseparable: "
+                                                                 "relative to the largest distance)")
+    density: float | None = Field(None, gt=0, le=1, description="synthetic data: the fraction of non-zero features "
+                                                               "of a row (round(density*d), at least 1)")
+    zero_plane: bool | None = Field(None, description="synthetic data: add the zero plane (paper 004's corrected "
+                                                      "instance, optimum 0 at w = 0); false leaves it out (optimum "
+                                                      "below 0)")
+    positive_class: int | None = Field(None, ge=0, le=9, description="synthetic data: the digit class labelled +1 "
+                                                                    "(the other nine are -1)")
+    noise: float | None = Field(None, ge=0, le=1, description="synthetic data: the standard deviation of the "
+                                                             "Gaussian noise added to every pixel")
+    positive_fraction: float | None = Field(None, gt=0, lt=1, description="synthetic data: the fraction of the "
+                                                                         "points in the +1 class")
+    max_norm: float | None = Field(None, ge=1, description="synthetic data: every row is scaled by a factor drawn "
+                                                          "uniformly from [1, max_norm]")
 
     @field_validator("name", "data_dir", "test", mode="before")
     @classmethod
@@ -152,9 +177,12 @@ class PartitionSection(SectionModel):
 
     model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
 
-    scheme: str = "iid"
-    skew: float | None = Field(None, ge=0, le=1)
-    alpha: float | None = Field(None, gt=0)
+    scheme: str = Field("iid", description="the partition scheme: a built-in one or one of a plugin (entry-point "
+                                           "group svmsim.partitions), whose own keys sit next to scheme")
+    skew: float | None = Field(None, ge=0, le=1, description="label_skew: the fraction of every part reserved for "
+                                                            "its dominant class")
+    alpha: float | None = Field(None, gt=0, description="unequal: the Dirichlet concentration of the part sizes "
+                                                       "(smaller: more unequal sizes)")
 
     @field_validator("scheme")
     @classmethod
@@ -224,8 +252,9 @@ class TopologySection(SectionModel):
     In the file the parameters sit next to ``kind``: ``[topology] kind = "grid"  rows = 4``.
     """
 
-    kind: str = "star"
-    params: dict[str, Any] = Field(default_factory=dict)
+    kind: str = Field("star", description="the graph the nodes communicate over; the kind's parameters sit next to "
+                                          "kind in the same table")
+    params: dict[str, Any] = Field(default_factory=dict, description="the kind's parameters, defaults filled in")
 
     @model_validator(mode="before")
     @classmethod
@@ -348,8 +377,10 @@ class AlgorithmSection(SectionModel):
     installed): it is looked for in the scenario file's folder, then on ``sys.path``.
     """
 
-    name: str
-    module: str | None = None
+    name: str = Field(description="a registered algorithm (built in, installed as a plugin, or registered by "
+                                  "module); its parameters sit next to name")
+    module: str | None = Field(None, description="a Python module that registers the algorithm when imported, "
+                                                 "looked for in the scenario file's folder, then on sys.path")
     params: Any  # an instance of the algorithm's Params model (validated in _resolve)
 
     @model_validator(mode="before")
@@ -448,16 +479,24 @@ class StopSection(SectionModel):
     A round or communication budget that runs out in the middle of a synchronous iteration lets that iteration
     finish (its messages are metered), so the final state is a whole iterate."""
 
-    max_iterations: int | None = Field(None, ge=1)
-    max_rounds: int | None = Field(None, ge=1)
-    max_scalars: int | None = Field(None, ge=1)
-    max_seconds: float | None = Field(None, gt=0)
-    gap: float | None = Field(None, gt=0, lt=1)
+    max_iterations: int | None = Field(None, ge=1, description="stop after this many iterations (gossip: rounds of "
+                                                              "virtual time)")
+    max_rounds: int | None = Field(None, ge=1, description="stop after this many communication rounds (gossip: "
+                                                          "rounds of virtual time)")
+    max_scalars: int | None = Field(None, ge=1, description="stop once this many scalars have been sent (the "
+                                                           "ledger's count)")
+    max_seconds: float | None = Field(None, gt=0, description="stop after this many seconds of wall-clock time")
+    gap: float | None = Field(None, gt=0, lt=1, description="stop at the first evaluation point whose certified "
+                                                           "relative gap (rel_gap) is at most this")
     # paper 000's practical rule (section 5): stop when the objective changed by less than this between two
     # consecutive evaluation points; not certified, so not the default
-    objective_change: float | None = Field(None, gt=0)
+    objective_change: float | None = Field(None, gt=0, description="stop when the objective changed by less than "
+                                                                  "this between two consecutive evaluation points "
+                                                                  "(paper 000's practical rule; not certified)")
     # any metric the algorithm reports, at or below a threshold at an evaluation point, e.g. {rel_dual = 1e-3}
-    below: dict[str, float] | None = Field(None, json_schema_extra=allowed_text(
+    below: dict[str, float] | None = Field(None, description="stop when a named metric is at or below its "
+                                                            "threshold at an evaluation point",
+                                           json_schema_extra=allowed_text(
         "a table of metric names (columns of metrics.csv) and thresholds, e.g. {rel_dual = 1e-3}"))
 
     @field_validator("below")
@@ -482,10 +521,12 @@ class StopSection(SectionModel):
 class LinkOverride(SectionModel):
     """One ``[[network.links]]`` entry: the link between nodes a and b (both directions)."""
 
-    a: int = Field(ge=0)
-    b: int = Field(ge=0)
-    latency: float | None = Field(None, ge=0)
-    bandwidth: float | None = Field(None, gt=0)
+    a: int = Field(ge=0, description="one end of the link (a node id)")
+    b: int = Field(ge=0, description="the other end of the link (a node id)")
+    latency: float | None = Field(None, ge=0, description="seconds per message on this link (default: [network] "
+                                                         "latency)")
+    bandwidth: float | None = Field(None, gt=0, description="bytes per second of this link (default: [network] "
+                                                           "bandwidth)")
 
 
 class NetworkSection(SectionModel):
@@ -498,8 +539,11 @@ class NetworkSection(SectionModel):
     bandwidth: float = Field(1.25e9, gt=0, description="beta: bytes per second of a link (1.25e9: 10 Gbit/s)")
     compute_rate: float = Field(1e9, gt=0, description="operations per second of a node (the work its program "
                                                        "declares per step)")
-    links: list[LinkOverride] = Field(default_factory=list)
-    compute: str = Field("count", json_schema_extra=allowed_text(
+    links: list[LinkOverride] = Field(default_factory=list, description="links whose latency or bandwidth differ "
+                                                                        "from the defaults: [[network.links]] "
+                                                                        "entries with keys a, b, latency, bandwidth")
+    compute: str = Field("count", description="how the compute time of a step is modelled",
+                         json_schema_extra=allowed_text(
         "'count' (the work each step declares / compute_rate) or 'measured' (each node's step timed in this "
         "process; in-process engine only)"))
 
@@ -523,12 +567,16 @@ class NetworkSection(SectionModel):
 class OutputSection(SectionModel):
     """``[output]``: where results go and what is produced."""
 
-    dir: str = Field("runs", min_length=1, json_schema_extra=allowed_text("a directory path"))
-    run_dir: str | None = Field(None, min_length=1, json_schema_extra=allowed_text("a directory path"))
-    eval_every: int = Field(1000, ge=1)
-    plots: bool = True
-    progress: bool = True
-    overwrite: bool = False
+    dir: str = Field("runs", min_length=1, description="the folder run directories are written in, as "
+                                                       "<dir>/<name>-<seed>-<timestamp>",
+                     json_schema_extra=allowed_text("a directory path"))
+    run_dir: str | None = Field(None, min_length=1, description="the exact run directory (instead of one in dir)",
+                                json_schema_extra=allowed_text("a directory path"))
+    eval_every: int = Field(1000, ge=1, description="iterations between evaluation points (rows of metrics.csv) of "
+                                                    "synchronous rounds and single-machine solvers")
+    plots: bool = Field(True, description="draw the run's figures into the run directory")
+    progress: bool = Field(True, description="show a progress bar (svmsim run --no-progress or --quiet turn it off)")
+    overwrite: bool = Field(False, description="replace an existing run directory of the same path")
 
     @field_validator("dir", "run_dir", mode="before")
     @classmethod
