@@ -1,7 +1,9 @@
-"""The documentation: the site builds strictly (no broken link, no missing page, no warning) and the README keeps
-its promises (short, the two set-up commands first)."""
+"""The documentation: the site builds strictly (no broken link, no missing page, no warning), the README keeps
+its promises (short, the two set-up commands first), and the reference pages are what the code generates
+(tools/gen_reference.py), with a description for every scenario key and algorithm parameter."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -81,9 +83,104 @@ def test_the_site_builds_strictly_without_warnings(tmp_path):
     assert "svmsim" in index
     # every page of the navigation was written, and the generated results the paper pages show are in the site
     for page in ("getting-started/quickstart", "concepts/meter-and-ledger", "howto/write-an-algorithm",
-                 "papers/paper000", "performance", "development"):
+                 "papers/paper000", "performance", "development", "reference/scenario", "reference/algorithms",
+                 "reference/cli", "reference/api"):
         assert (site / f"{page}.html").exists() or (site / page / "index.html").exists(), page
     assert (site / "paper000" / "slope_eps_cost_vs_eps.png").exists()
     # the hook filled in the table of benchmark result files
     performance = (site / "performance" / "index.html").read_text(encoding="utf-8")  # performance/index.md
     assert "benchmark-results" not in performance and "gossip_scale.json" in performance
+    # the Python API page was rendered from the docstrings (mkdocstrings), not left as ::: directives
+    api = (site / "reference" / "api.html").read_text(encoding="utf-8")
+    assert ":::" not in api and 'id="svmsim.api.NodeProgram"' in api and 'id="svmsim.conformance.yield_checks"' in api
+
+
+# -- the reference pages generated from the code (tools/gen_reference.py) ---------------------------------------
+
+REFERENCE = ROOT / "docs" / "reference"
+
+
+@pytest.fixture(scope="module")
+def gen_reference():
+    spec = importlib.util.spec_from_file_location("gen_reference", ROOT / "tools" / "gen_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def generated(gen_reference) -> dict[str, str]:
+    return gen_reference.pages()
+
+
+def test_the_committed_reference_pages_are_what_the_code_generates(gen_reference, generated, tmp_path):
+    written = gen_reference.write(tmp_path)
+    assert sorted(p.name for p in written) == sorted(gen_reference.PAGES)
+    stale = [name for name, text in generated.items()
+             if not (REFERENCE / name).exists() or (REFERENCE / name).read_text(encoding="utf-8") != text]
+    assert not stale, (f"docs/reference/{', '.join(stale)} differ from what the code generates; "
+                       "run: python tools/gen_reference.py")
+    for path in written:                                       # deterministic: a second generation is the same
+        assert path.read_text(encoding="utf-8") == generated[path.name]
+
+
+def test_the_check_names_a_stale_page_and_exits_1(gen_reference, tmp_path, capsys):
+    gen_reference.write(tmp_path)
+    assert gen_reference.main(["--check", "--out", str(tmp_path)]) == 0
+    page = tmp_path / "scenario.md"
+    page.write_text(page.read_text(encoding="utf-8").replace("| `\"star\"` |", "| `\"ring\"` |"), encoding="utf-8")
+    (tmp_path / "cli.md").unlink()
+    assert gen_reference.main(["--check", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert str(page) in err and str(tmp_path / "cli.md") in err and "algorithms.md" not in err
+
+
+def _rows_by_anchor(text: str) -> dict[str, dict[str, list[str]]]:
+    """anchor of the heading above -> key -> the cells of its table row."""
+    out: dict[str, dict[str, list[str]]] = {}
+    anchor = ""
+    for line in text.splitlines():
+        m = re.match(r"^#+ .*\{#([A-Za-z0-9_.+-]+)\}\s*$", line)
+        if m:
+            anchor = m[1]
+            continue
+        m = re.match(r"^\| <code[^>]*>([^<]+)</code>", line)
+        if m:
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            out.setdefault(anchor, {})[m[1]] = cells
+    return out
+
+
+def test_every_scenario_key_and_algorithm_parameter_is_on_the_pages_with_a_description(gen_reference, generated):
+    from svmsim.algorithms.registry import load_all
+
+    scenario = _rows_by_anchor(generated["scenario.md"])
+    keys = gen_reference.scenario_keys()
+    assert {"", "data", "partition", "topology", "engine", "algorithm", "stop", "output", "schedule", "faults",
+            "network", "network.links", "topology.grid", "partition.label_skew", "data.separable"} <= set(keys)
+    missing = []
+    for group, names in keys.items():
+        anchor = "top-level" if not group else group.replace(".", "-").replace("_", "-")
+        rows = scenario.get(anchor, {})
+        for name in names:
+            if name not in rows or not rows[name][-1]:
+                missing.append(f"[{group or 'top level'}] {name}")
+    algorithms = _rows_by_anchor(generated["algorithms.md"])
+    for name, info in load_all().items():
+        if not info.module.startswith("svmsim."):
+            continue
+        for key, field in info.Params.model_fields.items():
+            row = algorithms.get(name, {}).get(field.alias or key)
+            if row is None or not row[-1]:
+                missing.append(f"[algorithm] {name}: {key}")
+    assert not missing, "keys without a description on the reference pages:\n" + "\n".join(missing)
+
+
+def test_every_command_is_on_the_cli_page(generated):
+    from svmsim.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    page = generated["cli.md"]
+    for name in commands:
+        assert f"## `svmsim {name}` {{#{name}}}" in page and f"usage: svmsim {name}" in page, name
