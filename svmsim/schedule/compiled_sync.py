@@ -53,6 +53,16 @@ STEP_ERROR = 8       # a program reported a protocol error: error_info = (group,
 OVERFULL = 9         # a step wrote more messages than its kernel's max_out: error_info = (group, count, -1)
 UNHOSTED = 10        # a message to a node that no group hosts: error_info = (tag, src, dst)
 
+#: the compiled loop's limits (-1: none) and its state, one record each (the loop updates the state in place)
+LOOP_LIMITS = np.dtype([("max_rounds", np.int64), ("max_scalars", np.int64), ("max_iterations", np.int64),
+                        ("observe_every", np.int64)])
+LOOP_STATE = np.dtype([("round", np.int64), ("iteration", np.int64), ("scalars", np.int64),
+                       ("n_round_log", np.int64), ("n_iteration_log", np.int64), ("done", np.int64),
+                       ("swapped", np.int64)])
+#: one round's metered totals, and what its steps reported (an ended iteration, or -1; done; pause)
+ROUND_COUNTS = np.dtype([("messages", np.int64), ("scalars", np.int64), ("bytes", np.int64)])
+ROUND_SIGNALS = np.dtype([("iteration", np.int64), ("done", np.int64), ("pause", np.int64)])
+
 # how a payload entry of a tag is stored in flight (the compiled loop's buffers hold float64): as it is, rounded to
 # float32, or truncated to an integer, as `kernel_step` casts a Python-path payload to the tag's dtype
 _AS_IS, _AS_FLOAT32, _AS_INT = 0, 1, 2
@@ -225,9 +235,10 @@ def _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, x_tag, x_src
         by_tag[t, 0] += 1
         by_tag[t, 1] += sc
         by_tag[t, 2] += by
-        counters[0] += 1
-        counters[1] += sc
-        counters[2] += by
+        counts = counters[0]
+        counts.messages += 1
+        counts.scalars += sc
+        counts.bytes += by
         if timed:
             clock_message(clock, s, d, e, float(by))
         dg = node_group[d]
@@ -268,13 +279,17 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
     entry per distinct step (and arrays type); group g runs the step of entry ``kind_of[g]`` on the entry's arrays
     ``[slot_of[g]]`` (`_loop` compiles this source with the `_STEP_OF_KIND` line written out as direct calls).
     a_*: the mail (and wake flags) in flight; b_*: scratch for the next round (the two swap after each round).
-    limits: [max_rounds, max_scalars, max_iterations, observe_every] (-1: none). state: [round, iteration,
-    scalars, n_round_log, n_iteration_log, done at the boundary, 1 if the mail now lives in b_*] (updated).
+    limits: one `LOOP_LIMITS` record (-1: no limit). state: one `LOOP_STATE` record, updated in place (round,
+    iteration, scalars so far, rows used in the round and iteration logs, done at the boundary, 1 if the mail now
+    lives in b_*).
     clock: a `cluster_time.ClockState` (its `on` False when no modelled time is kept): a stepped group's
     members (group_nodes[group_ptr[g]:group_ptr[g + 1]]) compute for their step's declared work
     (`_WORK_OF_KIND`, or `no_work`), and the round's messages then cross the links (`clock_round`).
     Returns why it stopped."""
-    max_rounds, max_scalars, max_iterations, observe_every = limits[0], limits[1], limits[2], limits[3]
+    lim = limits[0]
+    max_rounds, max_scalars, max_iterations, observe_every = (lim.max_rounds, lim.max_scalars, lim.max_iterations,
+                                                              lim.observe_every)
+    st = state[0]
     kinds = _borrowed(kinds)
     (a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay, b_n, b_wake, node_group, widths, itemsizes,
      rules, edges, ptr, nbr, lookup, by_tag, o_tag, o_src, o_dst, o_pay, round_log, iteration_log) = _borrowed(
@@ -283,29 +298,33 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
          iteration_log))
     clock = _borrowed(clock)
     timed = clock.on[0]
-    counters = np.zeros(3, np.int64)
-    res = np.zeros(4, np.int64)
+    # this round's messages, scalars and bytes, and what its steps reported; read and written as counters[0].x and
+    # signals[0].x: a record taken out once would point into the array after numba has let the array go
+    counters = np.zeros(1, ROUND_COUNTS)
+    signals = np.zeros(1, ROUND_SIGNALS)
     stepped = np.zeros(3, np.int64)         # (n_out, iteration, flags) of the last step
     settle = False
     while True:
-        round_ = state[0]
+        round_ = st.round
         if not settle:
             pending = a_n.sum() > 0 or a_wake.any()
             if max_rounds >= 0 and round_ >= max_rounds and pending:
                 return ROUNDS
             if not pending:
                 return QUIESCENT
-            if state[3] + 2 > round_log.shape[0] or state[4] >= iteration_log.shape[0]:
+            if st.n_round_log + 2 > round_log.shape[0] or st.n_iteration_log >= iteration_log.shape[0]:
                 return FLUSH
         b_n[:] = 0
         if settle:
             b_wake[:] = a_wake        # a settle round leaves the woken groups for the round after
         else:
             b_wake[:] = False
-        counters[:] = 0
-        res[1] = -1
-        res[2] = 0
-        res[3] = 0
+        counters[0].messages = 0
+        counters[0].scalars = 0
+        counters[0].bytes = 0
+        signals[0].iteration = -1
+        signals[0].done = 0
+        signals[0].pause = 0
         for g in range(n_groups):        # step the groups with mail (and the woken ones) in gid order
             n_in = a_n[g]
             if not (n_in > 0 or (a_wake[g] and not settle)):
@@ -336,57 +355,57 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
             if bad >= 0:
                 return bad
             if it >= 0:
-                res[1] = it
+                signals[0].iteration = it
             if flags & KERNEL_WAKE:
                 b_wake[g] = True
             if flags & KERNEL_DONE:
-                res[2] = 1
+                signals[0].done = 1
             if flags & KERNEL_PAUSE:
-                res[3] = 1
+                signals[0].pause = 1
         if timed:
             clock_round(clock)
-        if counters[0] > 0:
-            k = state[3]
+        if counters[0].messages > 0:
+            k = st.n_round_log
             round_log[k, 0] = round_
-            round_log[k, 1] = counters[0]
-            round_log[k, 2] = counters[1]
-            round_log[k, 3] = counters[2]
-            state[3] = k + 1
-            state[2] += counters[1]
+            round_log[k, 1] = counters[0].messages
+            round_log[k, 2] = counters[0].scalars
+            round_log[k, 3] = counters[0].bytes
+            st.n_round_log = k + 1
+            st.scalars += counters[0].scalars
         # the next round's mail is the scratch: swap the buffers (the caller swaps its two `CompiledMail`s
-        # when state[6] says an odd number of swaps happened)
+        # when state.swapped says an odd number of swaps happened)
         a_tag, b_tag = b_tag, a_tag
         a_src, b_src = b_src, a_src
         a_dst, b_dst = b_dst, a_dst
         a_pay, b_pay = b_pay, a_pay
         a_n, b_n = b_n, a_n
         a_wake, b_wake = b_wake, a_wake
-        state[6] = 1 - state[6]
-        state[0] = round_ + 1
+        st.swapped = 1 - st.swapped
+        st.round = round_ + 1
         if settle:
             return BOUNDARY
-        if max_scalars >= 0 and state[2] >= max_scalars:
+        if max_scalars >= 0 and st.scalars >= max_scalars:
             return COMMUNICATION
-        completed = res[1]
-        done = res[2] != 0
+        completed = signals[0].iteration
+        done = signals[0].done != 0
         if completed < 0:
             if done:
                 return DONE
-            if res[3] != 0:
+            if signals[0].pause != 0:
                 return PAUSE
             continue
-        state[1] = completed
-        iteration_log[state[4], 0] = completed
-        iteration_log[state[4], 1] = round_
-        state[4] += 1
+        st.iteration = completed
+        iteration_log[st.n_iteration_log, 0] = completed
+        iteration_log[st.n_iteration_log, 1] = round_
+        st.n_iteration_log += 1
         last = (max_iterations >= 0 and completed >= max_iterations) or done
-        state[5] = 1 if done else 0
+        st.done = 1 if done else 0
         if (observe_every > 0 and completed % observe_every == 0) or last:
             if a_n.sum() == 0:
                 return BOUNDARY
             settle = True                   # one settle round: only the groups with mail, then the observer
             continue
-        if res[3] != 0:
+        if signals[0].pause != 0:
             return PAUSE
 
 
@@ -576,9 +595,12 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
     out_dst = np.zeros(room, np.int64)
     out_payload = np.zeros((room, width))
     none = -1
-    limits = np.array([none if max_rounds is None else max_rounds, none if max_scalars is None else max_scalars,
-                       none if max_iterations is None else max_iterations, observe_every or 0], np.int64)
-    state = np.array([round_, iteration, meter.scalars, 0, 0, 0, 0], np.int64)
+    limits = np.zeros(1, LOOP_LIMITS)
+    limits[0] = (none if max_rounds is None else max_rounds, none if max_scalars is None else max_scalars,
+                 none if max_iterations is None else max_iterations, observe_every or 0)
+    state = np.zeros(1, LOOP_STATE)
+    state[0] = (round_, iteration, meter.scalars, 0, 0, 0, 0)
+    st = state[0]
     error_info = np.full(3, -1, np.int64)
     kinds, kind_of, slot_of, work_slots = _kinds(kernels)
     steps = _importable_steps(kinds)
@@ -602,8 +624,8 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
             meter.n_nodes, widths, itemsizes, rules, bool(rules.any()), buffers.edges, buffers.ptr, buffers.nbr,
             buffers.lookup, buffers.by_tag, out_tag, out_src, out_dst, out_payload, buffers.rounds, buffers.iterations,
             limits, state, error_info, max_outs, clock_state, group_ptr, members, _NO_WORK)
-    meter.absorb(buffers, tags, int(state[3]), int(state[4]))
-    if state[6]:
+    meter.absorb(buffers, tags, int(st["n_round_log"]), int(st["n_iteration_log"]))
+    if st["swapped"]:
         mail.swap(scratch)
     if status == BAD_EDGE:
         t, s, d = (int(x) for x in error_info)
@@ -618,4 +640,4 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
     if status == STEP_ERROR:
         k = kernels[int(error_info[0])]
         raise ProtocolError(k.error() if k.error is not None else "a compiled step reported an error")
-    return int(status), int(state[0]), int(state[1]), bool(state[5])
+    return int(status), int(st["round"]), int(st["iteration"]), bool(st["done"])
