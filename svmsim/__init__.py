@@ -4,7 +4,8 @@
     result = svmsim.run("scenarios/quickstart.toml")          # or a dict, or a Scenario
     result.metrics[-1]["rel_gap"], result.ledger.totals
 
-See README.md for the command line (`svmsim run | validate | list`).
+The command line: `svmsim run | sweep | validate | check | list` (`svmsim --help`); algorithms of one's own:
+`svmsim.api`.
 """
 from .errors import (DataError, InfeasibleParameterError, ProtocolError, ScenarioError, SvmsimError,
                      TopologyError)

@@ -1,4 +1,5 @@
-"""Mutation testing of svmsim's core (README "Mutation testing"): figures per module, and a quick re-check.
+"""Mutation testing of svmsim's core (docs/development/mutation-testing.md): figures per module, and a quick
+re-check.
 
     mutmut run                                   # all mutants of [tool.mutmut] only_mutate (over an hour on 2 cores)
     python tools/mutation.py summary             # per module: mutants, killed, survived, no test, marked equivalent
@@ -41,7 +42,7 @@ STATUS = {"killed": "killed", "timeout": "timeout", "survived": "survived", "no 
 def _results(all_: bool = True) -> list[tuple[str, str, str]]:
     """(module, mutant, status) for every mutant mutmut knows."""
     if not (ROOT / "mutants").is_dir():
-        sys.exit("no mutants/ folder: run `mutmut run` first (README, \"Mutation testing\")")
+        sys.exit("no mutants/ folder: run `mutmut run` first (docs/development/mutation-testing.md)")
     r = subprocess.run(["mutmut", "results", "--all", "true" if all_ else "false"], cwd=ROOT, capture_output=True,
                        text=True, check=False)
     if r.returncode != 0:
