@@ -325,3 +325,30 @@ def test_stop_below_an_unknown_metric_is_refused_and_leaves_no_run_dir(tmp_path)
     assert "[stop] below names metric 'rel_dul', which algorithm 'bqo-e' does not report; allowed:" in said
     assert "rel_dual" in said
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.parametrize("k, shape", [(4, (2, 2)), (5, (1, 5)), (6, (2, 3))])
+def test_bqo_e_runs_unchanged_on_the_torus(k, shape):
+    """The 2D-torus all-reduce on a periodic grid (picked by auto there): the ledger equals the declared count
+    (2(d + 4)(2K - r - c) scalars per iteration) and the objective is the star's within 1e-9 relative after the
+    same iterations (the sums are the same numbers added in another order: not bit for bit)."""
+    r, c = shape
+    d = 13                                                    # heart_scale
+    torus = _scenario("bqo-e", workers=k)
+    torus["topology"] = {"kind": "grid", "periodic": True}
+    torus["stop"] = {"max_iterations": 12}
+    res = svmsim.run(torus, write=False)
+    assert res.summary["algorithm_info"]["allreduce"] == "torus"
+    assert res.summary["algorithm_info"]["scalars_per_iteration"] == 2 * (d + 4) * (2 * k - r - c)
+    assert res.summary["ledger_matches_declared"] is True
+    assert res.ledger.totals["scalars"] == res.summary["declared_scalars"]
+    star = svmsim.run({**_scenario("bqo-e", workers=k, allreduce="star"), "stop": {"max_iterations": 12}},
+                      write=False)
+    assert res.final["iteration"] == star.final["iteration"]
+    for key in ("primal", "dual", "objective"):
+        assert abs(res.final[key] - star.final[key]) <= 1e-9 * abs(star.final[key])
+    if k == 6:                 # the plain grid of 2 x 3 lacks the row's wrap-around link 0-2
+        with pytest.raises(TopologyError, match=r"torus all-reduce over 6 workers needs the link 0-2 .* which the "
+                                                r"grid topology lacks"):
+            svmsim.run({**_scenario("bqo-e", workers=6, allreduce="torus"), "topology": {"kind": "grid"}},
+                       write=False)

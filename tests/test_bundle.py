@@ -422,3 +422,23 @@ def test_band_certificate_is_refused_where_it_does_not_apply(data_env):
         run({"name": "t", "data": {"name": "synthetic", "kind": "bmrm_lower_bound", "d": 16},
              "algorithm": {"name": "pragam", "lam": 1.0, "band_certificate": True},
              "stop": {"max_iterations": 5}}, write=False, progress=False)
+
+
+def test_pragam_runs_unchanged_on_the_torus():
+    """Pragam over 6 workers on a periodic 2 x 3 grid with the 2D-torus all-reduce: the ledger equals the declared
+    count (2w(2K - r - c) scalars per iteration, w the all-reduce's width), and the objective and iterate are the star's within 1e-9
+    relative after the same iterations (the same numbers summed in another order)."""
+    k, r, c = 6, 2, 3
+    raw = {"name": "torus", "seed": 0, "data": {"name": "heart_scale"},
+           "topology": {"kind": "grid", "periodic": True},
+           "algorithm": {"name": "pragam", "lam": 1e-2, "workers": k, "allreduce": "torus"},
+           "stop": {"max_iterations": 60}, "output": {"eval_every": 20, "progress": False}}
+    torus = run(raw, write=False)
+    info = torus.summary["algorithm_info"]
+    assert info["allreduce"] == "torus"
+    assert info["scalars_per_iteration"] == 2 * info["allreduce_width"] * (2 * k - r - c)
+    assert torus.summary["ledger_matches_declared"] is True
+    star = run({**raw, "topology": {"kind": "complete"}}, write=False, overrides={"algorithm.allreduce": "star"})
+    assert torus.final["iteration"] == star.final["iteration"]
+    assert abs(torus.final["objective"] - star.final["objective"]) <= 1e-9 * abs(star.final["objective"])
+    np.testing.assert_allclose(torus.model["w_last"], star.model["w_last"], rtol=1e-9, atol=1e-12)

@@ -1,4 +1,4 @@
-"""Collectives over star, ring and tree: every node ends with the exact sum (in the documented order) or the
+"""Collectives over every registered pattern (star, ring, tree, binomial, torus): every node ends with the exact sum (in the documented order) or the
 gathered vector, the ledger equals the plan's closed-form counts, the results do not depend on how the nodes are
 grouped onto hosts or on the loop (Python or compiled), and bad configurations are refused clearly."""
 from __future__ import annotations
@@ -10,6 +10,8 @@ import pytest
 from svmsim.algorithms.collective import CollectiveProgram
 from svmsim.comm import Meter
 from svmsim.comm.collectives import OPS, PATTERNS, _simulate, collective_reset, plan
+from svmsim.comm.patterns import get_pattern
+from svmsim.comm.patterns.torus import torus_shape
 from svmsim.engine import InProcessEngine
 from svmsim.engine.base import split_roles
 from svmsim.errors import ProtocolError
@@ -22,6 +24,8 @@ D = 37
 
 
 def _topology(pattern, k):
+    if pattern == "torus":
+        return build_topology("grid", k, periodic=True)
     if pattern == "ring":
         return build_topology("ring" if k >= 3 else "line", k)
     if pattern == "binomial":
@@ -62,9 +66,12 @@ def _sequential(rows):
     return acc
 
 
+#: every operation of every registered pattern
+PATTERN_OPS = [(pattern, op) for pattern in PATTERNS for op in OPS if op in get_pattern(pattern).ops]
+
+
 @pytest.mark.parametrize("k", [1, 2, 3, 16])
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize("pattern, op", PATTERN_OPS)
 def test_collective_results_and_ledger(pattern, op, k):
     p = plan(op, pattern, np.arange(k), D)
     values = _values(k)
@@ -169,7 +176,7 @@ def test_the_binomial_tree(k):
     height = max(bin(h).count("1") for h in range(k))
     assert p.height() == height and p.rounds() == 2 * height
     assert p.messages() == 2 * (k - 1) and p.scalars() == 2 * (k - 1) * d
-    tall = p._heights()
+    tall = p.heights()
     assert list(p.children[0]) == sorted(p.children[0], key=lambda c: (-tall[c], -c))
     cube = build_topology("hypercube", k)
     assert all(cube.has_edge(s, t) for _, s, t, _, _ in p.schedule())
@@ -231,8 +238,9 @@ def test_columns_combine_by_sum_min_or_max(pattern, k):
         got, finished, ledger = _run(p, values, topology, compiled=compiled, groups=groups)
         assert np.array_equal(got, want) and finished.all()
         assert ledger.totals["scalars"] == p.scalars()
-    rp = plan("reduce", pattern, np.arange(k), d, combine="min")
-    assert np.array_equal(rp.reference(values)[rp.root], values.min(axis=0))
+    if "reduce" in get_pattern(pattern).ops:
+        rp = plan("reduce", pattern, np.arange(k), d, combine="min")
+        assert np.array_equal(rp.reference(values)[rp.root], values.min(axis=0))
 
 
 def test_bad_combines_are_refused():
@@ -262,3 +270,95 @@ def test_a_plan_over_ten_thousand_workers_is_simulated_in_memory_linear_in_k(pat
     up = [src for _, src, _, tag, _ in messages if tag == "up"]
     assert sorted(up) == list(range(1, k))                  # every worker but the root sends up once
     assert peak < 200e6
+
+
+# -- the 2D torus -------------------------------------------------------------------------------------------------
+
+def _torus_by_hand(v, r, c):
+    """The torus all-reduce's documented order, written out: row i's chunk j (of c) summed along the row from
+    column j; then column chunk m (of r) of the row totals summed down the rows from row m."""
+    k, d = v.shape
+    grid = v.reshape(r, c, d)
+    rows = np.empty((r, d))
+    lo_c = np.concatenate([[0], np.cumsum([d // c + (1 if j < d % c else 0) for j in range(c)])])
+    for i in range(r):
+        for j in range(c):
+            a, b = lo_c[j], lo_c[j + 1]
+            rows[i, a:b] = _sequential([grid[i, (j + s) % c, a:b] for s in range(c)])
+    lo_r = np.concatenate([[0], np.cumsum([d // r + (1 if m < d % r else 0) for m in range(r)])])
+    total = np.empty(d)
+    for m in range(r):
+        a, b = lo_r[m], lo_r[m + 1]
+        total[a:b] = _sequential([rows[(m + s) % r, a:b] for s in range(r)])
+    return total
+
+
+#: K and its grid r x c (the most square factorisation, r <= c): 1 x 1, r = 1 (K prime), square and not
+TORUS_SHAPES = [(1, (1, 1)), (2, (1, 2)), (5, (1, 5)), (4, (2, 2)), (6, (2, 3)), (8, (2, 4)), (9, (3, 3)),
+                (12, (3, 4)), (16, (4, 4))]
+
+
+@pytest.mark.parametrize("k, shape", TORUS_SHAPES)
+def test_the_torus_all_reduce_is_exact_and_meters_its_closed_form(k, shape):
+    """Rows then columns: the result is the documented order bit for bit on every node, for every grouping of
+    nodes onto hosts and either loop; the ledger holds 2d(2K - r - c) scalars in 2K(r + c - 2) messages over
+    2(r + c - 2) rounds, every message on a link of the periodic grid."""
+    r, c = shape
+    assert torus_shape(k) == shape
+    d = 11
+    p = plan("allreduce", "torus", np.arange(k), d)
+    assert p.scalars() == 2 * d * (2 * k - r - c)
+    assert p.messages() == 2 * k * (r + c - 2)
+    assert p.rounds() == 2 * (r + c - 2)
+    sched = p.schedule()           # the executor's own counts agree with the closed forms
+    assert len(sched) == p.messages() and sum(m[4] for m in sched) == p.scalars()
+    assert (sched[-1][0] + 1 if sched else 0) == p.rounds()
+    values = _values(k, d)
+    want = p.reference(values)
+    assert all(np.array_equal(row, _torus_by_hand(values, r, c)) for row in want)
+    if k == 1:
+        return
+    grid = build_topology("grid", k, periodic=True)
+    assert grid.graph["grid_shape"] == shape
+    assert all(grid.has_edge(s, t) for _, s, t, _, _ in sched)
+    first = None
+    for compiled in (False, True):
+        for groups in (1, 2, 3):
+            got, finished, ledger = _run(p, values, grid, compiled=compiled, groups=groups)
+            assert np.array_equal(got, want) and finished.all()
+            assert ledger.totals["messages"] == p.messages() and ledger.totals["scalars"] == p.scalars()
+            assert ledger.rounds.shape[0] == p.rounds()
+            first = got if first is None else first
+            assert np.array_equal(got, first)
+
+
+def test_the_torus_with_other_node_ids_and_combines():
+    """Participants are any node ids (positions by their order); sum, min and max columns in one all-reduce."""
+    nodes = np.array([3, 7, 1, 9, 4, 0])                        # K = 6: 2 x 3
+    d = 8
+    ops = ["sum"] * 6 + ["min", "max"]
+    p = plan("allreduce", "torus", nodes, d, combine=ops)
+    values = _values(6, d)
+    want = p.reference(values)
+    assert np.array_equal(want[:, :6], np.tile(_torus_by_hand(values, 2, 3)[:6], (6, 1)))
+    assert np.array_equal(want[:, 6], np.full(6, values[:, 6].min()))
+    assert np.array_equal(want[:, 7], np.full(6, values[:, 7].max()))
+    links = nx.Graph([(int(nodes[a]), int(nodes[b])) for a, b in build_topology("grid", 6, periodic=True).edges])
+    links.add_nodes_from(range(10))
+    for compiled in (False, True):
+        got, finished, ledger = _run(p, values, links, compiled=compiled, groups=2)
+        assert np.array_equal(got, want) and finished.all()
+        assert ledger.totals["scalars"] == p.scalars()
+
+
+def test_the_torus_refuses_what_it_cannot_lay_out():
+    with pytest.raises(ProtocolError, match=r"the torus pattern has no reduce; allowed: allreduce over torus"):
+        plan("reduce", "torus", np.arange(4), 3)
+    with pytest.raises(ProtocolError, match=r"a torus all-reduce splits d = 3 scalars into chunks of rings of up "
+                                            r"to 4 participants; allowed: d >= 4"):
+        plan("allreduce", "torus", np.arange(8), 3)
+    with pytest.raises(ProtocolError, match=r"pattern 'mesh' is unknown; allowed: star, ring, tree, binomial, torus"):
+        plan("allreduce", "mesh", np.arange(4), 3)
+    p = plan("allreduce", "torus", np.arange(6), 5)          # 2 x 3: the plain grid lacks the wrap-around 2-0
+    with pytest.raises(ProtocolError, match="not neighbours in the topology"):
+        _run(p, _values(6, 5), build_topology("grid", 6), compiled=True)

@@ -12,16 +12,23 @@ replicated model identically from the total.
 """
 from __future__ import annotations
 
+import json
+from typing import Annotated
+
 import numba
 import numpy as np
+from pydantic import BeforeValidator, Field
+from pydantic_core import PydanticCustomError
 
 from ..comm.collectives import (
+    PATTERNS,
     Plan,
     aux_collective,
     collective_receive,
     collective_reset,
     collective_start,
 )
+from ..comm.patterns import get_pattern
 from ..errors import DataError, InfeasibleParameterError, TopologyError
 from ..program import NodeProgram, SyncKernel, kernel_step
 
@@ -31,6 +38,7 @@ __all__ = [
     "PATTERN_FOR_TOPOLOGY",
     "WAITING",
     "WORKER_TOPOLOGIES",
+    "AllreducePattern",
     "AllreduceWorker",
     "WorkerLayout",
     "allreduce_receive",
@@ -40,6 +48,7 @@ __all__ = [
     "check_problem",
     "declared_scalars",
     "partial_steps",
+    "pattern_field",
     "worker_layout",
 ]
 
@@ -119,8 +128,30 @@ class AllreduceWorker(NodeProgram):
 WORKER_TOPOLOGIES = ("complete", "star", "ring", "tree", "hypercube", "line", "edge_list", "grid", "random_k_out",
                      "erdos_renyi", "small_world", "expander")
 
-#: the all-reduce pattern that `allreduce = "auto"` picks for a topology kind
-PATTERN_FOR_TOPOLOGY = {"star": "star", "ring": "ring", "tree": "tree", "hypercube": "binomial", "complete": "ring"}
+#: the all-reduce pattern that `allreduce = "auto"` picks for a topology kind (each pattern's `auto_kinds`; a
+#: pattern may also accept a kind by its parameters, as the torus takes a periodic grid: `Pattern.fits`)
+PATTERN_FOR_TOPOLOGY = {kind: name for name in PATTERNS for kind in get_pattern(name).auto_kinds}
+
+
+def _known_pattern(value):
+    """``auto`` or a registered pattern (`comm.patterns`), refused like a ``Literal`` choice otherwise (any other
+    value, of any type)."""
+    allowed = ("auto", *PATTERNS)
+    if not isinstance(value, str) or value not in allowed:
+        shown = [repr(a) for a in allowed]
+        raise PydanticCustomError("literal_error", "Input should be {expected}",
+                                  {"expected": ", ".join(shown[:-1]) + " or " + shown[-1]})
+    return value
+
+
+#: an ``allreduce`` key of an algorithm's parameters: "auto" or the name of a registered pattern
+AllreducePattern = Annotated[str, BeforeValidator(_known_pattern)]
+
+
+def pattern_field(description: str):
+    """The pydantic field of an `AllreducePattern` key (default "auto"; its allowed values named from the registry)."""
+    return Field("auto", description=description,
+                 json_schema_extra={"allowed": ", ".join(json.dumps(a) for a in ("auto", *PATTERNS))})
 
 
 def check_problem(ds, workers: int) -> None:
@@ -156,11 +187,13 @@ def _pattern(allreduce: str, problem, G) -> str:
     kind = G.graph.get("kind", problem.topology_kind)
     if kind == "line" and G.number_of_nodes() <= 2:          # one link: the ring of two workers
         return "ring"
-    if kind not in PATTERN_FOR_TOPOLOGY:
+    params = dict(problem.topology_params or {})
+    fits = [name for name in PATTERNS if get_pattern(name).fits(kind, params, G)]
+    if not fits:
         raise TopologyError(f"allreduce = 'auto' has no pattern for topology kind '{kind}'; allowed: set "
-                            "algorithm.allreduce to star, ring, tree or binomial (on a topology with its edges, e.g. "
-                            "[topology] kind = \"complete\")")
-    return PATTERN_FOR_TOPOLOGY[kind]
+                            f"algorithm.allreduce to {', '.join(PATTERNS[:-1])} or {PATTERNS[-1]} (on a topology "
+                            "with its edges, e.g. [topology] kind = \"complete\")")
+    return fits[0]
 
 
 def check_pattern_edges(p, G, pattern: str, key: str = "algorithm.allreduce", what: str = "") -> None:
@@ -204,9 +237,12 @@ def worker_layout(problem, workers: int, allreduce: str, width: int) -> WorkerLa
         raise TopologyError(f"the run has {k} workers; the topology has {G.number_of_nodes()} nodes; allowed: a "
                             f"topology of {k} nodes (algorithm.workers = its number of nodes)")
     pattern = _pattern(allreduce, problem, G)
-    if pattern == "ring" and k > 1 and width < k:
-        raise InfeasibleParameterError(f"a ring all-reduce of {width} scalars over {k} workers has chunks of "
-                                       f"nothing; allowed: workers <= {width}, or allreduce = tree or star")
+    need = get_pattern(pattern).min_width(k)
+    if k > 1 and width < need:
+        raise InfeasibleParameterError(f"a {pattern} all-reduce of {width} scalars over {k} workers has chunks of "
+                                       f"nothing (its rings have up to {need} members, a chunk each); allowed: "
+                                       f"workers whose rings have at most {width} members, or allreduce = tree or "
+                                       "star")
     parts = partition(ds.y, k, problem.partition_scheme, seed=problem.seed, **problem.partition_params)
     return WorkerLayout(G, pattern, parts)
 

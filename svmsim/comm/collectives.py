@@ -1,4 +1,4 @@
-"""Collectives: reduce (sum), broadcast, all-reduce and all-gather over the star, ring, tree and binomial patterns.
+"""Collectives: reduce (sum), broadcast, all-reduce and all-gather over the registered patterns (`comm.patterns`).
 
 Every hop is an ordinary message (a tag, src, dst, payload row) written by a node program's step, so the
 scheduler meters it like any other traffic and the ledger counts collectives exactly. Three pieces:
@@ -17,26 +17,19 @@ scheduler meters it like any other traffic and the ledger counts collectives exa
 * a ready node program that runs one collective among peers: `svmsim.algorithms.collective.CollectiveProgram`
   (above this floor: it is a `NodeProgram`).
 
-Patterns (K participants at positions 0..K-1 of `nodes`):
-  star  the root is the hub; the others are its leaves (a tree of height 1).
-  tree  heap layout over [root] + the others in the given order: the parent of heap index h is (h - 1) // b
-        (b = branching), as `topology` kind "tree" numbers its nodes; reduce up, broadcast down.
-  binomial  the binomial tree over the same order: the parent of index h is h with its lowest set bit cleared
-        (index 0 the root), so index h sits at depth popcount(h), the tree's height is the most set bits of an
-        index below K (log2 K for K a power of two), and every parent-child pair differs in one bit (`topology`
-        kind "hypercube" has these links); a parent sends down to its tallest subtree first, so with one send
-        port a broadcast takes height message times (MPI's binomial reduce and broadcast); `branching` plays no
-        part.
-  ring  position p sends to position p + 1 (mod K). Reduce: a chain from root + 1 to the root; broadcast: a
-        chain from the root; all-reduce: reduce-scatter then all-gather over K chunks (the first d mod K chunks
-        one scalar longer); all-gather: each block travels K - 1 hops.
+Patterns (K participants at positions 0..K-1 of `nodes`) are units of the registry `comm.patterns`, one module
+each (star, ring, tree, binomial, torus; `PATTERNS` lists them): each lays out the participants, says which
+operations it runs, gives its closed-form counts and its summation order (in its module's docstring). A pattern is
+a tree (a parent per position, children in the order they are sent to) or stages of rings (disjoint rings of one
+length per stage); `Plan.arrays` turns either into the tables the numba steps read, so the steps never look at a
+pattern's name. A new pattern is one new module in `svmsim/comm/patterns/`.
 
 Summation order (deterministic, the same for any grouping of nodes onto hosts):
-  star / tree / binomial  a node's partial sum is its own value, then its children's partial sums added one at a time in
-               the order they arrive (by round, i.e. by the child's subtree height, then by node id); the star's
-               root: own value, then the leaves by node id. `star_reduce` (a hub without a value) starts at 0.0.
-  ring         chunk j (all-reduce) or the whole vector (reduce, j = root + 1) is summed left to right along the
-               ring from position j: ((v[j] + v[j+1]) + v[j+2]) + ... + v[j-1].
+  trees  a node's partial sum is its own value, then its children's partial sums added one at a time in the
+         order they arrive (by round, i.e. by the child's subtree height, then by node id); the star's root: own
+         value, then the leaves by node id. `star_reduce` (a hub without a value) starts at 0.0.
+  rings  in each stage, chunk j of a ring (all-reduce) or the whole vector (reduce, j = root + 1) is summed left
+         to right along the ring from ring index j: ((v[j] + v[j+1]) + v[j+2]) + ... + v[j-1].
 All-gather gives every node the K*d vector of the blocks in position order (the root's tree and star send the
 gathered blocks up in preorder, each message one tag per width).
 """
@@ -49,18 +42,19 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from ..errors import ProtocolError
+from .patterns import Pattern, chunk_bounds, fail, get_pattern, pattern_names
 
 __all__ = ["OPS", "PATTERNS", "COMBINES", "Plan", "plan", "CollectiveArrays", "collective_start", "collective_receive",
            "collective_reset", "state_with_collective", "aux_collective", "AUX_FIELDS",
            "send_row", "gather_to", "broadcast_from", "sum_rows", "star_reduce"]
 
 OPS = ("reduce", "broadcast", "allreduce", "allgather")
-PATTERNS = ("star", "ring", "tree", "binomial")
+PATTERNS = pattern_names()
 COMBINES = ("sum", "min", "max")
 SUM, MIN, MAX = range(3)
 REDUCE, BROADCAST, ALLREDUCE, ALLGATHER = range(4)
-TREE, RING = 0, 1          # the star and the binomial tree run as trees
+TREE, RINGS = 0, 1         # the two shapes of `comm.patterns` the steps run (`Pattern.shape`)
+_SHAPES = {"tree": TREE, "rings": RINGS}
 
 
 # -- the star's primitives (rows into a step's out arrays; n_out in, n_out out) --------------------------------
@@ -117,8 +111,7 @@ def star_reduce(tag, hub, in_tag, in_dst, in_payload, n_in, width, acc):
 
 # -- the plan --------------------------------------------------------------------------------------------------
 
-def _fail(what: str, allowed: str) -> ProtocolError:
-    return ProtocolError(f"collective: {what}; allowed: {allowed}")
+_fail = fail
 
 
 @dataclass(frozen=True)
@@ -126,15 +119,22 @@ class Plan:
     """One collective among `nodes` (ids by position). Build with `plan`."""
 
     op: str
-    pattern: str
+    pattern: str        # a name of the registry `comm.patterns`
     nodes: np.ndarray
     d: int
     root: int           # the root's position
-    parent: np.ndarray  # tree/star/binomial: parent position per position (-1 at the root)
-    children: tuple     # tree/star: children positions per position, ascending node id (binomial: tallest
-                        # subtree first, the order a parent sends down in)
-    lo: np.ndarray      # ring all-reduce: chunk c is [lo[c], lo[c+1]); else the whole block
+    parent: np.ndarray  # trees: parent position per position (-1 at the root); rings: all -1
+    children: tuple     # trees: children positions per position, in the order a parent sends down in (tree and
+                        # star: ascending node id; binomial: tallest subtree first)
+    lo: np.ndarray      # rings all-reduce: chunk c of the first stage is [lo[c], lo[c+1]); else the whole block
     combine: np.ndarray  # (d,) int8: SUM, MIN or MAX per column (reduce, all-reduce)
+    stages: tuple = ()  # rings: per stage an (rings, L) array of positions in ring order
+    stage_lo: tuple = ()  # rings all-reduce: per stage its L + 1 chunk bounds
+
+    @property
+    def unit(self) -> Pattern:
+        """The registered pattern that laid the plan out."""
+        return get_pattern(self.pattern)
 
     @property
     def k(self) -> int:
@@ -146,16 +146,19 @@ class Plan:
         return self.k * self.d if self.op == "allgather" else self.d
 
     def height(self) -> int:
-        return int(self._heights().max()) if self.pattern != "ring" else 0
+        """The tree's height (0 for rings)."""
+        return int(self.heights().max()) if self.unit.shape == "tree" else 0
 
-    def _heights(self) -> np.ndarray:
+    def heights(self) -> np.ndarray:
+        """Each position's subtree height (trees)."""
         h = np.zeros(self.k, np.int64)
-        for p in self._preorder()[::-1]:
+        for p in self.preorder()[::-1]:
             for c in self.children[p]:
                 h[p] = max(h[p], h[c] + 1)
         return h
 
-    def _preorder(self) -> list[int]:
+    def preorder(self) -> list[int]:
+        """Positions in preorder from the root (trees)."""
         out, stack = [], [self.root]
         while stack:
             p = stack.pop()
@@ -163,60 +166,33 @@ class Plan:
             stack.extend(reversed(self.children[p]))
         return out
 
-    def _sizes(self) -> np.ndarray:
+    def subtree_sizes(self) -> np.ndarray:
+        """Each position's subtree size (trees; 1 everywhere for rings)."""
         s = np.ones(self.k, np.int64)
-        for p in self._preorder()[::-1]:
+        for p in self.preorder()[::-1]:
             for c in self.children[p]:
                 s[p] += s[c]
         return s
 
-    # closed-form counts ------------------------------------------------------------------------------------
+    # closed-form counts (the pattern's) -----------------------------------------------------------------------
     def messages(self) -> int:
-        k = self.k
-        if self.pattern == "ring" and self.op == "allreduce":
-            return 2 * (k - 1) * k
-        if self.pattern == "ring" and self.op == "allgather":
-            return (k - 1) * k
-        return (2 if self.op in ("allreduce", "allgather") else 1) * (k - 1)
+        return self.unit.messages(self)
 
     def scalars(self) -> int:
-        k, d = self.k, self.d
-        if self.pattern == "ring":
-            return {"reduce": (k - 1) * d, "broadcast": (k - 1) * d, "allreduce": 2 * (k - 1) * d,
-                    "allgather": (k - 1) * k * d}[self.op]
-        if self.op == "allgather":        # up: a subtree's blocks; down: all K blocks
-            return d * (int(self._sizes().sum()) - k) + (k - 1) * k * d
-        return (2 if self.op == "allreduce" else 1) * (k - 1) * d
+        return self.unit.scalars(self)
 
     def rounds(self) -> int:
         """Rounds that carry messages (from the round the collective starts)."""
-        k = self.k
-        if self.pattern == "ring":
-            return 2 * (k - 1) if self.op == "allreduce" else k - 1
-        return (2 if self.op in ("allreduce", "allgather") else 1) * self.height()
+        return self.unit.rounds(self)
 
     # tags --------------------------------------------------------------------------------------------------
-    def _phase_widths(self) -> dict[str, list[int]]:
-        """The message widths of each phase ("up": toward the root / along the ring; "down": back out)."""
-        k, d = self.k, self.d
-        if self.pattern == "ring":
-            if self.op == "allreduce":
-                w = sorted({int(x) for x in np.diff(self.lo)}, reverse=True)
-                return {"up": w, "down": w}
-            return {"up": [d]} if self.op == "reduce" else {"down": [d]}
-        if k == 1:
-            return {}
-        up = sorted({int(s) * d for s in self._sizes()[np.arange(k) != self.root]}, reverse=True)
-        return {"reduce": {"up": [d]}, "broadcast": {"down": [d]}, "allreduce": {"up": [d], "down": [d]},
-                "allgather": {"up": up, "down": [k * d]}}[self.op]
-
     def tag_table(self, up: str = "up", down: str = "down") -> list[tuple[str, int]]:
         """(tag, width) of every message kind, named by the caller: the phase's name, or "name:width" where a
         phase sends messages of more than one width."""
         return self._named("up", up) + self._named("down", down)
 
     def _named(self, phase: str, name: str) -> list[tuple[str, int]]:
-        ws = self._phase_widths().get(phase, [])
+        ws = self.unit.phase_widths(self).get(phase, [])
         return [(name if len(ws) == 1 else f"{name}:{w}", w) for w in ws]
 
     def schedule(self) -> list[tuple[int, int, int, str, int]]:
@@ -233,25 +209,7 @@ class Plan:
             return np.tile(v.reshape(-1), (self.k, 1))
         if self.op == "broadcast":
             return np.tile(v[self.root], (self.k, 1))
-        if self.pattern == "ring":
-            total = np.empty(self.d)
-            spans = (zip(self.lo[:-1], self.lo[1:], range(self.k)) if self.op == "allreduce"
-                     else [(0, self.d, (self.root + 1) % self.k)])
-            for a, b, j in spans:
-                acc = v[j, a:b].copy()
-                for s in range(1, self.k):
-                    acc = _combine_np(self.combine[a:b], acc, v[(j + s) % self.k, a:b])
-                total[a:b] = acc
-        else:
-            h = self._heights()
-
-            def part(p):
-                acc = v[p].copy()
-                for c in sorted(self.children[p], key=lambda c: (h[c], self.nodes[c])):
-                    acc = _combine_np(self.combine, acc, part(c))
-                return acc
-
-            total = part(self.root)
+        total = self.unit.total(self, v)
         out = np.full_like(v, np.nan) if self.op == "reduce" else np.empty_like(v)
         out[self.root if self.op == "reduce" else slice(None)] = total
         return out
@@ -283,42 +241,54 @@ class Plan:
         node_pos[self.nodes] = np.arange(k)
         ids = {ph: {w: tag_ids[t] for t, w in self._named(ph, name)}
                for ph, name in (("up", up), ("down", down))}
-        sizes = self._sizes() if self.pattern != "ring" else np.ones(k, np.int64)
-        if self.pattern == "ring" and self.op == "allreduce":
-            widths = np.diff(self.lo)
-        elif self.op == "allgather" and self.pattern != "ring":
-            widths = sizes * d
-        else:
-            widths = np.full(k, d, np.int64)
-        down_w = widths if not (self.op == "allgather" and self.pattern != "ring") else np.full(k, k * d)
-        up_tag = np.array([ids["up"].get(int(w), -1) for w in widths], np.int64)
-        down_tag = np.array([ids["down"].get(int(w), -1) for w in down_w], np.int64)
+        shape = _SHAPES[self.unit.shape]
+        sizes = self.subtree_sizes() if shape == TREE else np.ones(k, np.int64)
+        stages = self.stages or (np.arange(k, dtype=np.int64).reshape(1, k),)
+        n_st = len(stages)
+        wide = max([k] + [int(r.shape[1]) for r in stages])
+        ring_next = np.zeros((n_st, k), np.int64)
+        ring_at = np.zeros((n_st, k), np.int64)
+        ring_len = np.array([int(r.shape[1]) for r in stages], np.int64)
+        for s, rings in enumerate(stages):
+            for ring in rings:
+                ring_at[s, ring] = np.arange(ring.shape[0])
+                ring_next[s, ring] = np.roll(ring, -1)
+        lo = np.zeros((n_st, wide + 1), np.int64)
+        up_tag = np.full((n_st, wide), -1, np.int64)
+        down_tag = np.full((n_st, wide), -1, np.int64)
+        if shape == RINGS and self.op == "allreduce":      # by stage and chunk
+            for s, bounds in enumerate(self.stage_lo):
+                lo[s, :bounds.shape[0]] = bounds
+                for j, w in enumerate(np.diff(bounds)):
+                    up_tag[s, j] = ids["up"].get(int(w), -1)
+                    down_tag[s, j] = ids["down"].get(int(w), -1)
+        else:                                               # by position (rings: one ring, positions in order)
+            lo[0, 1] = d
+            widths = sizes * d if (self.op == "allgather" and shape == TREE) else np.full(k, d, np.int64)
+            down_w = np.full(k, k * d) if (self.op == "allgather" and shape == TREE) else widths
+            up_tag[0, :k] = [ids["up"].get(int(w), -1) for w in widths]
+            down_tag[0, :k] = [ids["down"].get(int(w), -1) for w in down_w]
         mine = np.zeros(max(tag_ids.values(), default=0) + 1, np.bool_)
         for t in (*ids["up"].values(), *ids["down"].values()):
             mine[t] = True
-        pre = np.array(self._preorder() if self.pattern != "ring" else range(k), np.int64)
+        pre = np.array(self.preorder() if shape == TREE else range(k), np.int64)
         pre_at = np.empty(k, np.int64)
         pre_at[pre] = np.arange(k)
         ptr = np.zeros(k + 1, np.int64)
         ptr[1:] = np.cumsum([len(c) for c in self.children])
         kids = np.array([c for cs in self.children for c in cs], np.int64)
         return CollectiveArrays(
-            pattern=RING if self.pattern == "ring" else TREE, op=OPS.index(self.op), d=d, k=k, root=self.root,
+            shape=shape, op=OPS.index(self.op), d=d, k=k, root=self.root,
             nodes=self.nodes, member=member, node_pos=node_pos, parent=self.parent, child_ptr=ptr, child_pos=kids,
-            pre=pre, pre_at=pre_at, size=sizes, lo=self.lo, up_tag=up_tag, down_tag=down_tag, mine=mine,
-            combine=self.combine, value=buf,
-            count=np.zeros(len(hosted), np.int64), finished=np.zeros(len(hosted), np.int64),
-            started=np.zeros(1, np.int64))
+            pre=pre, pre_at=pre_at, size=sizes, lo=lo, ring_next=ring_next, ring_at=ring_at, ring_len=ring_len,
+            up_tag=up_tag, down_tag=down_tag, mine=mine, combine=self.combine, value=buf,
+            count=np.zeros(len(hosted), np.int64), stage=np.zeros(len(hosted), np.int64),
+            finished=np.zeros(len(hosted), np.int64), started=np.zeros(1, np.int64))
 
     def max_out(self, hosted: np.ndarray) -> int:
         """The most messages the group hosting `hosted` sends in one round."""
         pos_of = {int(n): p for p, n in enumerate(self.nodes)}
         return max(1, sum(max(1, len(self.children[pos_of[int(n)]])) for n in hosted))
-
-
-def _combine_np(ops: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a (+ | min | max) b per column, as the numba steps combine them (a: the receiver's side)."""
-    return np.where(ops == MIN, np.minimum(a, b), np.where(ops == MAX, np.maximum(a, b), a + b))
 
 
 def _combine_codes(combine, d: int, op: str) -> np.ndarray:
@@ -338,14 +308,16 @@ def _combine_codes(combine, d: int, op: str) -> np.ndarray:
 
 def plan(op: str, pattern: str, nodes, d: int, root: int | None = None, branching: int = 2,
          combine=None) -> Plan:
-    """Check and lay out one collective; `root` is a node id (default: the first node; all-reduce and
-    all-gather over the ring have no root); `branching` is the tree's (star: K - 1); `combine`: how a reduce or
+    """Check and lay out one collective over a registered `pattern` (`PATTERNS`); `root` is a node id (default:
+    the first node; all-reduce and all-gather over rings have no root); `branching` is the tree's (star: K - 1;
+    other patterns ignore it); `combine`: how a reduce or
     all-reduce combines each column, one of `COMBINES` for all columns or a sequence of d of them (default:
     sum)."""
     if op not in OPS:
         raise _fail(f"operation {op!r} is unknown", ", ".join(OPS))
-    if pattern not in PATTERNS:
-        raise _fail(f"pattern {pattern!r} is unknown", ", ".join(PATTERNS))
+    unit = get_pattern(pattern)
+    if op not in unit.ops:
+        raise _fail(f"the {pattern} pattern has no {op}", f"{', '.join(unit.ops)} over {pattern}, or another pattern")
     ids = np.asarray(nodes).reshape(-1)
     if ids.size < 1:
         raise _fail("K = 0 participants", "K >= 1 node ids")
@@ -363,33 +335,11 @@ def plan(op: str, pattern: str, nodes, d: int, root: int | None = None, branchin
     if int(root) not in ids.tolist():
         raise _fail(f"root {root!r} is not a participant", f"one of the nodes {ids.tolist()}")
     rp = int(np.flatnonzero(ids == int(root))[0])
-    if pattern == "tree" and (isinstance(branching, bool) or not isinstance(branching, (int, np.integer))
-                              or branching < 1):
-        raise _fail(f"branching = {branching!r}", "an integer branching >= 1")
-    if pattern == "ring" and op == "allreduce" and d < k:
-        raise _fail(f"a ring all-reduce splits d = {d} scalars into K = {k} chunks", "d >= K, or a star or tree")
-    parent = np.full(k, -1, np.int64)
-    children: list[list[int]] = [[] for _ in range(k)]
-    if pattern != "ring":
-        b = max(1, k - 1) if pattern == "star" else int(branching)
-        order = [rp] + [p for p in range(k) if p != rp]        # heap (or binomial) index h -> position
-        for h in range(1, k):
-            parent[order[h]] = order[h & (h - 1) if pattern == "binomial" else (h - 1) // b]
-        for p in range(k):
-            if parent[p] >= 0:
-                children[parent[p]].append(p)
-        if pattern == "binomial":       # the tallest subtree first (index h + 2^j: height j unless K cuts it)
-            tall = np.zeros(k, np.int64)
-            for h in range(k - 1, 0, -1):
-                tall[parent[order[h]]] = max(tall[parent[order[h]]], tall[order[h]] + 1)
-            index = {p: h for h, p in enumerate(order)}
-            children = [sorted(c, key=lambda p: (-tall[p], -index[p])) for c in children]
-        else:
-            children = [sorted(c, key=lambda p: ids[p]) for c in children]
-    base, rem = divmod(d, k)
-    sizes = [base + (1 if c < rem else 0) for c in range(k)] if (pattern == "ring" and op == "allreduce") else [d]
-    lo = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    return Plan(op, pattern, ids, d, rp, parent, tuple(tuple(c) for c in children), lo, codes)
+    unit.check(op, k, d, branching)
+    lay = unit.layout(k, rp, ids, branching)
+    stage_lo = tuple(chunk_bounds(d, int(r.shape[1])) for r in lay.stages) if op == "allreduce" else ()
+    lo = stage_lo[0] if stage_lo else np.array([0, d], np.int64)
+    return Plan(op, pattern, ids, d, rp, lay.parent, lay.children, lo, codes, lay.stages, stage_lo)
 
 
 def _simulate(p: Plan, st: "CollectiveArrays") -> list[tuple[int, int, int, str, int]]:
@@ -418,7 +368,7 @@ class CollectiveArrays(NamedTuple):
     """A group's part of one collective, as the numba steps read it (from `Plan.arrays`). Positions index
     `nodes`; members index this group's hosted participants."""
 
-    pattern: int            # TREE (star, tree) or RING
+    shape: int              # TREE or RINGS: which tables below the steps follow
     op: int                 # REDUCE, BROADCAST, ALLREDUCE, ALLGATHER
     d: int                  # scalars per node
     k: int                  # participants
@@ -432,13 +382,18 @@ class CollectiveArrays(NamedTuple):
     pre: np.ndarray         # (K,) tree: positions in preorder (a subtree is pre[pre_at[p]:pre_at[p] + size[p]])
     pre_at: np.ndarray
     size: np.ndarray        # (K,) tree: subtree sizes
-    lo: np.ndarray          # ring all-reduce: chunk bounds
-    up_tag: np.ndarray      # (K,) tag of the message position p sends up (ring all-reduce: of chunk p)
-    down_tag: np.ndarray    # (K,) tag of the messages carrying position p's block / chunk down (-1: none)
+    lo: np.ndarray          # (S, W+1) rings all-reduce: stage s's chunk bounds
+    ring_next: np.ndarray   # (S, K) rings: the position after p in its ring of stage s
+    ring_at: np.ndarray     # (S, K) rings: p's index in its ring of stage s
+    ring_len: np.ndarray    # (S,) rings: the length of stage s's rings
+    up_tag: np.ndarray      # (S, W) tag of the message position p sends up (trees: row 0 by position; rings
+                            # all-reduce: by stage and chunk)
+    down_tag: np.ndarray    # (S, W) tag of the messages carrying position p's block / a chunk down (-1: none)
     mine: np.ndarray        # by tag index: the tag is one of this collective's
     combine: np.ndarray     # (d,) int8 per column: SUM, MIN or MAX
     value: np.ndarray       # (members, d or K*d) each member's vector: its input, then its result
-    count: np.ndarray       # (members,) messages received
+    count: np.ndarray       # (members,) messages received (rings: in the current stage)
+    stage: np.ndarray       # (members,) rings: the stage each member is in
     finished: np.ndarray    # (members,) 1 once the member holds its result
     started: np.ndarray     # [1] 1 once `collective_start` ran (for a kernel that runs one collective)
 
@@ -473,10 +428,11 @@ def state_with_collective(name: str, fields: list[tuple[str, type]], aux: bool =
 def aux_collective(st) -> CollectiveArrays:
     """The auxiliary collective of a state built by ``state_with_collective(..., aux=True)``, as the
     `CollectiveArrays` the collective steps take (the same arrays, no copy)."""
-    return CollectiveArrays(st.aux_pattern, st.aux_op, st.aux_d, st.aux_k, st.aux_root, st.aux_nodes, st.aux_member,
+    return CollectiveArrays(st.aux_shape, st.aux_op, st.aux_d, st.aux_k, st.aux_root, st.aux_nodes, st.aux_member,
                             st.aux_node_pos, st.aux_parent, st.aux_child_ptr, st.aux_child_pos, st.aux_pre,
-                            st.aux_pre_at, st.aux_size, st.aux_lo, st.aux_up_tag, st.aux_down_tag, st.aux_mine,
-                            st.aux_combine, st.aux_value, st.aux_count, st.aux_finished, st.aux_started)
+                            st.aux_pre_at, st.aux_size, st.aux_lo, st.aux_ring_next, st.aux_ring_at,
+                            st.aux_ring_len, st.aux_up_tag, st.aux_down_tag, st.aux_mine, st.aux_combine,
+                            st.aux_value, st.aux_count, st.aux_stage, st.aux_finished, st.aux_started)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -501,7 +457,7 @@ def _send_down(st, p, out_tag, out_src, out_dst, out_payload, n_out):
     st.finished[st.member[p]] = 1
     w = st.value.shape[1]
     for c in range(st.child_ptr[p], st.child_ptr[p + 1]):
-        n_out = _send_block(st, st.down_tag[p], p, st.child_pos[c], 0, w, out_tag, out_src, out_dst, out_payload,
+        n_out = _send_block(st, st.down_tag[0, p], p, st.child_pos[c], 0, w, out_tag, out_src, out_dst, out_payload,
                             n_out)
     return n_out
 
@@ -517,7 +473,7 @@ def _tree_up(st, p, out_tag, out_src, out_dst, out_payload, n_out):
     if st.op == ALLGATHER:           # the subtree's blocks in preorder
         i, d = st.member[p], st.d
         r = n_out
-        n_out = send_row(st.up_tag[p], st.nodes[p], st.nodes[st.parent[p]], st.value[i], 0, out_tag, out_src,
+        n_out = send_row(st.up_tag[0, p], st.nodes[p], st.nodes[st.parent[p]], st.value[i], 0, out_tag, out_src,
                          out_dst, out_payload, n_out)
         for k in range(st.size[p]):
             blk = st.pre[st.pre_at[p] + k]
@@ -526,16 +482,41 @@ def _tree_up(st, p, out_tag, out_src, out_dst, out_payload, n_out):
         return n_out
     if st.op == REDUCE:
         st.finished[st.member[p]] = 1
-    return _send_block(st, st.up_tag[p], p, st.parent[p], 0, st.d, out_tag, out_src, out_dst, out_payload, n_out)
+    return _send_block(st, st.up_tag[0, p], p, st.parent[p], 0, st.d, out_tag, out_src, out_dst, out_payload, n_out)
 
 
 @numba.njit(cache=True, nogil=True)
-def _ring_chunk(st, j):
+def _ring_chunk(st, s, j):
+    """The scalars of chunk j of stage s: an all-reduce's chunk, an all-gather's block j, or the whole vector."""
     if st.op == ALLREDUCE:
-        return st.lo[j], st.lo[j + 1]
+        return st.lo[s, j], st.lo[s, j + 1]
     if st.op == ALLGATHER:
         return j * st.d, (j + 1) * st.d
     return 0, st.d
+
+
+@numba.njit(cache=True, nogil=True)
+def _ring_begin(st, p, out_tag, out_src, out_dst, out_payload, n_out):
+    """Position p starts its stage of a rings collective (all-reduce, all-gather: every member sends its own chunk
+    or block; reduce: the ring's member after the root sends its vector; broadcast: the root sends it)."""
+    i = st.member[p]
+    s = st.stage[i]
+    q = st.ring_at[s, p]
+    nxt = st.ring_next[s, p]
+    if st.op == REDUCE:
+        if q == (st.ring_at[s, st.root] + 1) % st.ring_len[s]:
+            st.finished[i] = 1
+            return _send_block(st, st.up_tag[s, q], p, nxt, 0, st.d, out_tag, out_src, out_dst, out_payload, n_out)
+        return n_out
+    if st.op == BROADCAST:
+        if p == st.root:
+            st.finished[i] = 1
+            return _send_block(st, st.down_tag[s, q], p, nxt, 0, st.d, out_tag, out_src, out_dst, out_payload,
+                               n_out)
+        return n_out
+    a, b = _ring_chunk(st, s, q)
+    tag = st.up_tag[s, q] if st.op == ALLREDUCE else st.down_tag[s, q]
+    return _send_block(st, tag, p, nxt, a, b, out_tag, out_src, out_dst, out_payload, n_out)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -551,27 +532,14 @@ def collective_start(st, out_tag, out_src, out_dst, out_payload, n_out):
         if k == 1:
             st.finished[i] = 1
             continue
-        if st.pattern == TREE:
+        if st.shape == TREE:
             if st.op == BROADCAST:
                 if p == st.root:
                     n_out = _send_down(st, p, out_tag, out_src, out_dst, out_payload, n_out)
             elif st.child_ptr[p + 1] == st.child_ptr[p]:                # a leaf
                 n_out = _tree_up(st, p, out_tag, out_src, out_dst, out_payload, n_out)
             continue
-        nxt = (p + 1) % k
-        if st.op == REDUCE:
-            if p == (st.root + 1) % k:
-                st.finished[i] = 1
-                n_out = _send_block(st, st.up_tag[p], p, nxt, 0, st.d, out_tag, out_src, out_dst, out_payload, n_out)
-        elif st.op == BROADCAST:
-            if p == st.root:
-                st.finished[i] = 1
-                n_out = _send_block(st, st.down_tag[p], p, nxt, 0, st.d, out_tag, out_src, out_dst, out_payload,
-                                    n_out)
-        else:
-            a, b = _ring_chunk(st, p)
-            tag = st.up_tag[p] if st.op == ALLREDUCE else st.down_tag[p]
-            n_out = _send_block(st, tag, p, nxt, a, b, out_tag, out_src, out_dst, out_payload, n_out)
+        n_out = _ring_begin(st, p, out_tag, out_src, out_dst, out_payload, n_out)
     return n_out
 
 
@@ -580,40 +548,47 @@ def collective_reset(st):
     """Make the collective ready to run again (e.g. once per iteration): the caller then writes the members'
     new inputs into `st.value` (all-gather: each member's block at its position) and calls `collective_start`."""
     st.count[:] = 0
+    st.stage[:] = 0
     st.finished[:] = 0
     st.started[0] = 0
 
 
 @numba.njit(cache=True, nogil=True)
 def _ring_receive(st, p, row, out_tag, out_src, out_dst, out_payload, n_out):
-    i, k = st.member[p], st.k
+    """Position p receives its next message of its stage's ring (from the position before it)."""
+    i = st.member[p]
+    s = st.stage[i]
+    n, q, nxt = st.ring_len[s], st.ring_at[s, p], st.ring_next[s, p]
     st.count[i] += 1
-    s = st.count[i]
-    nxt = (p + 1) % k
-    if st.op == REDUCE or (st.op == ALLREDUCE and s <= k - 1):
-        j = (p - s) % k if st.op == ALLREDUCE else 0
-        a, b = _ring_chunk(st, j)
-        for c in range(a, b):                      # the partial from upstream, plus this node's own
-            st.value[i, c] = _combine(st.combine[c], row[c - a], st.value[i, c])
-        last = p == st.root if st.op == REDUCE else s == k - 1
+    c = st.count[i]
+    if st.op == REDUCE or (st.op == ALLREDUCE and c <= n - 1):
+        j = (q - c) % n if st.op == ALLREDUCE else 0
+        a, b = _ring_chunk(st, s, j)
+        for x in range(a, b):                      # the partial from upstream, plus this node's own
+            st.value[i, x] = _combine(st.combine[x], row[x - a], st.value[i, x])
+        last = p == st.root if st.op == REDUCE else c == n - 1
         if st.op == REDUCE and last:
             st.finished[i] = 1
             return n_out
-        tag = st.down_tag[j] if last else st.up_tag[j]       # a complete chunk starts the all-gather
+        tag = st.down_tag[s, j] if last else st.up_tag[s, j]       # a complete chunk starts the all-gather
         if st.op == REDUCE:
             st.finished[i] = 1
         return _send_block(st, tag, p, nxt, a, b, out_tag, out_src, out_dst, out_payload, n_out)
-    t = s - (k - 1) if st.op == ALLREDUCE else s             # copying steps: broadcast, all-gather
-    j = (p + 1 - t) % k if st.op == ALLREDUCE else (p - t) % k
-    a, b = _ring_chunk(st, j)
-    for c in range(a, b):
-        st.value[i, c] = row[c - a]
-    if (st.op == BROADCAST and nxt == st.root) or (st.op != BROADCAST and t == k - 1):
+    t = c - (n - 1) if st.op == ALLREDUCE else c              # copying steps: broadcast, all-gather
+    j = (q + 1 - t) % n if st.op == ALLREDUCE else (q - t) % n
+    a, b = _ring_chunk(st, s, j)
+    for x in range(a, b):
+        st.value[i, x] = row[x - a]
+    if (st.op == BROADCAST and nxt == st.root) or (st.op != BROADCAST and t == n - 1):
+        if st.op == ALLREDUCE and s + 1 < st.ring_len.shape[0]:     # the stage is done: the next one starts
+            st.stage[i] = s + 1
+            st.count[i] = 0
+            return _ring_begin(st, p, out_tag, out_src, out_dst, out_payload, n_out)
         st.finished[i] = 1
         return n_out
     if st.op == BROADCAST:
         st.finished[i] = 1
-    return _send_block(st, st.down_tag[j], p, nxt, a, b, out_tag, out_src, out_dst, out_payload, n_out)
+    return _send_block(st, st.down_tag[s, j], p, nxt, a, b, out_tag, out_src, out_dst, out_payload, n_out)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -637,7 +612,7 @@ def collective_receive(st, in_tag, in_src, in_dst, in_payload, n_in, out_tag, ou
         if t >= st.mine.shape[0] or not st.mine[t]:
             continue
         row = in_payload[r]
-        if st.pattern == RING:
+        if st.shape == RINGS:
             n_out = _ring_receive(st, p, row, out_tag, out_src, out_dst, out_payload, n_out)
             continue
         w = st.value.shape[1]

@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...program import RoleSpec
-from ..allreduce import check_problem, declared_scalars, worker_layout
+from ..allreduce import AllreducePattern, check_problem, declared_scalars, pattern_field, worker_layout
 from .objective import (
     as_csr,
     dual_objective,
@@ -44,9 +44,9 @@ class DistributedParams(BaseModel):
     workers: int = Field(16, ge=1, description="number of machines K (the paper uses 16)")
     C: float = Field(1.0, gt=0, description="loss weight C of the primal (1); the paper uses C = 1")
     loss: Literal["hinge", "squared_hinge"] = Field("hinge", description="hinge (L1-SVM) or squared_hinge (L2-SVM)")
-    allreduce: Literal["auto", "star", "ring", "tree", "binomial"] = Field(
-        "auto", description="all-reduce pattern; auto: the topology's own (star, ring, tree; binomial on a "
-        "hypercube; ring on complete)")
+    allreduce: AllreducePattern = pattern_field(
+        "all-reduce pattern (any registered in svmsim.comm.patterns); auto: the topology's own (star, ring, tree; "
+        "binomial on a hypercube; ring on complete; torus on a periodic grid)")
     branching: int = Field(2, ge=1, description="the tree all-reduce's branching (not the binomial's)")
     passes: int = Field(1, ge=1, description="local coordinate-descent passes per iteration (the paper uses 1)")
 

@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import DataError, InfeasibleParameterError
 from ...program import RoleSpec
-from ..allreduce import check_pattern_edges, check_problem, declared_scalars, worker_layout
+from ...comm.patterns import get_pattern
+from ..allreduce import (
+    AllreducePattern,
+    check_pattern_edges,
+    check_problem,
+    declared_scalars,
+    pattern_field,
+    worker_layout,
+)
 from ..bqo.objective import as_csr
 from .objective import band_lower_bound, lipschitz, objective, optimum
 from .protocol import (
@@ -51,9 +58,9 @@ class BundleParams(BaseModel):
                                                "paper's a9a value is 2^-18 = 3.8147e-06; C = 1/(lam n))")
     workers: int = Field(1, ge=1, description="machines K holding blocks of the examples (1: the paper's single "
                                               "machine); the iterates are the same for every K")
-    allreduce: Literal["auto", "star", "ring", "tree", "binomial"] = Field(
-        "auto", description="all-reduce pattern; auto: the topology's own (star, ring, tree; binomial on a "
-        "hypercube; ring on complete)")
+    allreduce: AllreducePattern = pattern_field(
+        "all-reduce pattern (any registered in svmsim.comm.patterns); auto: the topology's own (star, ring, tree; "
+        "binomial on a hypercube; ring on complete; torus on a periodic grid)")
     branching: int = Field(2, ge=1, description="the tree all-reduce's branching (not the binomial's)")
     band_certificate: bool = Field(False, description="also report rel_band_gap: the gap against a lower bound from "
                                                       "the best iterate's margin band (certified; not metered)")
@@ -69,10 +76,10 @@ class PragamParams(BundleParams):
 class PragamBParams(PragamParams):
     """``[algorithm]`` keys of pragam-b: those of pragam and the pattern of its root probes."""
 
-    probe_allreduce: Literal["auto", "star", "ring", "tree", "binomial"] = Field(
-        "auto", description=f"pragam-b over K > 1 workers: the pattern of its root probes' all-reduce of "
-        f"{PROBE_WIDTH} scalars; auto: the all-reduce's own, or the binomial tree where that is a ring of more than "
-        f"{PROBE_WIDTH} workers (a ring all-reduce needs a scalar per worker)")
+    probe_allreduce: AllreducePattern = pattern_field(
+        f"pragam-b over K > 1 workers: the pattern of its root probes' all-reduce of {PROBE_WIDTH} scalars; auto: "
+        f"the all-reduce's own, or the binomial tree where that has rings of more than {PROBE_WIDTH} workers (a "
+        "ring all-reduce needs a scalar per member)")
 
 
 class BMRMParams(BundleParams):
@@ -193,11 +200,11 @@ def _probe_plan(params: PragamBParams, layout, main_pattern: str):
     k = params.workers
     pattern = params.probe_allreduce
     if pattern == "auto":
-        pattern = "binomial" if (main_pattern == "ring" and k > PROBE_WIDTH) else main_pattern
-    elif pattern == "ring" and k > PROBE_WIDTH:
-        raise InfeasibleParameterError(f"probe_allreduce = 'ring' splits a probe's {PROBE_WIDTH} scalars over "
-                                       f"{k} workers; a ring all-reduce needs a scalar per worker; allowed: "
-                                       f"probe_allreduce = star, tree or binomial, or workers <= {PROBE_WIDTH}")
+        pattern = "binomial" if get_pattern(main_pattern).min_width(k) > PROBE_WIDTH else main_pattern
+    elif get_pattern(pattern).min_width(k) > PROBE_WIDTH:
+        raise InfeasibleParameterError(f"probe_allreduce = {pattern!r} splits a probe's {PROBE_WIDTH} scalars over "
+                                       f"{k} workers; a {pattern} all-reduce needs a scalar per ring member; "
+                                       f"allowed: probe_allreduce = star, tree or binomial, or fewer workers")
     probe = probe_plan(pattern, k, params.branching)
     check_pattern_edges(probe, layout.topology, pattern, "algorithm.probe_allreduce", "pragam-b's root probes: ")
     return probe
