@@ -49,3 +49,10 @@ def test_linear_edge_weights_override_both_directions_of_a_link():
         21.0 + 0.5 * (8 + 24 + 32 + 48) + 4.0 * (16 + 40)
     with pytest.raises(ScenarioError, match=r"link 1-5 is not an edge"):
         linear_edge_weights(ptr, nbr, {"m": 1.0}, [((1, 5), {"m": 2.0})])
+
+
+def test_an_optional_quantity_gets_its_cost_column_only_where_a_run_models_it():
+    row = {"iteration": 3, "round": 9, "messages": 12, "scalars": 40, "rel_gap": 1e-3, "energy": 0.25}
+    assert costs_at([row], 1e-2, "rel_gap")["cost_energy"] == 0.25
+    assert "cost_energy" not in costs_at([{k: v for k, v in row.items() if k != "energy"}], 1e-2, "rel_gap")
+    assert quantity("energy").kind == "derived" and quantity("energy").unit == "J"

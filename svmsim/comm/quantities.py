@@ -59,6 +59,19 @@ class Quantity:
         return "cost_" + self.name
 
 
+def _energy_per_edge(network, ptr: np.ndarray, nbr: np.ndarray) -> dict[str, np.ndarray] | None:
+    """Joules per message and per byte of every directed edge: ``[network] energy_per_message`` and
+    ``energy_per_byte`` (absent: 0), overridden per link by ``[[network.links]]``; None when none is set."""
+    keys = ("energy_per_message", "energy_per_byte")
+    if network is None or all(getattr(network, k, None) is None and
+                              all(getattr(ln, k, None) is None for ln in network.links) for k in keys):
+        return None
+    base = {k: 0.0 if getattr(network, k) is None else float(getattr(network, k)) for k in keys}
+    overrides = [((ln.a, ln.b), {k: getattr(ln, k) for k in keys}) for ln in network.links]
+    per_message, per_byte = linear_edge_weights(ptr, nbr, base, overrides)
+    return {"messages": per_message, "bytes": per_byte}
+
+
 def linear_edge_weights(ptr: np.ndarray, nbr: np.ndarray, base: dict, overrides: list) -> list[np.ndarray]:
     """One coefficient array per key of `base` (in its order), per directed edge id of the CSR adjacency (ptr,
     nbr): the base value, or a link's own (`overrides`: ``((a, b), {key: value or None})``, both directions of
@@ -96,6 +109,8 @@ QUANTITIES: tuple[Quantity, ...] = (
              "modelled time's compute input"),
     Quantity("modelled_time", "derived", "s", "modelled cluster time under the [network] alpha-beta model",
              cost=True),
+    Quantity("energy", "derived", "J", "joules of communication: per delivered message, energy_per_message + "
+             "energy_per_byte x bytes of its link", per_edge=_energy_per_edge, cost=True, optional=True),
 )
 
 
