@@ -40,7 +40,7 @@ def _metrics(run_dir):
         return list(csv.DictReader(f))
 
 
-def _run(tmp_path, name, scenario, monkeypatch=None):
+def _run(tmp_path, name, scenario):
     return svmsim.run(scenario, out_dir=tmp_path / name, progress=False)
 
 
