@@ -26,6 +26,8 @@ import urllib.request
 
 import numpy as np
 
+from .comm.quantities import MESSAGE_QUANTITIES, by_kind
+
 __all__ = ["METRIC_NAMES", "LiveMetrics", "metrics_endpoint", "FINAL_EXPORT_WAIT_S"]
 
 #: how long the end of a run waits at most for Ray's metrics agent to show its final counters (a private Ray
@@ -54,7 +56,9 @@ def exported_scalars(endpoint: str, scenario: str) -> float:
              and f'scenario="{scenario}"' in ln and 'role="all"' in ln]
     return sum(float(ln.rsplit(" ", 1)[1]) for ln in lines)
 
-METRIC_NAMES = ("svmsim_messages", "svmsim_scalars", "svmsim_bytes", "svmsim_round", "svmsim_iteration",
+_MESSAGES, _SCALARS = MESSAGE_QUANTITIES.index("messages"), MESSAGE_QUANTITIES.index("scalars")
+
+METRIC_NAMES = (*(f"svmsim_{q}" for q in MESSAGE_QUANTITIES), "svmsim_round", "svmsim_iteration",
                 "svmsim_objective", "svmsim_rel_gap", "svmsim_accuracy", "svmsim_node_work")
 
 
@@ -64,9 +68,9 @@ class LiveMetrics:
 
         self.scenario = scenario
         keys = ("scenario", "tag", "role")
-        self.messages = Counter("svmsim_messages", description="logical messages sent", tag_keys=keys)
-        self.scalars = Counter("svmsim_scalars", description="scalars sent", tag_keys=keys)
-        self.bytes = Counter("svmsim_bytes", description="bytes sent", tag_keys=keys)
+        # one counter per message quantity of the registry, in its order (the rows of the totals below)
+        self.sent = tuple(Counter(f"svmsim_{q.name}", description=q.description, tag_keys=keys)
+                          for q in by_kind("message"))
         self.round = Gauge("svmsim_round", description="synchronous round", tag_keys=("scenario",))
         self.iteration = Gauge("svmsim_iteration", description="completed iterations", tag_keys=("scenario",))
         self.objective = Gauge("svmsim_objective", description="objective", tag_keys=("scenario",))
@@ -95,13 +99,13 @@ class LiveMetrics:
             for node in range(meter.n_nodes):
                 role = role_of.get(node, "node")
                 sent_by_role[role] = sent_by_role.get(role, 0) + edges[:, node, :].sum(axis=1)
-            for tag, (m, s, b) in meter.by_tag.items():
-                totals[(tag, "all")] = np.array([m, s, b], dtype=float)
+            for tag, amounts in meter.by_tag.items():
+                totals[(tag, "all")] = np.array(amounts, dtype=float)
             for role, v in sent_by_role.items():
                 totals[("all", role)] = np.asarray(v, dtype=float)
         else:
-            for tag, (m, s, b) in meter.by_tag.items():
-                totals[(tag, "all")] = np.array([m, s, b], dtype=float)
+            for tag, amounts in meter.by_tag.items():
+                totals[(tag, "all")] = np.array(amounts, dtype=float)
         for quantity, total in meter.node_quantity_totals().items():
             delta = float(total) - self._work.get(quantity, 0.0)
             if delta > 0:
@@ -147,15 +151,14 @@ class LiveMetrics:
         if self._baseline is None:
             self._baseline = self._shown()
         for key, v in totals.items():
-            prev = self._sent.get(key, np.zeros(3))
+            prev = self._sent.get(key, np.zeros(len(self.sent)))
             delta = v - prev
             tags = {"scenario": self.scenario, "tag": key[0], "role": key[1]}
-            if delta[0] > 0:
-                self.messages.inc(float(delta[0]), tags=tags)
-                self.scalars.inc(float(delta[1]), tags=tags)
-                self.bytes.inc(float(delta[2]), tags=tags)
+            if delta[_MESSAGES] > 0:
+                for counter, amount in zip(self.sent, delta):
+                    counter.inc(float(amount), tags=tags)
                 if key[1] == "all":
-                    self._exported += float(delta[1])
+                    self._exported += float(delta[_SCALARS])
             self._sent[key] = v
         st = {"scenario": self.scenario}
         self.round.set(float(metrics.get("round", 0)), tags=st)

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import rundir
 from .comm.meter import Ledger, Meter
+from .comm.quantities import by_kind, edge_weighted_total, quantity
 from .data import make_dataset
 from .deployment import Deployment, Problem, SingleMachineRun, observations_by_role
 from .engine import make_engine
@@ -206,6 +207,7 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
 
         clock = ClusterClock(scenario.network.model(), deployment.n_nodes,
                              *edge_index(deployment.adjacency(), deployment.n_nodes))
+    linear = _linear_quantities(scenario, clock)
     scheduler = SyncScheduler(engine, groups, meter, deployment.n_nodes, faults=faults,
                               compiled=None if scenario.schedule.compiled else False, clock=clock)
     unit = deployment.comm_unit[1] if deployment.comm_unit else 1.0
@@ -221,6 +223,8 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
         m.update(meter.node_quantity_totals())            # e.g. kernel_evaluations: work metered per node
         if clock is not None:
             m["modelled_time"] = clock.now
+        if linear:
+            m.update(_linear_values(meter, linear))
         if live is not None:
             live.update(meter, m, deployment)
         return rec.add(iteration, m)
@@ -282,6 +286,8 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
     if clock is not None:
         extra["modelled_time"] = {"seconds": clock.now, "compute_seconds_max_node": float(clock.compute.max()),
                                   "model": scenario.network.model_dump()}
+    for q, value in _linear_values(meter, linear).items():
+        extra[q] = {"total": value, "unit": quantity(q).unit}
     if faults is not None:
         extra["faults"] = faults.summary()
         if reason == StopReason.QUIESCENT and extra["faults"]["dropped_total"]["messages"]:
@@ -290,6 +296,28 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
         extra["ledger_matches_declared"] = declared_matches(declared, meter.scalars, extra["faults"])
         extra["failed_under_faults"] = failed is not None and lost is None
     return model, rec.rows, meter.ledger(), reason, extra
+
+
+def _linear_quantities(scenario: Scenario, clock) -> list[tuple[str, dict]]:
+    """The registry's derived quantities that are linear in the per-edge message counts (`Quantity.per_edge`) and
+    that the scenario's ``[network]`` models: (name, coefficients per message quantity and CSR edge id)."""
+    if clock is None:
+        return []
+    out = []
+    for q in by_kind("derived"):
+        weights = q.per_edge(scenario.network, clock.ptr, clock.nbr) if q.per_edge is not None else None
+        if weights is not None:
+            out.append((q.name, weights))
+    return out
+
+
+def _linear_values(meter: Meter, linear: list[tuple[str, dict]]) -> dict[str, float]:
+    """The values of `_linear_quantities` from what the meter counted so far (exact on the compiled rounds too:
+    they count into the meter's own per-edge counters)."""
+    if not linear:
+        return {}
+    edges = meter.edge_counts()[0]
+    return {name: edge_weighted_total(edges, weights) for name, weights in linear}
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -109,6 +109,8 @@ from .sweep_costs import (
     COST_COLUMNS,
     FINAL_COLUMNS,
     INFO_COLUMNS,
+    OPTIONAL_COST_COLUMNS,
+    OPTIONAL_FINAL_COLUMNS,
     TARGET_COLUMNS,
     against_y,
     aggregate_trials,
@@ -293,7 +295,7 @@ def _check_spec(spec: SweepSpec, labels: list[str], where: str) -> None:
             raise ScenarioError(f"{where}: sweep.against = {spec.against!r} is not a column; allowed: a grid key "
                                 f"({', '.join(keys) or 'none'}) or one of {', '.join(AGAINST_COLUMNS)}")
         for y in spec.against_y:
-            if y in COST_COLUMNS and not has_cost:
+            if (y in COST_COLUMNS or y in OPTIONAL_COST_COLUMNS) and not has_cost:
                 raise ScenarioError(f"{where}: sweep.against_y names {y!r}, which needs a threshold; allowed: set "
                                     "sweep.target (or an eps grid)")
         if spec.against_by is not None and spec.against_by not in keys + ["variant"]:
@@ -422,8 +424,9 @@ def _columns(rows: list[dict], keys: list[str]) -> list[str]:
     preferred = ["nodes", "spectral_gap", "inv_spectral_gap", "mixing_time", "iterations", "scalars", "comm_units",
                  "scalars_vs_first", "target", "reached", "cost_scalars", "cost_units", "cost_resolution",
                  "cost_messages", "cost_messages_per_node", "cost_rounds", "cost_virtual_time", "cost_wall_time",
-                 "cost_iteration", "cost_modelled_time", "bound_upper", "bound_lower",
-                 "wall_time", "virtual_time", "dropped_messages", "crashed_nodes", *FINAL_COLUMNS, "stop_reason"]
+                 "cost_iteration", "cost_modelled_time", *OPTIONAL_COST_COLUMNS, "bound_upper", "bound_lower",
+                 "wall_time", "virtual_time", "dropped_messages", "crashed_nodes", *FINAL_COLUMNS,
+                 *OPTIONAL_FINAL_COLUMNS, "stop_reason"]
     present = {k for r in rows for k in r}
     def order(name):
         column, metric, threshold = parse_target_column(name)

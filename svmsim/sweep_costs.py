@@ -12,11 +12,15 @@ from typing import Any
 
 import numpy as np
 
+from .comm.quantities import QUANTITIES, quantity
+
 __all__ = [
     "AGAINST_COLUMNS",
     "COST_COLUMNS",
     "FINAL_COLUMNS",
     "INFO_COLUMNS",
+    "OPTIONAL_COST_COLUMNS",
+    "OPTIONAL_FINAL_COLUMNS",
     "TARGET_COLUMNS",
     "against_y",
     "aggregate_trials",
@@ -77,10 +81,10 @@ def costs_at(metrics: list[dict], threshold: float, metric: str) -> dict:
         out = {c: math.nan for c in COST_COLUMNS}
         out["reached"] = False
         return out
-    return {"cost_scalars": _num(m.get("scalars")), "cost_messages": _num(m.get("messages")),
-            "cost_rounds": _num(m.get("round")), "cost_virtual_time": _num(m.get("virtual_time")),
-            "cost_wall_time": _num(m.get("wall_time")), "cost_iteration": _num(m.get("iteration")),
-            "cost_modelled_time": _num(m.get("modelled_time")), "reached": True}
+    out = {column: _num(m.get(metric)) for column, metric in _COST_METRICS}
+    out.update({q.cost_column: _num(m.get(q.name)) for q in _OPTIONAL_COSTS if q.name in m})
+    out["reached"] = True
+    return out
 
 
 FINAL_COLUMNS = ("objective", "hull_distance", "margin", "rel_gap", "rel_dual", "rel_primal", "modelled_time",
@@ -95,9 +99,20 @@ INFO_COLUMNS = ("nodes", "spectral_gap", "inv_spectral_gap", "mixing_time", "dia
                 "spectral_gap_metropolis")
 #: the cost columns repeated for each of ``[sweep] targets`` (as ``cost_rounds@1e-3``, ...)
 TARGET_COLUMNS = ("cost_iteration", "cost_rounds", "cost_scalars", "cost_modelled_time", "cost_wall_time")
-#: the columns of the first evaluation point that reaches eps or target
+#: (cost column, metrics column) read at the first evaluation point that reaches the target: the registry's
+#: quantities with a cost column (`comm.quantities`) and the run's progress measures, in this order
+_COST_METRICS = ((quantity("scalars").cost_column, "scalars"), (quantity("messages").cost_column, "messages"),
+                 ("cost_rounds", "round"), ("cost_virtual_time", "virtual_time"), ("cost_wall_time", "wall_time"),
+                 ("cost_iteration", "iteration"), (quantity("modelled_time").cost_column, "modelled_time"))
+#: the registry's optional quantities with a cost column: a ``cost_<name>`` column only in runs that model them
+_OPTIONAL_COSTS = tuple(q for q in QUANTITIES if q.cost and q.optional)
+#: the cost columns every row has (NaN where no evaluation reached the target)
 COST_COLUMNS = ("cost_scalars", "cost_messages", "cost_rounds", "cost_virtual_time", "cost_wall_time",
                 "cost_iteration", "cost_messages_per_node", "cost_modelled_time")
+#: the optional cost columns (`_OPTIONAL_COSTS`), placed after ``cost_modelled_time``
+OPTIONAL_COST_COLUMNS = tuple(q.cost_column for q in _OPTIONAL_COSTS)
+#: the final metrics of the registry's optional quantities, copied into a row when a run has them
+OPTIONAL_FINAL_COLUMNS = tuple(q.name for q in QUANTITIES if q.optional)
 #: row columns that `against` may name besides the grid keys (and the final metrics of the algorithm)
 AGAINST_COLUMNS = INFO_COLUMNS + ("iterations", "rounds", "messages", "scalars", "comm_units", "wall_time",
                                    "virtual_time", "target")
@@ -135,7 +150,7 @@ def sweep_row(point, result, spec=None) -> dict:
         row.update(dropped_messages=faults["dropped_total"]["messages"],
                    dropped_scalars=faults["dropped_total"]["scalars"],
                    crashed_nodes=len(faults.get("crashed_nodes", [])))
-    for c in FINAL_COLUMNS:
+    for c in FINAL_COLUMNS + OPTIONAL_FINAL_COLUMNS:
         if final.get(c) is not None:
             row[c] = final[c]
     info = summary.get("algorithm_info") or {}

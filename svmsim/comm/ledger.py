@@ -1,9 +1,10 @@
 """The ledger: a frozen summary of what a meter counted, its files, and the merge of several meters' ledgers.
 
-Message quantities (`MESSAGE_QUANTITIES`: messages, scalars, bytes) are kept per tag, per directed edge and per
-round; node quantities (e.g. ``"kernel_evaluations"``: work one node did, not a message) per node and per round. A
-ledger written by one meter that saw everything equals the merge of the ledgers of meters that each saw a part
-(hosts of a Ray run): every table is a sum keyed by tag, edge, node or round.
+Message quantities (`MESSAGE_QUANTITIES`, from the registry in `quantities`: messages, scalars, bytes) are kept
+per tag, per directed edge and per round; node quantities (e.g. ``"kernel_evaluations"``: work one node did, not a
+message) per node and per round. A ledger written by one meter that saw everything equals the merge of the
+ledgers of meters that each saw a part (hosts of a Ray run): every table is a sum keyed by tag, edge, node or
+round.
 """
 from __future__ import annotations
 
@@ -18,12 +19,11 @@ import numba
 import numpy as np
 
 from ..core.names import NodeNames
+from .quantities import MESSAGE_QUANTITIES
 
 __all__ = ["Ledger", "merge_ledgers", "MESSAGE_QUANTITIES"]
 
-#: the quantities every message carries, in the order of the ledger's columns
-MESSAGE_QUANTITIES = ("messages", "scalars", "bytes")
-_Q = len(MESSAGE_QUANTITIES)
+_Q = len(MESSAGE_QUANTITIES)   # the message quantities of the registry (`quantities`), in the ledger's column order
 
 
 @dataclass
@@ -149,7 +149,7 @@ class Ledger:
             self.write_json(f)
         names = self.node_names
         _write_edges_csv(directory / "ledger_edges.csv", self.edges, names)
-        _write_int_csv(directory / "ledger_rounds.csv", "round,messages,scalars,bytes", self.rounds)
+        _write_int_csv(directory / "ledger_rounds.csv", ",".join(("round",) + MESSAGE_QUANTITIES), self.rounds)
         if self.node_totals:
             qs = sorted(self.node_totals)
             with open(directory / "ledger_nodes.csv", "w") as f:
@@ -226,9 +226,9 @@ def merge_ledgers(ledgers: list[Ledger]) -> Ledger:
         node_rounds[q] = _sum_rows(rows, 1, 2, dtype=np.result_type(*rows))
     return Ledger(totals=totals, by_tag=add(lg.by_tag for lg in ledgers),
                   dropped_by_tag=add(lg.dropped_by_tag for lg in ledgers),
-                  edges=_sum_rows([lg.edges for lg in ledgers], 2, 5),
-                  dropped_edges=_sum_rows([lg.dropped_edges for lg in ledgers], 2, 5),
-                  rounds=_sum_rows([lg.rounds for lg in ledgers], 1, 4),
+                  edges=_sum_rows([lg.edges for lg in ledgers], 2, 2 + _Q),
+                  dropped_edges=_sum_rows([lg.dropped_edges for lg in ledgers], 2, 2 + _Q),
+                  rounds=_sum_rows([lg.rounds for lg in ledgers], 1, 1 + _Q),
                   iteration_rounds=_sorted_rows([lg.iteration_rounds for lg in ledgers]),
                   node_names=frozen_names(ledgers[0].node_names), node_totals=node_totals, node_rounds=node_rounds)
 

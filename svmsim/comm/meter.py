@@ -1,11 +1,11 @@
 """The meter: the one choke point every logical message crosses, exactly once, and the one writer of the ledger.
 
-What is counted is keyed by quantity. Every message carries the message quantities (`MESSAGE_QUANTITIES`:
-messages, scalars, bytes, the bytes from the payload's dtype), kept per tag, per directed edge (sender ->
-receiver) and per round; dropped messages (fault models) are kept apart and never delivered. Node quantities
-(`record_node`, e.g. ``"kernel_evaluations"``) are work a node did, not messages, kept per node and per round. The
-meter also keeps the round at which each algorithm iteration ended (so that cost up to an iterate can be read
-off).
+What is counted is keyed by quantity, as the registry names them (`quantities`). Every message carries the
+message quantities (`MESSAGE_QUANTITIES`: messages, scalars, bytes, the bytes from the payload's dtype), kept per
+tag, per directed edge (sender -> receiver) and per round; dropped messages (fault models) are kept apart and
+never delivered. Node quantities (`record_node`, e.g. ``"kernel_evaluations"``) are work a node did, not messages,
+kept per node and per round. The meter also keeps the round at which each algorithm iteration ended (so that cost
+up to an iterate can be read off).
 
 Recording:
   ``record(round_, batch)``            a batch of delivered messages;
@@ -14,7 +14,8 @@ Recording:
   ``mark_iteration(iteration, round_)``  an iteration ended in that round.
 A compiled loop meters in place instead: ``compiled_buffers(n_tags)`` hands it the meter's own per-edge counters
 (with the topology's CSR adjacency to find an edge's id) and fresh per-tag, per-round and per-iteration buffers;
-``absorb(buffers, tags, n_rounds, n_iterations)`` takes back what it filled.
+``absorb(buffers, tags, n_rounds, n_iterations)`` takes back what it filled. ``edge_counts()`` lends the per-edge
+counters to readers of derived quantities that are linear in them (`quantities.edge_weighted_total`).
 
 Per-edge counters are indexed by the topology's directed edges (`edges.edge_index`): memory O(edges) for any
 number of nodes. A meter without a topology (``adjacency=None``) accumulates per (src, dst) key instead
@@ -35,14 +36,16 @@ import numpy as np
 from ..core.names import default_names
 from ..errors import ProtocolError
 from .edges import KeyedCounts, accumulate_edges, edge_index
-from .ledger import MESSAGE_QUANTITIES, Ledger, frozen_names
+from .ledger import Ledger, frozen_names
 from .message import MessageBatch, is_shared_ids
+from .quantities import MESSAGE_QUANTITIES, by_kind
 
 __all__ = ["Meter", "Ledger", "CompiledBuffers", "MESSAGE_QUANTITIES"]
 
 _DENSE_LIMIT = 1024  # `edge_matrix` (a dense N x N copy) is offered up to this many nodes, and a compiled loop
 # gets a dense (src, dst) -> edge id table (int32, 4 MiB at the limit) to skip the binary search
 _Q = len(MESSAGE_QUANTITIES)
+_PER_MESSAGE = tuple(q.per_message for q in by_kind("message"))   # (scalars, bytes) of a message -> its amounts
 ROUND_BUFFER = 1 << 14
 ITERATION_BUFFER = 1 << 12
 
@@ -176,8 +179,8 @@ class Meter:
         spm, bpm = batch.scalars_per_message, batch.bytes_per_message
         self._add_edges(batch, spm, bpm, dropped=True)
         tot = self.dropped_by_tag.setdefault(batch.tag, [0] * _Q)
-        for q, a in enumerate((m, m * spm, m * bpm)):
-            tot[q] += a
+        for q, per_message in enumerate(_PER_MESSAGE):
+            tot[q] += m * per_message(spm, bpm)
 
     def record_node(self, round_: int, quantity: str, node_ids, amounts) -> None:
         """Count `amounts` (one per node id, or one for all) of a node quantity, e.g. ``"kernel_evaluations"``, done by
@@ -256,7 +259,8 @@ class Meter:
         # pragma: no mutate start (equivalent: a cache, and NumPy's default integer is int64)
         per_message = self._per_message.get((spm, bpm))
         if per_message is None:
-            per_message = self._per_message[(spm, bpm)] = np.array((1, spm, bpm), dtype=np.int64)
+            per_message = self._per_message[(spm, bpm)] = np.array([f(spm, bpm) for f in _PER_MESSAGE],
+                                                                   dtype=np.int64)
         # pragma: no mutate end
         n = self.n_nodes
         if self._check:
@@ -293,6 +297,14 @@ class Meter:
         when it cannot (no topology, or a message log is kept: then the loop must not run)."""
         if not self._check or self.log is not None:
             return None
+        return self._edges, self._ptr, self._nbr
+
+    def edge_counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(per-edge counters (message quantities, n_edges), ptr, nbr), brought up to date, for reading (a derived
+        quantity linear in them: `quantities.edge_weighted_total`); None without a topology."""
+        if not self._check:
+            return None
+        self.sync()
         return self._edges, self._ptr, self._nbr
 
     def compiled_buffers(self, n_tags: int, rounds: int = ROUND_BUFFER,

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import numpy as np
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+                      model_serializer, model_validator)
 
 from svmsim.errors import PluginError, ScenarioError, TopologyError
 
@@ -518,6 +518,15 @@ class StopSection(SectionModel):
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
+def _without_unset_energy(dumped: dict) -> dict:
+    """A [network] table or link as dumped, without the energy keys that are not set (a run without energy
+    settings resolves and summarises as it did before they existed)."""
+    for key in ("energy_per_message", "energy_per_byte"):
+        if dumped.get(key, 0) is None:
+            del dumped[key]
+    return dumped
+
+
 class LinkOverride(SectionModel):
     """One ``[[network.links]]`` entry: the link between nodes a and b (both directions)."""
 
@@ -527,25 +536,43 @@ class LinkOverride(SectionModel):
                                                          "latency)")
     bandwidth: float | None = Field(None, gt=0, description="bytes per second of this link (default: [network] "
                                                            "bandwidth)")
+    energy_per_message: float | None = Field(None, ge=0, description="joules per message on this link (default: "
+                                                                     "[network] energy_per_message)")
+    energy_per_byte: float | None = Field(None, ge=0, description="joules per byte on this link (default: [network] "
+                                                                  "energy_per_byte)")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        return _without_unset_energy(handler(self))
 
 
 class NetworkSection(SectionModel):
     """``[network]``: the modelled cluster of synchronous runs (alpha-beta links and compute rate). When the table
     is given, every metrics row gets ``modelled_time`` (see `svmsim.schedule.cluster_time`); the compiled rounds
     keep it as the Python rounds do (with ``compute = "measured"`` the rounds run in Python, where steps are
-    timed)."""
+    timed). With ``energy_per_message`` or ``energy_per_byte`` (here or on a link) the rows also get ``energy``
+    (the quantity ``energy`` of `svmsim.comm.quantities`)."""
 
     latency: float = Field(50e-6, ge=0, description="alpha: seconds per message on a link")
     bandwidth: float = Field(1.25e9, gt=0, description="beta: bytes per second of a link (1.25e9: 10 Gbit/s)")
     compute_rate: float = Field(1e9, gt=0, description="operations per second of a node (the work its program "
                                                        "declares per step)")
-    links: list[LinkOverride] = Field(default_factory=list, description="links whose latency or bandwidth differ "
-                                                                        "from the defaults: [[network.links]] "
-                                                                        "entries with keys a, b, latency, bandwidth")
+    links: list[LinkOverride] = Field(default_factory=list, description="links whose latency, bandwidth or energy "
+                                                                        "differ from the defaults: [[network.links]] "
+                                                                        "entries with keys a, b, latency, bandwidth, "
+                                                                        "energy_per_message, energy_per_byte")
     compute: str = Field("count", description="how the compute time of a step is modelled",
                          json_schema_extra=allowed_text(
         "'count' (the work each step declares / compute_rate) or 'measured' (each node's step timed in this "
         "process; in-process engine only)"))
+    energy_per_message: float | None = Field(None, ge=0, description="joules per delivered message on a link "
+                                                                     "(the energy column; absent: 0)")
+    energy_per_byte: float | None = Field(None, ge=0, description="joules per byte of a delivered message on a link "
+                                                                  "(the energy column; absent: 0)")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        return _without_unset_energy(handler(self))
 
     @field_validator("compute")
     @classmethod
