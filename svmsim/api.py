@@ -16,7 +16,9 @@ An algorithm is a package of its own (nothing in svmsim changes):
   installed distribution lists in the entry-point group ``svmsim.algorithms``.
 
 Then ``svmsim run``, ``svmsim sweep``, ``svmsim list algorithms NAME`` and ``svmsim check NAME`` work on it, on every
-engine. The guide "Write your own algorithm" (docs/howto/write-an-algorithm.md) walks through two examples, and
+engine. Topologies, partition schemes and fault kinds of one's own register the same way (`register_topology`,
+`register_partition`, `register_fault`; entry-point groups ``svmsim.topologies``, ``svmsim.partitions``,
+``svmsim.faults``). The guide "Write your own algorithm" (docs/howto/write-an-algorithm.md) walks through two examples, and
 ``examples/svmsim-extras`` is an installable package holding them.
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .errors import (DataError, InfeasibleParameterError, PluginError, ProtocolE
                      TopologyError)
 from .program import (KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, GossipKernel, GossipProgram, NodeProgram,
                       NodeRows, Ragged, RoleSpec, SyncKernel, frozen_view)
+from .core.fault_kinds import FaultEffects, FaultKind, Outage, register_fault
 from .data import register_partition
 from .topology import ParamSpec, TopologySpec, build_topology, register_topology
 
@@ -47,6 +50,8 @@ __all__ = [
     "AlgorithmInfo", "Conformance", "register", "get_algorithm", "algorithm_names", "load_module", "ANY_TOPOLOGY",
     # topologies and partition schemes of one's own (entry-point groups svmsim.topologies, svmsim.partitions)
     "TopologySpec", "ParamSpec", "register_topology", "register_partition",
+    # fault kinds of one's own (entry-point group svmsim.faults)
+    "FaultKind", "FaultEffects", "Outage", "register_fault",
     # running and checking
     "run", "load_scenario", "RunResult", "conformance",
     # errors

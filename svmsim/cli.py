@@ -111,9 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--only", metavar="CHECKS", help="comma-separated check names to run (default: all)")
     ck.add_argument("--no-variants", action="store_true", help="skip the algorithms' declared variants")
 
-    ls = sub.add_parser("list", help="list algorithms, topologies, data sets, partitions or engines")
+    ls = sub.add_parser("list", help="list algorithms, topologies, data sets, partitions, fault kinds or engines")
     ls.add_argument("what", nargs="?", default="all",
-                    choices=("all", "algorithms", "topologies", "datasets", "partitions", "engines"))
+                    choices=("all", "algorithms", "topologies", "datasets", "partitions", "faults", "engines"))
     ls.add_argument("name", nargs="?", help="with 'algorithms': one algorithm, each of its keys with its "
                                             "description, default and allowed values")
     ls.add_argument("--data-dir", help="data directory to list (default: $SVMSIM_DATA_DIR)")
@@ -401,6 +401,25 @@ def _cmd_list(args) -> int:
             keys = ", ".join(k if d is inspect.Parameter.empty else f"{k} = {d!r}" for k, d in scheme_params(fn).items())
             doc = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
             out.append(f"  {name:<14} {('keys: ' + keys + '; ') if keys else ''}{doc}")
+    if what in ("all", "faults"):
+        from .config import FaultsSection
+        from .core.fault_kinds import fault_kind, fault_kinds
+
+        out.append("faults ([faults] keys; nothing goes wrong by default):")
+        for key, field in FaultsSection.model_fields.items():
+            out.append(f"    {key:<16} (default {_show(field.get_default(call_default_factory=True))}) "
+                       f"{field.description}")
+        out.append("fault kinds ([faults.NAME] tables, [[faults.NAME]] for several):")
+        for name in fault_kinds():
+            try:
+                kind = fault_kind(name)
+            except SvmsimError as exc:
+                out.append(f"  {name:<14} (cannot be loaded) {exc}")
+                continue
+            out.append(f"  {name:<14} {kind.description}")
+            for key, p in kind.params.items():
+                out.append(f"  {'':<14}   {p.describe(key)}: {p.description}" + (f" ({p.allowed})" if p.allowed
+                                                                                   else ""))
     if what in ("all", "engines"):
         from .engine import ENGINES
 

@@ -39,10 +39,12 @@ import numpy as np
 
 from .comm.message import MessageBatch
 from .errors import ScenarioError
+from .core.fault_kinds import FaultEffects, Outage, fault_kind, fault_kinds, kind_rng, resolve_fault_params
 from .core.streams import STREAM_CHURN, STREAM_FAULT, counter_uniform, stream_keys
 from .core.timing import Distribution, churn_gap, is_number
 
-__all__ = ["FaultModel", "FaultPlan", "FaultTally", "Outage", "FAULT_KEYS", "GOSSIP_ONLY_KEYS", "declared_matches"]
+__all__ = ["FaultModel", "FaultPlan", "FaultTally", "Outage", "FaultEffects", "FAULT_KEYS", "GOSSIP_ONLY_KEYS",
+           "declared_matches"]
 
 #: the keys of a scenario's [faults] section, in order
 FAULT_KEYS = ("drop", "duplicate", "delay", "delay_time", "crash", "crash_nodes", "crash_time", "recover_time",
@@ -50,16 +52,6 @@ FAULT_KEYS = ("drop", "duplicate", "delay", "delay_time", "crash", "crash_nodes"
               "churn_state", "seed")
 #: faults that only the gossip scheduler can apply
 GOSSIP_ONLY_KEYS = ("delay", "stragglers", "straggler_nodes")
-
-
-@dataclass(frozen=True)
-class Outage:
-    """Nodes that go down at `start` and come back at `end` (inf: never), with or without their state."""
-
-    nodes: tuple
-    start: float
-    end: float = math.inf
-    keep_state: bool = True
 
 
 def _range_error(key: str, value: Any, allowed: str) -> ScenarioError:
@@ -87,6 +79,8 @@ class FaultModel:
     churn_state: bool = True
     seed: int | None = None
     outages: Sequence[Outage] = ()
+    #: fault kinds (`svmsim.core.fault_kinds`): (name, checked parameters) per [faults.<name>] table, in file order
+    kinds: Sequence[tuple[str, dict]] = ()
 
     def __post_init__(self):
         probabilities = {"drop": (self.drop, "a number in [0, 1)", lambda v: 0 <= v < 1),
@@ -138,6 +132,15 @@ class FaultModel:
         if self.seed is not None and (not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool)
                                       or self.seed < 0):
             raise _range_error("seed", self.seed, "an integer >= 0")
+        kinds = []
+        for entry in self.kinds:
+            if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)):
+                raise ScenarioError(f"faults.kinds entry {entry!r} is invalid; allowed: (fault kind, parameters)")
+            try:
+                kinds.append((entry[0], resolve_fault_params(entry[0], entry[1])))
+            except ScenarioError as exc:
+                raise ScenarioError(f"faults.{entry[0]}: {exc}") from None
+        object.__setattr__(self, "kinds", tuple(kinds))
         for o in self.outages:
             if not isinstance(o, Outage) or not 0 <= o.start < o.end:
                 raise ScenarioError(f"faults.outages entry {o!r} is invalid; allowed: Outage(nodes, start, end) with "
@@ -145,12 +148,18 @@ class FaultModel:
 
     @classmethod
     def from_config(cls, config: dict | None) -> "FaultModel":
-        """From a [faults] table (unset keys take their defaults)."""
+        """From a [faults] table (unset keys take their defaults); a key that names a fault kind holds its table, or
+        a list of tables for several."""
         config = {k: v for k, v in (config or {}).items() if v is not None}
-        unknown = sorted(set(config) - set(FAULT_KEYS))
+        unknown = sorted(k for k in config if k not in FAULT_KEYS and fault_kind(k) is None)
         if unknown:
-            raise ScenarioError(f"unknown key 'faults.{unknown[0]}'; allowed keys: {', '.join(FAULT_KEYS)}")
-        return cls(**config)
+            raise ScenarioError(f"unknown key 'faults.{unknown[0]}'; allowed keys: {', '.join(FAULT_KEYS)}, or a "
+                                f"fault kind's table: {', '.join(fault_kinds())}")
+        kinds = []
+        for key in [k for k in config if k not in FAULT_KEYS]:
+            tables = config.pop(key)
+            kinds += [(key, t) for t in (tables if isinstance(tables, list) else [tables])]
+        return cls(**config, kinds=tuple(kinds))
 
     def to_config(self) -> dict:
         """The non-default settings, as a [faults] table."""
@@ -161,13 +170,17 @@ class FaultModel:
             if value != getattr(default, key):
                 out[key] = value.to_config() if isinstance(value, Distribution) else (
                     list(value) if isinstance(value, tuple) else value)
+        for name, params in self.kinds:
+            table = {k: v for k, v in params.items() if v is not None}
+            out[name] = [*out[name], table] if isinstance(out.get(name), list) else (
+                [out[name], table] if name in out else table)
         return out
 
     @property
     def is_empty(self) -> bool:
         """True when nothing can go wrong."""
         return not (self.drop or self.duplicate or self.delay or self.crash or self.crash_nodes or self.stragglers
-                    or self.straggler_nodes or self.churn_rate or self.outages)
+                    or self.straggler_nodes or self.churn_rate or self.outages or self.kinds)
 
     def check_sync(self) -> None:
         """Raise if a fault needs the gossip scheduler."""
@@ -183,6 +196,9 @@ class FaultModel:
             needs.append("churn_state = false (restarting a node calls a gossip program's recover hook)")
         if any(not o.keep_state for o in m.outages if not math.isinf(o.end)):
             needs.append("outages without state")
+        for name, params in m.kinds:
+            if fault_kind(name).needs_gossip(params):
+                needs.append(f"[faults.{name}] as given (it slows nodes down or restarts them without state)")
         if needs:
             raise ScenarioError("; ".join(needs) + " need the gossip scheduler; allowed with "
                                 "synchronous rounds: drop, duplicate, crash/crash_nodes with recover_state = true, "
@@ -262,6 +278,14 @@ class FaultPlan:
                 if not 0 <= int(v) < n:
                     raise ScenarioError(f"faults.outages names node {v}, but the topology has {n} nodes")
                 outages.append((int(v), float(o.start), float(o.end), bool(o.keep_state)))
+        self.slowdown: dict[int, float] = {}      # node -> the fault kinds' slow-down (no per-node array until read)
+        self.kind_effects = [(name, params, self._effects(name, params, index))
+                             for index, (name, params) in enumerate(model.kinds)]
+        for _, _, effects in self.kind_effects:
+            outages += [(int(v), float(o.start), float(o.end), bool(o.keep_state))
+                        for o in effects.outages for v in o.nodes]
+            for node, factor in effects.slowdown.items():
+                self.slowdown[int(node)] = self.slowdown.get(int(node), 1.0) * float(factor)
         self.outages = sorted(outages, key=lambda o: (o[1], o[0]))
         self.tally = FaultTally()
         # synchronous rounds' state: the per-node arrays are made at the first batch (`_start_rounds`), as a gossip
@@ -271,11 +295,35 @@ class FaultPlan:
         self._mask = None  # pragma: no mutate (equivalent: read only once set)
         self._churn_next = None
 
+    def _effects(self, name: str, params: dict, index: int) -> FaultEffects:
+        """Run fault kind `name`'s schedule for this run and check what it returns."""
+        n = self.n_nodes
+        where = f"faults.{name}"
+        effects = fault_kind(name).schedule(n, kind_rng(self.seed, name, index), **params)
+        if not isinstance(effects, FaultEffects):
+            raise ScenarioError(f"{where}: the fault kind's schedule returned {type(effects).__name__}; allowed: "
+                                "FaultEffects(outages=..., slowdown=...)")
+        for o in effects.outages:
+            if not isinstance(o, Outage) or not (is_number(o.start) and is_number(o.end) and 0 <= o.start < o.end):
+                raise ScenarioError(f"{where}: outage {o!r} is invalid; allowed: Outage(nodes, start, end) with "
+                                    "0 <= start < end")
+        nodes = [v for o in effects.outages for v in o.nodes] + list(effects.slowdown)
+        bad = [v for v in nodes if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < n]
+        if bad:
+            raise ScenarioError(f"{where} names node {bad[0]!r}, but the topology has {n} nodes; allowed: node ids "
+                                f"0..{n - 1}")
+        slow = [f for f in effects.slowdown.values() if not (is_number(f) and 1 <= float(f) < math.inf)]
+        if slow:
+            raise ScenarioError(f"{where}: slow-down factor {slow[0]!r} is invalid; allowed: a number >= 1")
+        return effects
+
     @property
     def straggler_factors(self) -> np.ndarray:
-        """Each node's clock slow-down: straggler_factor for the stragglers, 1 for the rest (made when read)."""
+        """Each node's clock slow-down: straggler_factor for the stragglers times the fault kinds' slow-downs, 1 for
+        the rest (made when read)."""
         factors = np.ones(self.n_nodes)
-        factors[self.straggler_nodes] = float(self.model.straggler_factor)
+        factors[list(self.slowdown)] = list(self.slowdown.values())
+        factors[self.straggler_nodes] *= float(self.model.straggler_factor)
         return factors
 
     def node_keys(self) -> tuple[np.ndarray, np.ndarray]:
@@ -441,11 +489,19 @@ class FaultPlan:
                "dropped": dropped, "dropped_total": {"messages": total[0], "scalars": total[1]},
                "duplicated": dup_by_tag,
                "in_flight_at_end": tally.fate_table(("in_flight_at_end",)).get("in_flight_at_end", {}),
-               "crashed_nodes": [int(v) for v in self.crashed_nodes],
+               "crashed_nodes": sorted({int(v) for v in self.crashed_nodes}
+                                       | {int(v) for _, _, e in self.kind_effects for o in e.outages for v in o.nodes}),
                "permanent_crashes": sorted({o[0] for o in self.outages if math.isinf(o[2])}),
                "stragglers": [int(v) for v in self.straggler_nodes],
                "node_events": dict(sorted(tally.node_event_counts.items())),
                "node_event_log": [list(e) for e in tally.node_events]}
+        if self.kind_effects:
+            out["fault_kinds"] = [
+                {"kind": name, "params": {k: v for k, v in params.items() if v is not None},
+                 "down": [[list(map(int, o.nodes)), float(o.start), None if math.isinf(o.end) else float(o.end)]
+                          for o in e.outages],
+                 "slowdown": {str(int(k)): float(f) for k, f in sorted(e.slowdown.items())}}
+                for name, params, e in self.kind_effects]
         if delayed is not None:
             out["delayed_messages"] = int(delayed)
         if down_now is not None:

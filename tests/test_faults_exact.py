@@ -135,7 +135,8 @@ def test_from_config_drops_unset_keys_and_names_the_first_unknown_one():
         FaultModel.from_config({"zeta": 1, "chaos": 2, "drop": 0.1})
     assert str(info.value) == ("unknown key 'faults.chaos'; allowed keys: drop, duplicate, delay, delay_time, crash, "
                                "crash_nodes, crash_time, recover_time, recover_state, stragglers, straggler_nodes, "
-                               "straggler_factor, churn_rate, churn_downtime, churn_state, seed")
+                               "straggler_factor, churn_rate, churn_downtime, churn_state, seed, or a fault kind's "
+                               "table: outage, rack_failure")
     with pytest.raises(ScenarioError, match="unknown key 'faults.outages'"):
         FaultModel.from_config({"outages": []})
 

@@ -123,6 +123,32 @@ def test_an_installed_plugin_is_listed_checked_and_run(installed, tmp_path):
     assert summary["stop_reason"] == "algorithm finished"
 
 
+def test_an_installed_fault_kind_is_listed_and_restarts_the_nodes(installed, tmp_path):
+    ls = _cli(["list", "faults"], installed)
+    assert ls.returncode == 0, ls.stderr
+    assert "rolling_restart" in ls.stdout and "interval: float = 1.0: time between two nodes going down" in ls.stdout
+    scenario = tmp_path / "restart.toml"
+    scenario.write_text((EXAMPLE / "scenarios" / "gossip.toml").read_text() + textwrap.dedent("""\
+        [faults.rolling_restart]
+        start = 2.0
+        interval = 3.0
+        downtime = 1.5
+        shuffle = false
+        keep_state = false
+        """))
+    r = _cli(["run", scenario, "--out", tmp_path / "r", "--quiet", "--set", "algorithm.steps=60"], installed)
+    assert r.returncode == 0, r.stderr
+    faults = _run_dir_facts(tmp_path / "r")[0]["faults"]
+    assert faults["node_events"] == {"crash": 8, "recover": 8}
+    assert faults["fault_kinds"][0]["down"] == [[[i], 2.0 + 3 * i, 3.5 + 3 * i] for i in range(8)]
+    assert [e[1:] for e in faults["node_event_log"][:4]] == [[0, "crash"], [0, "recover"], [1, "crash"],
+                                                             [1, "recover"]]
+    bad = _cli(["validate", scenario, "--set", "faults.rolling_restart.interval=0.0"], installed)
+    assert bad.returncode == 2
+    assert "parameter 'interval' of fault kind 'rolling_restart' = 0.0 is out of range; allowed: a number > 0" in \
+        " ".join(bad.stderr.split())
+
+
 @pytest.mark.ray
 def test_an_installed_plugin_gives_the_same_ledger_on_ray(installed, tmp_path, ray_local):
     """In-process, Ray and a Ray compiled graph (synchronous), and Ray gossip in time windows: the same ledger."""

@@ -5,10 +5,12 @@ from svmsim.data import (BUILTIN_DATASETS, PARTITION_SCHEMES, SCALINGS, SYNTHETI
                          partition_schemes, scheme_params)
 from svmsim.engine import ENGINES, GOSSIP_MODES
 from svmsim.faults import FAULT_KEYS, FaultModel
+from svmsim.core.fault_kinds import fault_kind, fault_kinds, resolve_fault_params
 from svmsim.core.timing import CLOCKS, Distribution
 from svmsim.topology import TOPOLOGIES, ParamSpec, resolve_params, topology_kinds, topology_spec
 
 __all__ = ["algorithm_names", "AlgorithmInfo", "get_algorithm", "load_module", "BUILTIN_DATASETS", "PARTITION_SCHEMES",
-           "SCALINGS", "SYNTHETIC_KINDS", "ENGINES", "GOSSIP_MODES", "FAULT_KEYS", "FaultModel", "CLOCKS",
+           "SCALINGS", "SYNTHETIC_KINDS", "ENGINES", "GOSSIP_MODES", "FAULT_KEYS", "FaultModel", "fault_kind",
+           "fault_kinds", "resolve_fault_params", "CLOCKS",
            "Distribution", "TOPOLOGIES", "topology_kinds", "topology_spec", "partition_scheme", "partition_schemes",
            "scheme_params", "ParamSpec", "resolve_params"]

@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from svmsim.errors import ScenarioError
 
-from .lower import CLOCKS, FAULT_KEYS, Distribution, FaultModel
-from .messages import choice, fail
+from .lower import CLOCKS, FAULT_KEYS, Distribution, FaultModel, fault_kind, fault_kinds, resolve_fault_params
+from .messages import choice, fail, issue, several
 from .sections import (AlgorithmSection, DataSection, EngineSection, NetworkSection, OutputSection, PartitionSection,
                        SectionModel, StopSection, TopologySection, allowed_text)
 from .values import SECTIONS, dump_toml, plain, show
@@ -123,7 +123,11 @@ class FaultsSection(SectionModel):
     drop, duplicate: per-message probabilities in [0, 1); delay with delay_time: probability and distribution of
     an extra delay; crash (a fraction) or crash_nodes (a list), crash_time, recover_time, recover_state; stragglers
     or straggler_nodes with straggler_factor; churn_rate, churn_downtime, churn_state; seed (default: the scenario's).
+    A fault kind (`svmsim list faults`: built in, or a plugin's through the entry-point group ``svmsim.faults``) is a
+    table of its own, ``[faults.<kind>]``, or an array of tables ``[[faults.<kind>]]`` for several.
     """
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
 
     drop: float = Field(0.0, ge=0, lt=1, description="the probability that a message is lost in the network "
                                                      "(metered as dropped)")
@@ -167,12 +171,32 @@ class FaultsSection(SectionModel):
             raise fail(str(exc), ("faults", "delay_time")) from None
 
     @model_validator(mode="after")
+    def _fault_kinds(self) -> "FaultsSection":
+        """Every key beyond the fixed ones is a fault kind's table (or array of tables) with valid parameters."""
+        errors = []
+        for key, value in (self.model_extra or {}).items():
+            if fault_kind(key) is None:
+                errors.append(issue(("faults", key), f"unknown key '{key}'; allowed keys: "
+                                    f"{', '.join(type(self).model_fields)}, or a fault kind's table: "
+                                    f"{', '.join(fault_kinds())}"))
+                continue
+            for table in (value if isinstance(value, list) else [value]):
+                try:
+                    resolve_fault_params(key, table)
+                except ScenarioError as exc:
+                    errors.append(issue(("faults", key), str(exc)))
+        if errors:
+            raise several(errors)
+        return self
+
+    @model_validator(mode="after")
     def _consistent(self) -> "FaultsSection":
         try:
             self.model()
         except ScenarioError as exc:
             text = str(exc)
-            key = next((k for k in FAULT_KEYS if text.startswith(f"faults.{k} ")), None)
+            key = next((k for k in (*FAULT_KEYS, *(self.model_extra or {}))
+                        if text.startswith((f"faults.{k} ", f"faults.{k}:")) or f"'faults.{k}'" in text), None)
             raise fail(text.removeprefix("faults."), ("faults", key) if key else ("faults",)) from None
         return self
 
@@ -252,7 +276,8 @@ class Scenario(SectionModel):
                        f"{dist.minimum:g}; allowed: a latency with a positive minimum (a constant > 0, a uniform "
                        "distribution with low > 0), or gossip = \"free\"", _GOSSIP_MODE)
         faults = self.faults.model()
-        if (faults.crash > 0 or faults.crash_nodes or faults.churn_rate > 0 or faults.outages) \
+        if (faults.crash > 0 or faults.crash_nodes or faults.churn_rate > 0 or faults.outages
+                or any(fault_kind(name).takes_nodes_down for name, _ in faults.kinds)) \
                 and self._finishes_by_itself():
             raise fail(f"gossip = 'deterministic' with faults that take nodes down: algorithm "
                        f"{self.algorithm.name!r} ends when every node has finished or is down, a node going down or "

@@ -4,15 +4,13 @@ group ``svmsim.topologies``), and the checking of a kind's parameters (`resolve_
 `TOPOLOGIES` with the built-in kinds and builds the graphs."""
 from __future__ import annotations
 
-import math
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import networkx as nx
-import numpy as np
 
 from ..errors import TopologyError
+from .params import ParamSpec, check_params
 
 __all__ = ["ParamSpec", "TopologySpec", "TOPOLOGIES", "register_topology", "topology_kinds", "topology_spec",
            "get_spec", "resolve_params"]
@@ -23,30 +21,6 @@ TOPOLOGIES: dict[str, "TopologySpec"] = {}
 # ----------------------------------------------------------------------------------------------------------------
 # Registry
 # ----------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    """One parameter of a topology kind.
-
-    ``type`` is the accepted Python type (``int``, ``float``, ``bool`` or ``str``; ``float`` also accepts ints,
-    ``str`` also accepts path-like objects). ``default`` is used when the parameter is omitted; ``None`` means
-    "derived from n_nodes" (explained in ``description``). ``allowed`` is a human-readable range. A ``required``
-    parameter has no default and must be given.
-    """
-
-    type: type
-    default: Any
-    description: str
-    allowed: str = ""
-    required: bool = False
-
-    def describe(self, name: str) -> str:
-        """Render as ``name: type = default`` (or ``name: type (required)``) for listings."""
-        if self.required:
-            return f"{name}: {self.type.__name__} (required)"
-        default = "auto" if self.default is None else repr(self.default)
-        return f"{name}: {self.type.__name__} = {default}"
 
 
 @dataclass(frozen=True)
@@ -71,46 +45,6 @@ class TopologySpec:
     def defaults(self) -> dict[str, Any]:
         """The default value of every parameter."""
         return {name: p.default for name, p in self.params.items()}
-
-
-def _allowed_params_text(spec: TopologySpec) -> str:
-    if not spec.params:
-        return f"topology '{spec.name}' takes no parameters"
-    return "allowed parameters: " + ", ".join(p.describe(n) for n, p in spec.params.items())
-
-
-def _coerce(kind: str, name: str, value: Any, p: ParamSpec) -> Any:
-    """Check the type of one parameter value; return it in canonical Python type."""
-    if value is None and p.default is None:
-        return None
-    bad = TopologyError(
-        f"parameter '{name}' of topology '{kind}' must be of type {p.type.__name__}, "
-        f"got {value!r} ({type(value).__name__})" + (f"; allowed: {p.allowed}" if p.allowed else "")
-    )
-    if p.type is bool:
-        if isinstance(value, (bool, np.bool_)):
-            return bool(value)
-        raise bad
-    if isinstance(value, (bool, np.bool_)):
-        raise bad
-    if p.type is int:
-        if isinstance(value, (int, np.integer)):
-            return int(value)
-        raise bad
-    if p.type is float:
-        if isinstance(value, (int, float, np.integer, np.floating)):
-            v = float(value)
-            if math.isnan(v):
-                raise bad
-            return v
-        raise bad
-    if p.type is str:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, os.PathLike):
-            return os.fspath(value)
-        raise bad
-    raise TypeError(f"unsupported parameter type {p.type!r}")  # pragma: no cover - registry bug
 
 
 def register_topology(spec: TopologySpec) -> TopologySpec:
@@ -166,17 +100,4 @@ def resolve_params(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
     type.
     """
     spec = get_spec(kind)
-    for name in params:
-        if name not in spec.params:
-            raise TopologyError(
-                f"unknown parameter {name!r} for topology '{kind}'; {_allowed_params_text(spec)}"
-            )
-    missing = [name for name, p in spec.params.items() if p.required and params.get(name) is None]
-    if missing:
-        raise TopologyError(
-            f"topology '{kind}' needs parameter(s) {', '.join(map(repr, missing))}; {_allowed_params_text(spec)}"
-        )
-    resolved = spec.defaults()
-    for name, value in params.items():
-        resolved[name] = _coerce(kind, name, value, spec.params[name])
-    return resolved
+    return check_params(f"topology '{kind}'", params, spec.params, TopologyError)
