@@ -16,9 +16,9 @@ An algorithm is a package of its own (nothing in svmsim changes):
   installed distribution lists in the entry-point group ``svmsim.algorithms``.
 
 Then ``svmsim run``, ``svmsim sweep``, ``svmsim list algorithms NAME`` and ``svmsim check NAME`` work on it, on every
-engine. Topologies, partition schemes and fault kinds of one's own register the same way (`register_topology`,
-`register_partition`, `register_fault`; entry-point groups ``svmsim.topologies``, ``svmsim.partitions``,
-``svmsim.faults``). The guide "Write your own algorithm" (docs/howto/write-an-algorithm.md) walks through two examples, and
+engine. Topologies, partition schemes, fault kinds and engines of one's own register the same way
+(`register_topology`, `register_partition`, `register_fault`, `register_engine`; entry-point groups
+``svmsim.topologies``, ``svmsim.partitions``, ``svmsim.faults``, ``svmsim.engines``). The guide "Write your own algorithm" (docs/howto/write-an-algorithm.md) walks through two examples, and
 ``examples/svmsim-extras`` is an installable package holding them.
 """
 from __future__ import annotations
@@ -34,6 +34,9 @@ from .errors import (DataError, InfeasibleParameterError, PluginError, ProtocolE
 from .program import (KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, GossipKernel, GossipProgram, NodeProgram,
                       NodeRows, Ragged, RoleSpec, SyncKernel, frozen_view)
 from .core.fault_kinds import FaultEffects, FaultKind, Outage, register_fault
+from .engine.base import Engine
+from .engine.inproc import InProcessEngine
+from .engine.kinds import EngineKind, register_engine
 from .data import register_partition
 from .topology import ParamSpec, TopologySpec, build_topology, register_topology
 
@@ -52,6 +55,8 @@ __all__ = [
     "TopologySpec", "ParamSpec", "register_topology", "register_partition",
     # fault kinds of one's own (entry-point group svmsim.faults)
     "FaultKind", "FaultEffects", "Outage", "register_fault",
+    # engines of one's own (entry-point group svmsim.engines)
+    "Engine", "InProcessEngine", "EngineKind", "register_engine",
     # running and checking
     "run", "load_scenario", "RunResult", "conformance",
     # errors

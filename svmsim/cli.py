@@ -43,9 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run a scenario and write its run directory (atomically: an interrupted or "
                                    "failed run leaves nothing that looks finished).")
     r.add_argument("scenario", help="path to a scenario TOML file")
-    r.add_argument("--engine", choices=("inproc", "ray", "ray-cgraph"),
+    r.add_argument("--engine", metavar="ENGINE",
                    help="override engine.name (inproc: one process, deterministic; ray: Ray actors; ray-cgraph: "
-                        "Ray actors driven by a compiled graph)")
+                        "Ray actors driven by a compiled graph; or a plugin's: svmsim list engines)")
     r.add_argument("--address", help="join an existing Ray cluster at this address (implies a Ray engine)")
     r.add_argument("--actors", type=int, help="host actors per multi-node role on Ray (engine.actors)")
     r.add_argument("--dashboard", action="store_true", help="start the Ray dashboard with the local Ray")
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a grid axis (repeatable; replaces the file's sweep.grid entry of the same name)")
     sw.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                     help="override a scenario key in every run")
-    sw.add_argument("--engine", choices=("inproc", "ray", "ray-cgraph"), help="override engine.name")
+    sw.add_argument("--engine", metavar="ENGINE", help="override engine.name (svmsim list engines)")
     sw.add_argument("--out", help="exact sweep directory (default: <output.dir>/sweep-<name>-<timestamp>)")
     sw.add_argument("--overwrite", action="store_true", help="replace an existing sweep directory")
     sw.add_argument("--no-runs", action="store_true", help="do not keep each run's own directory")
@@ -421,14 +421,24 @@ def _cmd_list(args) -> int:
                 out.append(f"  {'':<14}   {p.describe(key)}: {p.description}" + (f" ({p.allowed})" if p.allowed
                                                                                    else ""))
     if what in ("all", "engines"):
-        from .engine import ENGINES
-
         from .config.sections import EngineSection
+        from .engine.kinds import RAY_KEYS, engine_kind, engine_names
 
-        out.append("engines: " + ", ".join(ENGINES))
-        out.append("  [engine] keys:")
-        for key, field in EngineSection.model_fields.items():
-            out.append(f"    {key:<10} (default {field.default!r}) {field.description}")
+        out.append("engines ([engine] name = NAME, and the engine's keys):")
+        for name in engine_names():
+            try:
+                kind = engine_kind(name)
+            except SvmsimError as exc:
+                out.append(f"  {name:<12} (cannot be loaded) {exc}")
+                continue
+            out.append(f"  {name:<12} {kind.description}" + ("; Ray keys" if kind.ray else ""))
+            for key, p in kind.params.items():
+                out.append(f"  {'':<12}   {p.describe(key)}: {p.description}" + (f" ({p.allowed})" if p.allowed
+                                                                                 else ""))
+        out.append("  Ray keys of [engine]:")
+        for key in RAY_KEYS:
+            field = EngineSection.model_fields[key]
+            out.append(f"    {key:<16} (default {_show(field.default)}) {field.description}")
     if what in ("all", "datasets"):
         from .data import BUILTIN_DATASETS, list_datasets
 

@@ -22,7 +22,6 @@ from .comm.meter import Ledger, Meter
 from .comm.quantities import by_kind, edge_weighted_total, quantity
 from .data import make_dataset
 from .deployment import Deployment, Problem, SingleMachineRun, observations_by_role
-from .engine import make_engine
 from .engine.base import Engine
 from .errors import EngineFailure
 from .faults import FaultPlan, declared_matches
@@ -509,7 +508,8 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
     """Run a scenario (a `Scenario`, a dict in the TOML's shape, or a path to a TOML file).
 
     topology: any `networkx.Graph` to use instead of the scenario's topology (relabelled to 0..N-1).
-    engine: an engine name ("inproc", "ray", "ray-cgraph") or an `Engine` instance; default: the scenario's.
+    engine: an engine name ("inproc", "ray", "ray-cgraph", or a registered one) or an `Engine` instance; default:
+        the scenario's.
     overrides: dotted keys applied to the scenario before validation, e.g. {"stop.max_iterations": 100}.
     out_dir: exact run directory (default: the scenario's output settings); write=False writes nothing.
     """
@@ -542,14 +542,8 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
             if isinstance(engine, Engine):
                 eng = engine
             else:
-                opts = {}
-                if scenario.engine.is_ray:
-                    opts = {"actors": scenario.engine.actors, "address": scenario.engine.address or None,
-                            "colocate": scenario.engine.colocate, "gossip": scenario.engine.gossip,
-                            "checkpoint_every": scenario.engine.checkpoint_every,
-                            "recover": scenario.engine.recover,
-                            "init_options": {"include_dashboard": scenario.engine.dashboard}}
-                eng = make_engine(scenario.engine.name, **opts)
+                kind = scenario.engine.kind
+                eng = kind.factory(**kind.options_from(scenario.engine.settings()))
                 own_engine = True
             if scenario.engine.is_ray and scenario.engine.metrics:
                 from .monitor import LiveMetrics

@@ -92,3 +92,24 @@ def test_the_topology_example_of_the_extension_guide_builds_its_graph():
         assert sorted(G.edges()) == [(0, 1), (0, 2), (0, 4), (0, 6), (1, 3), (1, 5)]
     finally:
         TOPOLOGIES.pop("double_star", None)
+
+
+def test_the_engine_example_of_the_extension_guide_registers_and_traces():
+    """docs/howto/extend.md: the module registering the "tracing" engine runs as written; the engine it registers
+    records every n-th round and refuses the gossip scheduler."""
+    from svmsim.engine import ENGINE_KINDS, make_engine
+
+    text = (ROOT / "docs" / "howto" / "extend.md").read_text(encoding="utf-8")
+    files = {body.splitlines()[0].removeprefix("# file: "): body for lang, body, _ in blocks(text)
+             if body.startswith("# file: ")}
+    assert tomllib.loads(files["engines_extra/pyproject-engines.toml"])["project"]["entry-points"]["svmsim.engines"]
+    try:
+        exec(compile(files["engines_extra/tracing.py"], "tracing.py", "exec"), {"__name__": "engines_extra.tracing"})
+        engine = make_engine("tracing", every=2)
+        engine.deploy([], 0)
+        for r in range(5):
+            engine.step(r, {})
+        assert engine.trace == [(0, []), (2, []), (4, [])]
+        assert ENGINE_KINDS["tracing"].no_gossip == "records synchronous rounds only"
+    finally:
+        ENGINE_KINDS.pop("tracing", None)

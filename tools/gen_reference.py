@@ -191,12 +191,12 @@ def choices() -> dict[tuple[str, str], str]:
     field says only "a string"), as table cells."""
     from svmsim.config.schema import SCHEDULERS
     from svmsim.core.timing import CLOCKS
-    from svmsim.engine import ENGINES, GOSSIP_MODES
+    from svmsim.engine.kinds import ENGINE_KINDS, GOSSIP_MODES
 
     return {
         ("schedule", "kind"): _quoted(SCHEDULERS),
         ("schedule", "clock"): _quoted(CLOCKS),
-        ("engine", "name"): _quoted(ENGINES),
+        ("engine", "name"): _quoted(ENGINE_KINDS) + ", or a plugin's engine",
         ("engine", "gossip"): _quoted(GOSSIP_MODES),
         ("data", "kind"): _quoted(synthetic_kinds()) + " ([synthetic kinds](#data-synthetic))",
         ("partition", "scheme"): _quoted(builtin_partitions()) + " ([schemes](#partition-schemes)), or a "
@@ -351,8 +351,6 @@ def _partition_schemes() -> list[str]:
 
 
 def _topology_kinds() -> list[str]:
-    from svmsim.config.messages import TYPE_WORDS
-
     out = ["### Topology kinds {#topology-kinds}", "",
            "Each kind's parameters sit next to `kind` in `[topology]` (`kind = \"grid\"` and `rows = 4`). `n_nodes` "
            "is the number of nodes the algorithm's deployment asks for.", ""]
@@ -361,15 +359,39 @@ def _topology_kinds() -> list[str]:
                 cell(spec.description[:1].upper() + spec.description[1:].rstrip("."), in_table=False)
                 + f". At least {spec.min_nodes} nodes.", ""]
         if spec.params:
-            rows = []
-            for name, p in spec.params.items():
-                default = ("required" if p.required else "derived (see description)" if p.default is None
-                           else code(show(p.default)))
-                rows.append((key(name), cell(_TYPE_WORDS.get(p.type, p.type.__name__)), default,
-                             cell(p.allowed or TYPE_WORDS.get(p.type, "")), cell(p.description)))
-            out += table(FIELD_HEADER, rows) + [""]
+            out += table(FIELD_HEADER, _param_rows(spec.params)) + [""]
         else:
             out += ["No parameters.", ""]
+    return out
+
+
+def _param_rows(params) -> list:
+    """Table rows of a registered piece's `ParamSpec`s (topology and fault kinds)."""
+    from svmsim.config.messages import TYPE_WORDS
+
+    rows = []
+    for name, p in params.items():
+        derived = "derived (see description)" if p.none_means == "auto" else p.none_means
+        default = "required" if p.required else derived if p.default is None else code(show(p.default))
+        kind = f"list of {_TYPE_WORDS.get(p.item, p.item.__name__)}s" if p.type is list and p.item else \
+            _TYPE_WORDS.get(p.type, p.type.__name__)
+        rows.append((key(name), cell(kind), default, cell(p.allowed or TYPE_WORDS.get(p.type, "")),
+                     cell(p.description)))
+    return rows
+
+
+def _fault_kinds() -> list[str]:
+    from svmsim.core.fault_kinds import FAULT_KINDS
+
+    out = ["### Fault kinds {#fault-kinds}", "",
+           "A fault kind is a table of its own, `[faults.<kind>]`, or an array of tables `[[faults.<kind>]]` for "
+           "several; a plugin's kinds (entry-point group `svmsim.faults`) are given the same way.", ""]
+    for kind, spec in sorted(FAULT_KINDS.items()):
+        if not _builtin(getattr(spec.schedule, "__module__", None)):
+            continue
+        out += [f"#### `[faults.{kind}]` {{#faults-{kind.replace('_', '-')}}}", "",
+                cell(spec.description[:1].upper() + spec.description[1:].rstrip("."), in_table=False) + ".", ""]
+        out += table(FIELD_HEADER, _param_rows(spec.params)) + [""]
     return out
 
 
@@ -399,6 +421,8 @@ def scenario_page() -> str:
             out += _partition_schemes()
         elif section == "topology":
             out += _topology_kinds()
+        elif section == "faults":
+            out += _fault_kinds()
         elif section == "algorithm":
             names = builtin_algorithms()
             out += ["The algorithm's own keys sit next to `name`; each algorithm's keys are on the "

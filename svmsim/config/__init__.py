@@ -37,11 +37,11 @@ from .schema import GOSSIP_SCHEDULE_KEYS, SCHEDULERS, FaultsSection, Scenario, S
 from .sections import (AlgorithmSection, DataSection, EngineSection, OutputSection, PartitionSection, StopSection,
                        TopologySection)
 from .sweep_table import SHORT_NAMES, SweepSpec, Variant, check_param, check_sweep_table
-from .values import RAY_ENGINES, SECTIONS, SYNTHETIC_KEYS, dump_toml
+from .values import SECTIONS, SYNTHETIC_KEYS, dump_toml
 
 __all__ = [
     "Scenario", "DataSection", "PartitionSection", "TopologySection", "EngineSection", "AlgorithmSection",
-    "StopSection", "OutputSection", "ScheduleSection", "FaultsSection", "SECTIONS", "SYNTHETIC_KEYS", "RAY_ENGINES",
+    "StopSection", "OutputSection", "ScheduleSection", "FaultsSection", "SECTIONS", "SYNTHETIC_KEYS",
     "SCHEDULERS", "GOSSIP_SCHEDULE_KEYS", "load_scenario", "validate_file", "parse_override", "parse_overrides",
     "apply_overrides", "dump_toml", "read_toml", "SweepSpec", "Variant", "SHORT_NAMES", "check_param",
     "check_sweep_table",

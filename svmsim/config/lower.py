@@ -3,14 +3,16 @@ latency models it builds to check settings), imported in this one place: when on
 from svmsim.algorithms.registry import AlgorithmInfo, algorithm_names, get_algorithm, load_module
 from svmsim.data import (BUILTIN_DATASETS, PARTITION_SCHEMES, SCALINGS, SYNTHETIC_KINDS, partition_scheme,
                          partition_schemes, scheme_params)
-from svmsim.engine import ENGINES, GOSSIP_MODES
+from svmsim.engine.kinds import (ENGINE_KINDS, GOSSIP_MODES, check_engine_params, engine_kind, engine_names,
+                                 ray_engine_names)
 from svmsim.faults import FAULT_KEYS, FaultModel
 from svmsim.core.fault_kinds import fault_kind, fault_kinds, resolve_fault_params
 from svmsim.core.timing import CLOCKS, Distribution
 from svmsim.topology import TOPOLOGIES, ParamSpec, resolve_params, topology_kinds, topology_spec
 
 __all__ = ["algorithm_names", "AlgorithmInfo", "get_algorithm", "load_module", "BUILTIN_DATASETS", "PARTITION_SCHEMES",
-           "SCALINGS", "SYNTHETIC_KINDS", "ENGINES", "GOSSIP_MODES", "FAULT_KEYS", "FaultModel", "fault_kind",
-           "fault_kinds", "resolve_fault_params", "CLOCKS",
+           "SCALINGS", "SYNTHETIC_KINDS", "ENGINE_KINDS", "engine_names", "engine_kind", "ray_engine_names",
+           "check_engine_params", "GOSSIP_MODES", "FAULT_KEYS", "FaultModel", "fault_kind", "fault_kinds",
+           "resolve_fault_params", "CLOCKS",
            "Distribution", "TOPOLOGIES", "topology_kinds", "topology_spec", "partition_scheme", "partition_schemes",
            "scheme_params", "ParamSpec", "resolve_params"]

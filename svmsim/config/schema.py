@@ -12,7 +12,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_vali
 
 from svmsim.errors import ScenarioError
 
-from .lower import CLOCKS, FAULT_KEYS, Distribution, FaultModel, fault_kind, fault_kinds, resolve_fault_params
+from .lower import CLOCKS, ENGINE_KINDS, FAULT_KEYS, Distribution, FaultModel, fault_kind, fault_kinds, resolve_fault_params
 from .messages import choice, fail, issue, several
 from .sections import (AlgorithmSection, DataSection, EngineSection, NetworkSection, OutputSection, PartitionSection,
                        SectionModel, StopSection, TopologySection, allowed_text)
@@ -303,14 +303,15 @@ class Scenario(SectionModel):
             raise fail(f"kind = {schedule.kind!r} is not supported by algorithm {self.algorithm.name!r} (it runs "
                         f"{'in synchronous rounds' if natural == 'sync' else 'on the gossip scheduler'}); allowed: "
                         f"{natural!r} or 'auto'", ("schedule", "kind"))
-        if schedule.kind == "gossip" and self.engine.name == "ray-cgraph":
-            raise fail("name = 'ray-cgraph' drives actors in lockstep through a compiled graph (synchronous rounds), "
-                        "but the gossip scheduler runs free actors that send to each other directly; allowed with "
-                        "gossip: name = \"inproc\" or \"ray\"", ("engine", "name"))
-        if schedule.kind == "gossip" and self.engine.name == "ray" and schedule.eval_messages is not None:
+        engine = self.engine.kind
+        if schedule.kind == "gossip" and engine.no_gossip:
+            able = [n for n, k in ENGINE_KINDS.items() if not k.no_gossip]
+            raise fail(f"name = {engine.name!r} {engine.no_gossip}; allowed with gossip: name = "
+                       + " or ".join(f'"{n}"' for n in able), ("engine", "name"))
+        if schedule.kind == "gossip" and engine.ray and schedule.eval_messages is not None:
             raise fail(f"eval_messages = {schedule.eval_messages} counts messages in one process; Ray hosts evaluate "
                        "on their own virtual clocks: allowed on engine ray: eval_time", ("schedule", "eval_messages"))
-        if schedule.kind == "gossip" and self.engine.name == "ray" and self.engine.gossip == "deterministic":
+        if schedule.kind == "gossip" and engine.ray and self.engine.gossip == "deterministic":
             self._check_deterministic_gossip()
         if schedule.kind == "gossip" and not self.faults.is_empty:
             stop = self.stop

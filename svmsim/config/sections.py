@@ -13,11 +13,12 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
 
 from svmsim.errors import PluginError, ScenarioError, TopologyError
 
-from .lower import (BUILTIN_DATASETS, ENGINES, GOSSIP_MODES, PARTITION_SCHEMES, SCALINGS, SYNTHETIC_KINDS,
+from .lower import (BUILTIN_DATASETS, GOSSIP_MODES, PARTITION_SCHEMES, SCALINGS, SYNTHETIC_KINDS, check_engine_params,
+                    engine_kind, engine_names, ray_engine_names,
                     AlgorithmInfo, ParamSpec, algorithm_names, get_algorithm, load_module,
                     partition_scheme, partition_schemes, resolve_params, scheme_params, topology_kinds, topology_spec)
 from .messages import TYPE_WORDS, choice, describe_field, fail, issue, key_path, several
-from .values import DEFAULT_SYNTHETIC_KIND, RAY_ENGINES, SYNTHETIC_KEYS, as_plain_str, is_int, is_number, show
+from .values import DEFAULT_SYNTHETIC_KIND, SYNTHETIC_KEYS, as_plain_str, is_int, is_number, show
 
 
 # Arguments of a partition scheme / synthetic generator that are not scenario keys.
@@ -304,10 +305,14 @@ class TopologySection(SectionModel):
 
 
 class EngineSection(SectionModel):
-    """``[engine]``: where the node programs run."""
+    """``[engine]``: where the node programs run. An engine of a plugin (entry-point group ``svmsim.engines``) takes
+    its own keys beside ``name``; the Ray keys apply to the Ray engines."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
 
     name: str = Field("inproc", description="where the node programs run: inproc (this process), ray (actors), "
-                                            "ray-cgraph (actors driven by a Ray compiled graph)")
+                                            "ray-cgraph (actors driven by a Ray compiled graph), or an engine of a "
+                                            "plugin (svmsim list engines)")
     actors: int = Field(2, ge=1, description="Ray: host actors per role played by several nodes")
     address: str = Field("", description="Ray: a cluster to join (auto, or HOST:PORT); empty starts a private one")
     dashboard: bool = Field(False, description="Ray: start the private instance's dashboard")
@@ -327,9 +332,24 @@ class EngineSection(SectionModel):
     @field_validator("name")
     @classmethod
     def _known_engine(cls, value: str) -> str:
-        if value not in ENGINES:
-            raise choice("name", value, "an engine", ENGINES)
+        try:
+            known = engine_kind(value)
+        except PluginError as exc:
+            raise fail(str(exc), ("engine", "name")) from None
+        if known is None:
+            raise choice("name", value, "an engine", engine_names())
         return value
+
+    @model_validator(mode="after")
+    def _engine_keys(self) -> "EngineSection":
+        """Keys beyond the fixed ones are the named engine's own, checked against its parameters."""
+        try:
+            resolved = check_engine_params(self.name, self.model_extra or {})
+        except ScenarioError as exc:
+            raise fail(str(exc), ("engine",)) from None
+        for key, value in resolved.items():
+            self.__pydantic_extra__[key] = value
+        return self
 
     @field_validator("gossip")
     @classmethod
@@ -340,10 +360,10 @@ class EngineSection(SectionModel):
 
     @model_validator(mode="after")
     def _ray_only(self) -> "EngineSection":
-        if self.address and self.name not in RAY_ENGINES:
+        if self.address and not self.is_ray:
             raise fail(
                 f"address = {show(self.address)} needs a Ray engine but name = {self.name!r}; "
-                f"allowed: set name to one of {', '.join(RAY_ENGINES)}, or remove address",
+                f"allowed: set name to one of {', '.join(ray_engine_names())}, or remove address",
                 ("engine", "address"),
             )
         if self.address and self.dashboard:
@@ -356,7 +376,16 @@ class EngineSection(SectionModel):
 
     @property
     def is_ray(self) -> bool:
-        return self.name in RAY_ENGINES
+        return engine_kind(self.name).ray
+
+    @property
+    def kind(self):
+        """The engine's registered `EngineKind`."""
+        return engine_kind(self.name)
+
+    def settings(self) -> dict:
+        """Every key of the table, the engine's own among them, with defaults filled in."""
+        return self.model_dump()
 
 
 def _lookup_algorithm(name: str) -> AlgorithmInfo | None:

@@ -23,9 +23,6 @@ TOP_KEYS = ("name", "description", "seed")
 SYNTHETIC_KEYS = ("kind", "n", "d", "beta", "flip_band", "density", "zero_plane", "positive_class", "noise",
                   "positive_fraction", "max_norm")
 
-#: Engines that run on Ray (``engine.address`` joins an existing Ray cluster).
-RAY_ENGINES = ("ray", "ray-cgraph")
-
 #: The kind of synthetic data generated when ``[data] kind`` is not given.
 DEFAULT_SYNTHETIC_KIND = "separable"
 

@@ -34,7 +34,7 @@ __all__ = ["GROUPS", "entry_points", "load_entry_point", "provide", "import_modu
 
 #: kind of piece -> its entry-point group
 GROUPS = {"algorithms": "svmsim.algorithms", "topologies": "svmsim.topologies", "partitions": "svmsim.partitions",
-          "faults": "svmsim.faults"}
+          "faults": "svmsim.faults", "engines": "svmsim.engines"}
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 #: folders added to sys.path for modules found beside a scenario file, in the order they were added

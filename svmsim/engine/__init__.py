@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import importlib
 
-ENGINES = ("inproc", "ray", "ray-cgraph")
-GOSSIP_MODES = ("free", "deterministic")     # how Ray gossip hosts keep time (`engine.ray_gossip`)
+from typing import Any, Mapping
 
-__all__ = ["Engine", "split_roles", "InProcessEngine", "ENGINES", "GOSSIP_MODES", "make_engine", "RayGossipRun"]
+from .kinds import (ENGINE_KINDS, GOSSIP_MODES, EngineKind, engine_kind, engine_names, get_engine_kind,
+                    register_engine)
+
+__all__ = ["Engine", "split_roles", "InProcessEngine", "GOSSIP_MODES", "make_engine", "RayGossipRun", "EngineKind",
+           "ENGINE_KINDS", "register_engine", "engine_names", "engine_kind"]
 
 _LAZY = {"Engine": ".base", "split_roles": ".base", "InProcessEngine": ".inproc", "RayGossipRun": ".ray_gossip"}
 
@@ -21,15 +24,47 @@ def __getattr__(name: str):
 
 
 def make_engine(name: str, **options):
-    """Build an engine by name: 'inproc', 'ray' (actors) or 'ray-cgraph' (actors driven by a compiled graph)."""
-    if name == "inproc":
-        from .inproc import InProcessEngine
+    """Build an engine by name ('inproc', 'ray': actors, 'ray-cgraph': actors driven by a compiled graph, or a
+    registered one) with its factory's keyword options."""
+    return get_engine_kind(name).factory(**options)
 
-        return InProcessEngine()
-    if name in ("ray", "ray-cgraph"):
-        from .ray_engine import RayEngine
 
-        return RayEngine(compiled=(name == "ray-cgraph"), **options)
-    from ..errors import ScenarioError
+# ----------------------------------------------------------------------------------------------------------------
+# Built-in engines
+# ----------------------------------------------------------------------------------------------------------------
 
-    raise ScenarioError(f"engine.name = {name!r} is not an engine; allowed: {', '.join(ENGINES)}")
+
+def _inproc(**options):
+    from .inproc import InProcessEngine
+
+    return InProcessEngine(**options)
+
+
+def _ray(**options):
+    from .ray_engine import RayEngine
+
+    return RayEngine(**options)
+
+
+def _ray_cgraph(**options):
+    from .ray_engine import RayEngine
+
+    return RayEngine(compiled=True, **options)
+
+
+def _ray_options(s: Mapping[str, Any]) -> dict:
+    """RayEngine's options from the Ray keys of [engine]."""
+    return {"actors": s["actors"], "address": s["address"] or None, "colocate": s["colocate"],
+            "gossip": s["gossip"], "checkpoint_every": s["checkpoint_every"], "recover": s["recover"],
+            "init_options": {"include_dashboard": s["dashboard"]}}
+
+
+register_engine(EngineKind("inproc", _inproc, "every node program in this process; deterministic and cheap",
+                           options=lambda s: {}))
+register_engine(EngineKind("ray", _ray, "Ray actors, one remote call per host and round (gossip: free hosts that "
+                                        "send to each other)", options=_ray_options, ray=True))
+register_engine(EngineKind(
+    "ray-cgraph", _ray_cgraph, "Ray actors driven in lockstep by a Ray compiled graph (synchronous rounds)",
+    options=_ray_options, ray=True,
+    no_gossip="drives actors in lockstep through a compiled graph (synchronous rounds), but the gossip scheduler "
+              "runs free actors that send to each other directly"))

@@ -37,7 +37,7 @@ from ray.exceptions import ActorUnschedulableError, RayActorError, RayChannelErr
 
 from ..comm.message import Inbox, MessageBatch, Outbox
 from ..errors import EngineFailure, ScenarioError
-from . import GOSSIP_MODES
+from .kinds import GOSSIP_MODES
 from ..program import Group, NodeProgram, RoleSpec
 from .base import Engine, split_roles
 from .ray_actors import (HostJournal, colocate_groups, ensure_ray, host_options, lost_hosts, new_namespace,
