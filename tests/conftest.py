@@ -19,6 +19,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("ray"))
 
 
+def pytest_terminal_summary(terminalreporter):
+    """The number of documentation code blocks run (and checked, and not run with a reason), over every page."""
+    from tests.test_docs_examples import pytest_terminal_summary_lines
+
+    reports = [r for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])]
+    for line in pytest_terminal_summary_lines(reports):
+        terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """One local Ray instance for the whole test session (started here unless Ray is already running)."""

@@ -343,8 +343,16 @@ class EngineSection(SectionModel):
     @model_validator(mode="after")
     def _engine_keys(self) -> "EngineSection":
         """Keys beyond the fixed ones are the named engine's own, checked against its parameters."""
+        extra = self.model_extra or {}
+        kind = engine_kind(self.name)
+        unknown = [key for key in extra if key not in kind.params]
+        if unknown:
+            own = ", ".join(p.describe(n) for n, p in kind.params.items()) or "none (it takes no parameters)"
+            raise several([issue(("engine", key), (
+                f"unknown key '{key}' for engine '{self.name}'; allowed keys: {', '.join(type(self).model_fields)}, "
+                f"and the parameters of '{self.name}': {own}")) for key in unknown])
         try:
-            resolved = check_engine_params(self.name, self.model_extra or {})
+            resolved = check_engine_params(self.name, extra)
         except ScenarioError as exc:
             raise fail(str(exc), ("engine",)) from None
         for key, value in resolved.items():
