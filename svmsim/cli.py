@@ -111,9 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--only", metavar="CHECKS", help="comma-separated check names to run (default: all)")
     ck.add_argument("--no-variants", action="store_true", help="skip the algorithms' declared variants")
 
-    ls = sub.add_parser("list", help="list algorithms, topologies, data sets, partitions, fault kinds or engines")
+    ls = sub.add_parser("list", help="list algorithms, topologies, data sets, partitions, fault kinds, engines or "
+                                     "metrics")
     ls.add_argument("what", nargs="?", default="all",
-                    choices=("all", "algorithms", "topologies", "datasets", "partitions", "faults", "engines"))
+                    choices=("all", "algorithms", "topologies", "datasets", "partitions", "faults", "engines",
+                             "metrics"))
     ls.add_argument("name", nargs="?", help="with 'algorithms': one algorithm, each of its keys with its "
                                             "description, default and allowed values")
     ls.add_argument("--data-dir", help="data directory to list (default: $SVMSIM_DATA_DIR)")
@@ -180,7 +182,8 @@ def summary_lines(scenario, result) -> list[str]:
                         else "  (differs from the algorithm's declared count!)"))
     lines += _fault_lines(result.summary.get("faults"), f)
     for key, label in (("objective", "objective"), ("hull_distance", "hull dist"), ("rel_gap", "rel. gap"),
-                       ("rel_dual", "rel. dual"), ("train_accuracy", "train acc"), ("test_accuracy", "test acc")):
+                       ("gap_per_cn", "gap/(C n)"), ("consensus_error", "consensus"), ("rel_dual", "rel. dual"),
+                       ("train_accuracy", "train acc"), ("test_accuracy", "test acc")):
         if f.get(key) is not None:
             lines.append(f"{label:<10} {f[key]:.6g}")
     if f.get("modelled_time") is not None:
@@ -243,7 +246,8 @@ def _ids(nodes: list[int], shown: int = 8) -> str:
 
 
 def _unbounded_gossip_warning(scenario) -> str | None:
-    """A gossip run with no budget stops only by stop.gap / objective_change or when every node has finished,
+    """A gossip run with no budget stops only by a metric rule (stop.below, gap, objective_change) or when every
+    node has finished,
     which faults (lost mass, crashed nodes) or a program that never finishes can prevent: say so before running."""
     if scenario.schedule.kind != "gossip" or (scenario.faults.is_empty
                                               and scenario.algorithm.info.finishes(scenario.algorithm.params)):
@@ -253,7 +257,7 @@ def _unbounded_gossip_warning(scenario) -> str | None:
                sched.max_messages)
     if any(b is not None for b in budgets):
         return None
-    why = " (with faults, Push-Sum's consensus error may never reach stop.gap: lost messages take their mass " \
+    why = " (with faults, Push-Sum's consensus error may never reach its threshold: lost messages take their mass " \
           "with them and crashed nodes keep stale values)" if not scenario.faults.is_empty else ""
     return ("this gossip run has no budget ([stop] max_rounds, max_iterations, max_scalars, max_seconds or "
             "[schedule] max_time, max_messages), so it stops only when its stopping rule is met or every node has "
@@ -357,6 +361,18 @@ def _show(value) -> str:
     return "none" if value is None else show(value)
 
 
+def _metric_lines() -> list[str]:
+    """The registry of metric names (`svmsim.core.metrics`): name, unit, certificate or not, description."""
+    from .core.metrics import METRICS
+
+    out = ["metrics (columns of metrics.csv; one meaning in every family):"]
+    for m in METRICS:
+        kind = "certificate" if m.certificate else "measure"
+        out.append(f"  {m.name:<16} {m.unit:<11} {kind:<12} {m.description}")
+        out.append(f"  {'':<16} {'':<11} {'':<12} = {m.definition}; families: {', '.join(m.families)}")
+    return out
+
+
 def _cmd_list(args) -> int:
     what = args.what
     if args.name is not None:
@@ -439,6 +455,8 @@ def _cmd_list(args) -> int:
         for key in RAY_KEYS:
             field = EngineSection.model_fields[key]
             out.append(f"    {key:<16} (default {_show(field.default)}) {field.description}")
+    if what in ("all", "metrics"):
+        out += _metric_lines()
     if what in ("all", "datasets"):
         from .data import BUILTIN_DATASETS, list_datasets
 

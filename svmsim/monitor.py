@@ -8,7 +8,7 @@ Exported series (Ray prefixes ``ray_`` and adds ``_total`` to counters):
     svmsim_round{scenario}                    gauge     current synchronous round
     svmsim_iteration{scenario}                gauge     completed algorithm iterations
     svmsim_objective{scenario}                gauge     objective at the last evaluation
-    svmsim_rel_gap{scenario}                  gauge     certified relative duality gap
+    svmsim_rel_gap{scenario}                  gauge     certified relative duality gap (runs that report rel_gap)
     svmsim_accuracy{scenario, split}          gauge     train / test accuracy
     svmsim_node_work{scenario, quantity}      counter   node quantities the meter records (e.g. kernel_evaluations)
 
@@ -27,6 +27,7 @@ import urllib.request
 import numpy as np
 
 from .comm.quantities import MESSAGE_QUANTITIES, by_kind
+from .core.metrics import metric
 
 __all__ = ["METRIC_NAMES", "LiveMetrics", "metrics_endpoint", "FINAL_EXPORT_WAIT_S"]
 
@@ -74,7 +75,7 @@ class LiveMetrics:
         self.round = Gauge("svmsim_round", description="synchronous round", tag_keys=("scenario",))
         self.iteration = Gauge("svmsim_iteration", description="completed iterations", tag_keys=("scenario",))
         self.objective = Gauge("svmsim_objective", description="objective", tag_keys=("scenario",))
-        self.rel_gap = Gauge("svmsim_rel_gap", description="certified relative gap", tag_keys=("scenario",))
+        self.rel_gap = Gauge("svmsim_rel_gap", description=metric("rel_gap").label, tag_keys=("scenario",))
         self.accuracy = Gauge("svmsim_accuracy", description="accuracy", tag_keys=("scenario", "split"))
         self.node_work = Counter("svmsim_node_work", description="work the nodes did (e.g. kernel evaluations)",
                                  tag_keys=("scenario", "quantity"))

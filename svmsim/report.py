@@ -1,11 +1,19 @@
-"""Plots of a run: objective, certified gap and accuracy against communication, with the paper's bounds."""
+"""Plots of a run: objective, certified gap and accuracy against communication, with the paper's bounds.
+
+Labels of metrics come from the registry (`svmsim.core.metrics`): a curve is called "certified" only when the
+metric is a certificate."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_run", "plot_cost_vs_eps", "plot_sweep_curves", "plot_scaling"]
+from .core.metrics import label as metric_label
+
+__all__ = ["plot_run", "plot_cost_vs_eps", "plot_sweep_curves", "plot_scaling", "GAP_PANEL"]
+
+#: the metrics drawn in a run's panel of relative measures, with their colours
+GAP_PANEL = {"rel_gap": "C3", "gap_per_cn": "C5", "rel_dual": "C1", "rel_primal": "C2", "consensus_error": "C0"}
 
 
 def _pyplot():
@@ -19,10 +27,12 @@ def _pyplot():
 
 def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | None = None,
              comm_unit: tuple[str, float] | None = None, eps: float | None = None) -> Path:
-    """Panels against communication (scalars, or the paper's unit such as k*d): the objective, the certified
-    relative gap (log scale, with the target eps), and train/test accuracy, each only when the run reports it
-    (no empty panel: gossip runs certify no gap). The bounds k(d + sqrt(d/eps)) and k*min(d, 1/eps) are drawn
-    once, as vertical lines in the gap panel, labelled as the orders they are (no constants)."""
+    """Panels against communication (scalars, or the paper's unit such as k*d): the objective, the relative
+    measures (log scale, with the target eps: the certified relative gap, paper 001's gap over C n, the relative
+    dual and primal errors, Push-Sum's consensus error; `GAP_PANEL`, labelled by the metric registry), and
+    train/test accuracy, each only when the run reports it (no empty panel). The bounds k(d + sqrt(d/eps)) and
+    k*min(d, 1/eps) are drawn once, as vertical lines in the gap panel, labelled as the orders they are (no
+    constants)."""
     plt = _pyplot()
 
     def col(name):
@@ -38,8 +48,8 @@ def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | Non
         unit = 1.0
         x = col("iteration")
         xlabel = "iteration"
-    gap = col("rel_gap")
-    has = {"objective": np.isfinite(col("objective")).any(), "gap": (gap > 0).any(),
+    relative = {name: col(name) for name in GAP_PANEL}
+    has = {"objective": np.isfinite(col("objective")).any(), "gap": any((v > 0).any() for v in relative.values()),
            "accuracy": np.isfinite(col("train_accuracy")).any() or np.isfinite(col("test_accuracy")).any()}
     shown = [k for k in ("objective", "gap", "accuracy") if has[k]] or ["objective"]   # no empty panel
     fig, axes = plt.subplots(1, len(shown), figsize=(5 * len(shown), 4.2), squeeze=False)
@@ -53,18 +63,13 @@ def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | Non
         ax.set_ylabel("objective")
     if "gap" in panel:
         ax = panel["gap"]
-        ax.semilogy(x, np.where(gap > 0, gap, np.nan), marker=".", color="C3", label="certified relative gap")
-        rel_dual = col("rel_dual")
-        if (rel_dual > 0).any():
-            ax.semilogy(x, np.where(rel_dual > 0, rel_dual, np.nan), marker=".", color="C1",
-                        label="relative dual objective (to f*)")
-        rel_primal = col("rel_primal")
-        if (rel_primal > 0).any():
-            ax.semilogy(x, np.where(rel_primal > 0, rel_primal, np.nan), marker=".", color="C2",
-                        label="relative primal error (best iterate, to the certified optimum)")
+        for (name, color), values in zip(GAP_PANEL.items(), relative.values()):
+            if (values > 0).any():
+                ax.semilogy(x, np.where(values > 0, values, np.nan), marker=".", color=color,
+                            label=f"{metric_label(name)} ({name})")
         if eps:
             ax.axhline(eps, color="gray", linestyle=":", label=f"eps = {eps:g}")
-        ax.set_ylabel("relative gap")
+        ax.set_ylabel("relative measure")
     if "accuracy" in panel:
         ax = panel["accuracy"]
         ax.plot(x, col("train_accuracy"), marker=".", label="train accuracy")
@@ -89,8 +94,9 @@ def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | Non
 
 
 def plot_cost_vs_eps(rows: list[dict], slopes: list[dict], path: Path, title: str = "",
-                     group_keys: list[str] | None = None) -> Path:
-    """Measured communication to a certified relative gap eps against 1/eps (log-log), one line per variant and
+                     group_keys: list[str] | None = None, metric: str = "rel_gap") -> Path:
+    """Measured communication to `metric` <= eps (default: the certified relative gap) against 1/eps (log-log),
+    one line per variant and
     grid group, with the fitted slope in the legend, the bound k(d+sqrt(d/eps)) and the lower bound
     k*min(d, 1/eps) of each group drawn as they are (no constants), and the bound's shape times the one constant
     that fits the group's points best (stated in the legend), to compare shapes. `group_keys`: the grid keys other than
@@ -128,7 +134,7 @@ def plot_cost_vs_eps(rows: list[dict], slopes: list[dict], path: Path, title: st
                 ax.loglog(inv, upper * c, linestyle="-.", color=f"C{i % 10}", alpha=0.5,
                           label=f"bound shape x {c:.3g} (constant fitted; {label})")
     ax.set_xlabel("1/eps")
-    ax.set_ylabel("scalars to a certified relative gap <= eps")
+    ax.set_ylabel(f"scalars to {metric_label(metric)} <= eps")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="best")
@@ -140,7 +146,7 @@ def plot_cost_vs_eps(rows: list[dict], slopes: list[dict], path: Path, title: st
 
 #: keys of a sweep row that are results, not grid coordinates
 _ROW_RESULT_KEYS = {"algorithm", "stop_reason", "iterations", "rounds", "scalars", "comm_units", "wall_time",
-                    "objective", "hull_distance", "margin", "rel_gap", "train_accuracy", "test_accuracy",
+                    "objective", "hull_distance", "margin", "rel_gap", "gap_per_cn", "train_accuracy", "test_accuracy",
                     "test_accuracy_std", "cost_scalars", "cost_iteration", "reached", "cost_units", "bound_upper",
                     "bound_lower", "cost_resolution", "scalars_vs_first", "messages", "virtual_time",
                     "dropped_messages", "dropped_scalars", "crashed_nodes", "objective_std", "train_accuracy_std",

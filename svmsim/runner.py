@@ -20,6 +20,7 @@ import numpy as np
 from . import rundir
 from .comm.meter import Ledger, Meter
 from .comm.quantities import by_kind, edge_weighted_total, quantity
+from .core.metrics import stop_reason
 from .data import make_dataset
 from .deployment import Deployment, Problem, SingleMachineRun, observations_by_role
 from .engine.base import Engine
@@ -133,8 +134,15 @@ class _Progress:
 def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float, previous: dict | None) -> str | None:
     """The metric-based stopping rules: certified gap, objective change between evaluation points, time."""
     stop = scenario.stop
-    if stop.gap is not None and metrics.get("rel_gap", math.inf) <= stop.gap:
-        return "certified relative gap <= %g" % stop.gap
+    if stop.gap is not None and "rel_gap" not in metrics:
+        from .errors import ScenarioError
+
+        raise ScenarioError(f"[stop] gap = {stop.gap:g} stops on rel_gap (the certified relative gap), which "
+                            f"algorithm {scenario.algorithm.name!r} does not report; allowed: [stop] below = "
+                            "{metric = threshold} on a metric it reports: "
+                            f"{', '.join(sorted(k for k, v in metrics.items() if isinstance(v, (int, float))))}")
+    if stop.gap is not None and metrics["rel_gap"] <= stop.gap:
+        return stop_reason("rel_gap", stop.gap)
     if stop.objective_change is not None and previous is not None:
         change = abs(metrics.get("objective", math.nan) - previous.get("objective", math.nan))
         if change < stop.objective_change:           # NaN (no objective) never stops
@@ -149,7 +157,7 @@ def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float, previous
                                 f"{', '.join(sorted(k for k, v in metrics.items() if isinstance(v, (int, float))))}")
         for name, threshold in stop.below.items():
             if metrics[name] <= threshold:
-                return f"{name} <= {threshold:g}"
+                return stop_reason(name, threshold)
     if stop.max_seconds is not None and time.perf_counter() - started >= stop.max_seconds:
         return "time budget"
     return None

@@ -553,7 +553,8 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
          "rows": result.rows}, indent=2, default=_plain))
     if "eps" in keys:
         plot_cost_vs_eps(result.rows, result.slopes, directory / "cost_vs_eps.png",
-                         title=spec.title or points[0].scenario.name, group_keys=[k for k in keys if k != "eps"])
+                         title=spec.title or points[0].scenario.name, group_keys=[k for k in keys if k != "eps"],
+                         metric=spec.target_metric)
     if result.scaling:
         plot_scaling(result.rows, result.scaling, directory / "scaling.png", x=spec.against,
                      ys=against_y(spec, result.rows), by=spec.against_by,

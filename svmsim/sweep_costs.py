@@ -87,13 +87,13 @@ def costs_at(metrics: list[dict], threshold: float, metric: str) -> dict:
     return out
 
 
-FINAL_COLUMNS = ("objective", "hull_distance", "margin", "rel_gap", "rel_dual", "rel_primal", "modelled_time",
-                  "primal_error", "gap", "iterate_gap", "rel_band_gap", "train_accuracy", "test_accuracy",
-                  "test_accuracy_std", "objective_std", "train_accuracy_std", "test_accuracy_shard",
-                  "test_accuracy_shard_std", "average_model_test_accuracy", "consensus_error", "nodes_up",
-                  "test_accuracy_all_nodes", "test_error", "kernel_evaluations", "inner_products",
-                  "kernel_evaluations_lower", "kernel_evaluations_upper", "solver_time", "level", "norm", "hinge",
-                  "support")
+FINAL_COLUMNS = ("objective", "hull_distance", "margin", "rel_gap", "gap_per_cn", "rel_dual", "rel_primal",
+                 "modelled_time", "primal_error", "gap", "iterate_gap", "rel_band_gap", "train_accuracy",
+                 "test_accuracy", "test_accuracy_std", "objective_std", "train_accuracy_std", "test_accuracy_shard",
+                 "test_accuracy_shard_std", "average_model_test_accuracy", "consensus_error", "nodes_up",
+                 "test_accuracy_all_nodes", "test_error", "kernel_evaluations", "inner_products",
+                 "kernel_evaluations_lower", "kernel_evaluations_upper", "solver_time", "level", "norm", "hinge",
+                 "support")
 #: topology facts copied from a run's algorithm_info into its row (peer algorithms: pushsum, gadget)
 INFO_COLUMNS = ("nodes", "spectral_gap", "inv_spectral_gap", "mixing_time", "diameter", "mean_degree",
                 "spectral_gap_metropolis")

@@ -120,9 +120,10 @@ def test_reference_and_bqo_e_agree_with_liblinear(loss):
     scenario = _scenario("bqo-e", loss=loss)
     scenario["stop"] = {"below": {"rel_dual": 1e-5}, "max_iterations": 20_000}
     res = svmsim.run(scenario, write=False)
-    assert res.stop_reason == "rel_dual <= 1e-05"
+    assert res.stop_reason == "relative dual error (rel_dual) <= 1e-05"
     assert abs(res.final["dual"] + p_lib) <= 1e-4 * abs(p_lib)
-    assert res.final["rel_gap"] >= 0                                   # eq. (27) is certified
+    assert res.final["gap_per_cn"] >= 0                                # eq. (27) is certified
+    assert res.final["rel_gap"] == (res.final["gap_upper"] - res.final["gap_lower"]) / abs(res.final["gap_upper"])
 
 
 def _closed_form(pattern, k, width):
@@ -230,7 +231,9 @@ def test_dual_cd_estimator_matches_linearsvc_and_warns():
     p_lib = primal_objective(ds.X, ds.y, lin.coef_[0], 1.0, "squared_hinge")
     assert abs(est.primal_objective_ - p_lib) <= 1e-6 * p_lib
     assert (est.predict(ds.X) == lin.predict(ds.X)).mean() > 0.99
-    assert est.rel_gap_ <= 1e-9 and est.intercept_.tolist() == [0.0]
+    assert est.gap_per_cn_ <= 1e-9 and est.intercept_.tolist() == [0.0]
+    primal, dual = est.primal_objective_, est.dual_objective_
+    assert est.rel_gap_ == pytest.approx((primal + dual) / primal)
     with pytest.warns(ConvergenceWarning, match="did not reach tol"):
         DualCDSVC(tol=1e-12, max_iter=2).fit(ds.X, ds.y)
     with pytest.raises(ValueError, match="Only binary classification"):
@@ -259,7 +262,7 @@ def test_tron_reaches_the_l2_optimum_with_its_ledger():
     scenario = _scenario("tron", workers=5, allreduce="ring")
     scenario["stop"] = {"below": {"rel_dual": 1e-9}, "max_iterations": 50}
     res = svmsim.run(scenario, write=False)
-    assert res.stop_reason == "rel_dual <= 1e-09"
+    assert res.stop_reason == "relative dual error (rel_dual) <= 1e-09"
     assert res.final["rel_primal"] <= 1e-9 and res.final["iteration"] <= 15
     assert res.summary["ledger_matches_declared"] is True
     scalars, _ = _closed_form("ring", 5, 13 + 1)

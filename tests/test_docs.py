@@ -84,7 +84,7 @@ def test_the_site_builds_strictly_without_warnings(tmp_path):
     # every page of the navigation was written, and the generated results the paper pages show are in the site
     for page in ("getting-started/quickstart", "concepts/meter-and-ledger", "howto/write-an-algorithm",
                  "papers/paper000", "performance", "development", "reference/scenario", "reference/algorithms",
-                 "reference/cli", "reference/api"):
+                 "reference/cli", "reference/metrics", "reference/api"):
         assert (site / f"{page}.html").exists() or (site / page / "index.html").exists(), page
     assert (site / "paper000" / "slope_eps_cost_vs_eps.png").exists()
     # the hook filled in the table of benchmark result files

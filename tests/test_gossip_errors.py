@@ -178,10 +178,11 @@ def test_gadget_waits_for_crashed_nodes_that_come_back():
 
 
 def test_cli_warns_before_a_gossip_run_without_a_budget(tmp_path, capsys):
-    """A gossip run whose only stopping rule is stop.gap runs until that is met or every node has finished; with
-    faults the first may never happen, so `svmsim run` says so (this GADGET run finishes: T = 200 steps)."""
+    """A gossip run whose only stopping rule is a metric threshold runs until that is met or every node has
+    finished; with faults the first may never happen, so `svmsim run` says so (this GADGET run finishes: T = 200
+    steps)."""
     scenario = with_(GADGET, faults={"drop": 0.1})
-    scenario["stop"] = {"gap": 1e-3}
+    scenario["stop"] = {"below": {"consensus_max": 1e-12}}
     code, out = cli_run(tmp_path, scenario)
     captured = capsys.readouterr()
     assert code == 0

@@ -92,7 +92,8 @@ def test_gossip_metrics_rows_never_go_back_in_time(data_env, tmp_path):
     stamped before the previous one; rows must be monotone in round and virtual time."""
     scenario = {"name": "pushsum-time", "data": {"name": "iris"}, "topology": {"kind": "ring"},
                 "algorithm": {"name": "pushsum", "nodes": 16}, "schedule": {"kind": "gossip", "latency": 0.0},
-                "stop": {"gap": 1e-2, "max_rounds": 10_000}, "output": {"progress": False, "plots": False}}
+                "stop": {"below": {"consensus_error": 1e-2}, "max_rounds": 10_000},
+                "output": {"progress": False, "plots": False}}
     res = svmsim.run(scenario, write=False)
     rounds = res.column("round")
     times = res.column("virtual_time")

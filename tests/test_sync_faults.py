@@ -32,10 +32,11 @@ def test_a_gossip_run_with_faults_must_have_a_budget():
     from svmsim.errors import ScenarioError
 
     spec = {"name": "gossip-faults", "data": {"name": "iris"}, "topology": {"kind": "ring"},
-            "algorithm": {"name": "pushsum", "nodes": 10}, "faults": {"drop": 0.2}, "stop": {"gap": 1e-6}}
+            "algorithm": {"name": "pushsum", "nodes": 10}, "faults": {"drop": 0.2},
+            "stop": {"below": {"consensus_error": 1e-6}}}
     with pytest.raises(ScenarioError, match="needs a budget"):
         svmsim.load_scenario(spec)
-    svmsim.load_scenario({**spec, "stop": {"gap": 1e-6, "max_rounds": 100}})
+    svmsim.load_scenario({**spec, "stop": {"below": {"consensus_error": 1e-6}, "max_rounds": 100}})
 
 
 def test_a_communication_budget_ends_on_a_whole_iterate(data_env):

@@ -6,7 +6,9 @@
 * ``docs/reference/algorithms.md``: every built-in algorithm, from the registry
   (`svmsim.algorithms.registry.load_all`), with its ``[algorithm]`` keys;
 * ``docs/reference/cli.md``: every command of ``svmsim`` with its ``--help`` text, from the parser
-  (`svmsim.cli.build_parser`).
+  (`svmsim.cli.build_parser`);
+* ``docs/reference/metrics.md``: every registered metric name with its definition, unit and whether it is a
+  certificate, from the registry of metrics (`svmsim.core.metrics`).
 
 Usage::
 
@@ -38,7 +40,7 @@ from pydantic import BaseModel  # noqa: E402
 from pydantic.fields import FieldInfo  # noqa: E402
 
 REFERENCE_DIR = ROOT / "docs" / "reference"
-PAGES = ("scenario.md", "algorithms.md", "cli.md")
+PAGES = ("scenario.md", "algorithms.md", "cli.md", "metrics.md")
 #: model fields that are not keys of a scenario file: the parameters of [topology] and [algorithm] sit next to
 #: ``kind`` / ``name`` in the file and are documented per kind and per algorithm
 NOT_FILE_KEYS = {("topology", "params"), ("algorithm", "params")}
@@ -461,6 +463,12 @@ def _topologies(info) -> str:
     return ", ".join(f"[`{t}`](scenario.md#topology-{t.replace('_', '-')})" for t in sorted(info.topologies))
 
 
+def _reports(info) -> str:
+    if not info.metrics:
+        return "not declared"
+    return ", ".join(f"[`{m}`](metrics.md#{m.replace('_', '-')})" for m in info.metrics)
+
+
 def algorithms_page() -> str:
     from svmsim.config.messages import describe_field
 
@@ -483,6 +491,7 @@ def algorithms_page() -> str:
             ("scheduler", code(info.scheduler)),
             ("topologies", _topologies(info)),
             ("finishes by itself", cell(_finishes(info))),
+            ("reports", _reports(info)),
             ("module", code(info.module)),
         ]) + [""]
         fields = info.Params.model_fields
@@ -533,11 +542,39 @@ def cli_page() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+# -- metrics.md ------------------------------------------------------------------------------------------------
+
+def metrics_page() -> str:
+    from svmsim.core.metrics import METRICS
+
+    out = ["# Metrics", "", NOTICE.format(source="the registry of metrics (svmsim.core.metrics)"), "",
+           "The columns of a run's `metrics.csv` that have a registered meaning: a name means the same in every "
+           "family that reports it. A *certificate* is a bound the run proves from its own iterates; a stop on it "
+           "is a certified stop, and only a certificate's label says \"certified\". `svmsim list metrics` prints "
+           "the same in a terminal; each algorithm's page lists the metrics it reports "
+           "([algorithms](algorithms.md)), and `[stop] gap` or `[stop] below` on a registered metric an algorithm "
+           "does not report is refused before the run.", ""]
+    out += table(("metric", "unit", "certificate", "label", "description"),
+                 [(f"[`{m.name}`](#{m.name.replace('_', '-')})", code(m.unit), "yes" if m.certificate else "no",
+                   cell(m.label), cell(m.description)) for m in METRICS]) + [""]
+    for m in METRICS:
+        out += [f"## `{m.name}` {{#{m.name.replace('_', '-')}}}", "", cell(m.description, in_table=False), ""]
+        out += table(("", ""), [
+            ("definition", code(m.definition)),
+            ("unit", code(m.unit)),
+            ("certificate", "yes" if m.certificate else "no"),
+            ("label (stop reasons, plots)", cell(m.label)),
+            ("families", ", ".join(code(f) for f in m.families)),
+        ]) + [""]
+    return "\n".join(out).rstrip() + "\n"
+
+
 # -- writing and checking --------------------------------------------------------------------------------------
 
 def pages() -> dict[str, str]:
     """File name -> the generated text of each page."""
-    return {"scenario.md": scenario_page(), "algorithms.md": algorithms_page(), "cli.md": cli_page()}
+    return {"scenario.md": scenario_page(), "algorithms.md": algorithms_page(), "cli.md": cli_page(),
+            "metrics.md": metrics_page()}
 
 
 def write(directory: Path) -> list[Path]:

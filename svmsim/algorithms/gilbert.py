@@ -21,8 +21,9 @@ import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Field
 from sklearn.exceptions import ConvergenceWarning
 
+from ..core.metrics import relative_gap
 from .registry import AlgorithmInfo, Conformance, register
-from .saddle.certificate import HullDiagnosis, hull_lower_bound
+from .saddle.certificate import HULL_METRICS, HullDiagnosis, hull_lower_bound
 from .sklearn_api import LinearBinaryClassifier, binary_fit_data
 
 __all__ = ["GilbertSVC", "GilbertParams"]
@@ -85,10 +86,11 @@ class GilbertSVC(LinearBinaryClassifier):
             upper = math.sqrt(xx)
             gap = lo_p - hi_q                          # <x, s> for the chosen vertex s
             lower = max(gap, 0.0) / upper if upper > 0 else 0.0
-            rel = (upper - lower) / upper if upper > 0 else math.inf
+            rel = relative_gap(upper, lower)
             if it % self.check_every == 0 or rel <= self.tol or it >= self.max_iter:
                 info = {"iteration": it, "hull_distance": upper, "hull_lower": lower, "margin": 0.5 * lower,
-                        "rel_gap": rel, "objective": upper, "duality_gap": upper - lower,
+                        "rel_gap": rel, "gap_upper": upper, "gap_lower": lower, "objective": upper,
+                        "duality_gap": upper - lower,
                         "time": time.perf_counter() - t_start}
                 b = 0.5 * (lo_p + hi_q)
                 info["train_accuracy"] = float((np.count_nonzero(proj_p >= b) + np.count_nonzero(proj_q < b))
@@ -124,7 +126,7 @@ class GilbertSVC(LinearBinaryClassifier):
         self.n_iter_ = it
         self.history_ = history
         self.hull_distance_, self.hull_lower_, self.margin_ = upper, lower, 0.5 * lower
-        self.rel_gap_ = (upper - lower) / upper if upper > 0 else math.inf
+        self.rel_gap_ = relative_gap(upper, lower)
         factor = 2.0 / gap if gap > 0 else 1.0       # canonical scaling: min y (w.x - b) = 1
         self.coef_ = (factor * x).reshape(1, -1)
         self.intercept_ = np.array([-factor * 0.5 * (lo_p + hi_q)])
@@ -158,6 +160,7 @@ def build_gilbert(params: GilbertParams, problem):
 
 register(AlgorithmInfo(
     name="gilbert", family="saddle", paper="000_ff8faf4b278c4a32.txt, baseline (notes-000 section 4)",
+    metrics=HULL_METRICS,
     distributed=False, Params=GilbertParams, build=build_gilbert,
     description="Gilbert's algorithm: hard-margin SVM as the nearest point of the Minkowski difference",
     topologies=("star",),
@@ -295,7 +298,8 @@ def certificate(X, y: np.ndarray, x: np.ndarray, X_test=None, y_test=None) -> di
     upper = float(np.linalg.norm(x))
     lower = max(gap, 0.0) / upper if upper > 0 else 0.0
     out = {"hull_distance": upper, "hull_lower": lower, "margin": 0.5 * lower, "objective": upper,
-           "rel_gap": (upper - lower) / upper if upper > 0 else math.inf, "duality_gap": upper - lower,
+           "rel_gap": relative_gap(upper, lower), "gap_upper": upper, "gap_lower": lower,
+           "duality_gap": upper - lower,
            "train_accuracy": float(np.mean(np.where(proj >= b, 1.0, -1.0) == y))}
     if X_test is not None and y_test is not None and len(y_test):
         st = np.asarray(X_test @ x).ravel() - b
@@ -342,6 +346,7 @@ def build_dgilbert(params: DGilbertParams, problem):
 
 register(AlgorithmInfo(
     name="dgilbert", family="saddle", paper="000_ff8faf4b278c4a32.txt, baseline (Liu et al. 2016)",
+    metrics=HULL_METRICS,
     distributed=True, Params=DGilbertParams, build=build_dgilbert,
     description="Distributed Gilbert: server + k clients, k*d + 2k + 2 + 2d scalars per iteration",
     topologies=("star",),

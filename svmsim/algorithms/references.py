@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..reference import sklearn_nu
 from .registry import AlgorithmInfo, Conformance, register
-from .saddle.certificate import SaddleEvaluator
+from .saddle.certificate import HULL_METRICS, SaddleEvaluator
 from .saddle.preprocess import resolve_cap
 
 __all__ = ["SVCParams", "NuSVCParams", "LinearSVCParams", "hull_weights", "csvm_primal"]
@@ -177,6 +177,7 @@ def build_linearsvc(params: LinearSVCParams, problem):
 _PAPER = "000_ff8faf4b278c4a32.txt, reference solvers (notes-000 section 4)"
 register(AlgorithmInfo(
     name="sklearn-svc", family="references", paper=_PAPER, distributed=False, Params=SVCParams, build=build_svc,
+    metrics=HULL_METRICS,
     description="scikit-learn SVC (LIBSVM), linear kernel, huge C: the exact hard-margin reference",
     conformance=Conformance(
         params={},
@@ -184,6 +185,7 @@ register(AlgorithmInfo(
                        "estimates draws no random numbers)"})))
 register(AlgorithmInfo(
     name="sklearn-nusvc", family="references", paper=_PAPER, distributed=False, Params=NuSVCParams,
+    metrics=HULL_METRICS,
     build=build_nusvc,
     description="scikit-learn NuSVC (LIBSVM), linear kernel, nu = 2/(n nu_paper): the nu-SVM reference",
     conformance=Conformance(

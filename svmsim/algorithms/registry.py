@@ -98,6 +98,10 @@ class AlgorithmInfo:
         a single-machine solver returns): True, False, or ``f(params) -> bool``. A scenario without a ``[stop]`` rule
         is accepted only for such an algorithm, and a gossip run with faults needs no budget.
     conformance: how `svmsim check` and `svmsim.conformance` run it (`Conformance`).
+    metrics: the registered metric names (`svmsim.core.metrics`) its evaluation rows carry, e.g. ``("rel_gap",
+        "gap_upper", "gap_lower", ...)``; a scenario whose ``[stop] gap`` or ``[stop] below`` names a registered
+        metric missing here is refused before the run, naming the ones it reports. Empty: not declared (the
+        runner checks at the first evaluation point instead). Unregistered columns need no declaration.
     """
 
     name: str
@@ -112,6 +116,7 @@ class AlgorithmInfo:
     scheduler: str = "sync"
     finishes_by_itself: bool | Callable[[Any], bool] = False
     conformance: Conformance | None = None
+    metrics: tuple[str, ...] = ()
 
     def supports(self, kind: str) -> bool:
         """Whether the algorithm runs on topology `kind`."""
@@ -153,6 +158,8 @@ def _invalid(info: Any) -> str | None:
         return f"topologies = {info.topologies!r} is not a tuple of topology kinds"
     if info.conformance is not None and not isinstance(info.conformance, Conformance):
         return f"conformance = {info.conformance!r} is not a Conformance"
+    if isinstance(info.metrics, str) or not all(isinstance(m, str) for m in info.metrics):
+        return f"metrics = {info.metrics!r} is not a tuple of metric names"
     if not (isinstance(info.finishes_by_itself, bool) or callable(info.finishes_by_itself)):
         return f"finishes_by_itself = {info.finishes_by_itself!r}; allowed: True, False or f(params) -> bool"
     return None

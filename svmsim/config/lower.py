@@ -7,6 +7,7 @@ from svmsim.engine.kinds import (ENGINE_KINDS, GOSSIP_MODES, check_engine_params
                                  ray_engine_names)
 from svmsim.faults import FAULT_KEYS, FaultModel
 from svmsim.core.fault_kinds import fault_kind, fault_kinds, resolve_fault_params
+from svmsim.core.metrics import is_registered, metric
 from svmsim.core.timing import CLOCKS, Distribution
 from svmsim.topology import TOPOLOGIES, ParamSpec, resolve_params, topology_kinds, topology_spec
 
@@ -15,4 +16,4 @@ __all__ = ["algorithm_names", "AlgorithmInfo", "get_algorithm", "load_module", "
            "check_engine_params", "GOSSIP_MODES", "FAULT_KEYS", "FaultModel", "fault_kind", "fault_kinds",
            "resolve_fault_params", "CLOCKS",
            "Distribution", "TOPOLOGIES", "topology_kinds", "topology_spec", "partition_scheme", "partition_schemes",
-           "scheme_params", "ParamSpec", "resolve_params"]
+           "scheme_params", "ParamSpec", "resolve_params", "is_registered", "metric"]

@@ -12,7 +12,8 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_vali
 
 from svmsim.errors import ScenarioError
 
-from .lower import CLOCKS, ENGINE_KINDS, FAULT_KEYS, Distribution, FaultModel, fault_kind, fault_kinds, resolve_fault_params
+from .lower import (CLOCKS, ENGINE_KINDS, FAULT_KEYS, Distribution, FaultModel, fault_kind, fault_kinds, is_registered,
+                    metric, resolve_fault_params)
 from .messages import choice, fail, issue, several
 from .sections import (AlgorithmSection, DataSection, EngineSection, NetworkSection, OutputSection, PartitionSection,
                        SectionModel, StopSection, TopologySection, allowed_text)
@@ -256,11 +257,30 @@ class Scenario(SectionModel):
                 ("topology", "kind"),
             )
         self._check_schedule()
+        self._check_stop_metrics()
         if not self.stop.limits() and not self._finishes_by_itself():
             raise fail("no stopping rule is set, so the run would never stop; allowed: set at least one of "
                        + ", ".join(type(self.stop).model_fields) + f" (algorithm {self.algorithm.name!r} does not "
                        "finish by itself)", ("stop",))
         return self
+
+    def _check_stop_metrics(self) -> None:
+        """``[stop] gap`` (on rel_gap) and ``[stop] below`` name registered metrics the algorithm reports, when it
+        declares them (`AlgorithmInfo.metrics`): a name that means something else, or that the family reports under
+        a name of its own (BQO's gap_per_cn, Push-Sum's consensus_error), is refused here, before the run."""
+        reported = tuple(self.algorithm.info.metrics)
+        if not reported:
+            return
+        wanted = [("gap", "rel_gap")] if self.stop.gap is not None else []
+        wanted += [(("below", name), name) for name in (self.stop.below or {})]
+        for key, name in wanted:
+            if name in reported or not is_registered(name):
+                continue
+            where = (f"gap = {self.stop.gap:g} stops on rel_gap, which" if key == "gap"
+                     else f"below names metric {name!r}, which")
+            raise fail(f"{where} algorithm {self.algorithm.name!r} does not report ({metric(name).label}); "
+                       f"allowed: [stop] below = {{metric = threshold}} on a metric it reports: "
+                       f"{', '.join(reported)}", ("stop",))
 
     def _finishes_by_itself(self) -> bool:
         """Whether the algorithm ends by itself (e.g. every node done or down): `AlgorithmInfo.finishes_by_itself`."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 from ..allreduce import WORKER_TOPOLOGIES
 from ..registry import AlgorithmInfo, Conformance, register
 from .build import (
+    BQO_METRICS,
     METHODS,
     BQOAParams,
     BQOParams,
@@ -51,6 +52,7 @@ def _builder(name):
 
 register(AlgorithmInfo(
     name="bqo-e", family="bqo", paper=f"{_PAPER}, Algorithm 1 with the exact step (eqs. 20-21)", distributed=True,
+    metrics=BQO_METRICS,
     Params=BQOParams, build=_builder("bqo-e"),
     description="BQO-E: K workers, one all-reduce of d + 4 scalars per iteration, exact line search",
     topologies=WORKER_TOPOLOGIES,
@@ -60,6 +62,7 @@ register(AlgorithmInfo(
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="bqo-a", family="bqo", paper=f"{_PAPER}, Algorithm 1 with the Armijo step (eqs. 9-12)", distributed=True,
+    metrics=BQO_METRICS,
     Params=BQOAParams, build=_builder("bqo-a"),
     description="BQO-A: K workers, one all-reduce of d + 3 scalars per iteration, Armijo step",
     topologies=WORKER_TOPOLOGIES,
@@ -68,6 +71,7 @@ register(AlgorithmInfo(
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="disdca", family="bqo", paper=f"{_PAPER}, baseline DisDCA (Yang 2013), practical variant",
+    metrics=BQO_METRICS,
     distributed=True, Params=DistributedParams, build=_builder("disdca"),
     description="DisDCA (practical; = CoCoA+): K workers, local curvature K Q~, step 1, one all-reduce of d",
     topologies=WORKER_TOPOLOGIES,
@@ -76,6 +80,7 @@ register(AlgorithmInfo(
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="dsvm-ave", family="bqo", paper=f"{_PAPER}, baseline DSVM-AVE (Pechyony et al. 2011) / CoCoA",
+    metrics=BQO_METRICS,
     distributed=True, Params=DistributedParams, build=_builder("dsvm-ave"),
     description="DSVM-AVE / CoCoA: K workers, averaging (step 1/K), one all-reduce of d",
     topologies=WORKER_TOPOLOGIES,
@@ -84,6 +89,7 @@ register(AlgorithmInfo(
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="tron", family="bqo", paper=f"{_PAPER}, baseline distributed TRON (Zhuang et al. 2015), L2-SVM",
+    metrics=BQO_METRICS,
     distributed=True, Params=TronParams, build=_builder("tron"),
     description="distributed TRON (L2 loss): trust-region Newton, one all-reduce of d + 1 per gradient and CG step",
     topologies=WORKER_TOPOLOGIES,
@@ -92,6 +98,7 @@ register(AlgorithmInfo(
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="dual-cd", family="bqo", paper=f"{_PAPER}, the local solver on one machine (Hsieh et al. 2008)",
+    metrics=BQO_METRICS,
     distributed=False, Params=DualCDParams, build=build_dual_cd,
     description="dual coordinate descent on one machine (LIBLINEAR's method without shrinking; DualCDSVC)",
     topologies=WORKER_TOPOLOGIES,

@@ -14,6 +14,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...core.metrics import relative_gap
 from ...program import RoleSpec
 from ..allreduce import AllreducePattern, check_problem, declared_scalars, pattern_field, worker_layout
 from .objective import (
@@ -81,11 +82,19 @@ METHODS = {
 }
 
 
+#: the registered metrics (`svmsim.core.metrics`) of the evaluator's rows
+BQO_METRICS = ("objective", "rel_gap", "gap_upper", "gap_lower", "duality_gap", "gap_per_cn", "rel_primal", "rel_dual",
+               "train_accuracy", "test_accuracy")
+
+
 class Evaluator:
     """The metrics of an iterate (w, alpha) against a certified reference optimum f*, with the pocket: the iterate
     of lowest primal seen at an evaluation point (the returned model; evaluating every iteration gives the
-    paper's pocket). Rows: primal (current w), dual, objective (pocket primal), rel_dual (eq. 28), rel_primal
-    (pocket), rel_gap (eq. 27 with the pocket primal: certified), accuracies of the pocket w."""
+    paper's pocket). Rows: primal (current w), dual (f(alpha), minimised: -f(alpha) is a lower bound on the optimum
+    of (1)), objective (pocket primal), rel_dual (eq. 28), rel_primal (pocket), duality_gap (pocket primal + dual),
+    gap_per_cn (eq. 27 with the pocket primal: the duality gap over C n), rel_gap (the certified relative duality
+    gap of `svmsim.core.metrics`, with gap_upper = the pocket primal and gap_lower = -f(alpha)), accuracies of the
+    pocket w."""
 
     def __init__(self, X, y, C: float, loss: str, X_test=None, y_test=None):
         self.X, self.y, self.C, self.loss = X, y, float(C), loss
@@ -111,7 +120,8 @@ class Evaluator:
         out = {"iteration": int(iteration), "primal": primal, "dual": dual, "objective": best,
                "pocket_iteration": self.pocket_iteration, "rel_dual": abs((dual - f_star) / f_star),
                "rel_primal": (best + f_star) / -f_star, "duality_gap": best + dual,
-               "rel_gap": (best + dual) / (self.C * self.X.shape[0]),
+               "gap_per_cn": (best + dual) / (self.C * self.X.shape[0]),
+               "rel_gap": relative_gap(best, -dual), "gap_upper": best, "gap_lower": -dual,
                "train_accuracy": float(np.mean(np.asarray(self.X @ self.pocket_w).ravel() * self.y > 0))}
         if eta is not None:
             out["eta"] = eta

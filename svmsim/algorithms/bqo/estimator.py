@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from ...core.metrics import relative_gap
 from ..sklearn_api import LinearBinaryClassifier, binary_fit_data
 from .local_cd import DualCD
 from .objective import LOSSES, as_csr, dual_objective, loss_constants, primal_objective
@@ -22,11 +23,12 @@ class DualCDSVC(LinearBinaryClassifier):
     random order and makes the exact coordinate step of the dual (2).
 
     C: loss weight of the primal 1/2 |w|^2 + C sum loss. loss: "hinge" (L1-SVM) or "squared_hinge" (L2-SVM).
-    tol: stop when the relative duality gap (f^P(w) + f(alpha)) / (C n) (paper 001's eq. 27) is <= tol.
+    tol: stop when the duality gap over C n, (f^P(w) + f(alpha)) / (C n) (paper 001's eq. 27), is <= tol.
     max_iter: epochs. random_state: seed of the shuffling (an int; None means 0).
 
     Fitted: coef_ (1, d), intercept_ ([0.0]), classes_, dual_coef_ (alpha_i y_i), n_iter_ (epochs),
-    primal_objective_, dual_objective_, rel_gap_, n_features_in_.
+    primal_objective_, dual_objective_, gap_per_cn_ (eq. 27), rel_gap_ (the certified relative duality gap
+    (f^P(w) + f(alpha)) / f^P(w)), n_features_in_.
     """
 
     def __init__(self, C=1.0, loss="hinge", tol=1e-3, max_iter=1000, random_state=None):
@@ -69,20 +71,20 @@ class DualCDSVC(LinearBinaryClassifier):
                 dual = dual_objective(w, alpha, s)
                 gap = (primal + dual) / (C * n)
                 if callback is not None and callback({"iteration": epoch, "primal": primal, "dual": dual,
-                                                      "rel_gap": gap, "w": w, "alpha": alpha,
+                                                      "gap_per_cn": gap, "w": w, "alpha": alpha,
                                                       "time": time.perf_counter() - t0}):
                     self.stop_reason_ = "callback"
                     break
                 if gap <= self.tol:
-                    self.stop_reason_ = "relative duality gap"
+                    self.stop_reason_ = "duality gap / (C n)"
                     break
             if epoch >= self.max_iter:
                 break
             cd.epoch()
             epoch += 1
         if self.stop_reason_ == "iteration budget" and callback is None:
-            warnings.warn(f"DualCDSVC did not reach tol={self.tol:g} in max_iter={self.max_iter} epochs (relative "
-                          f"duality gap {(primal + dual) / (C * n):.3g}); increase max_iter", ConvergenceWarning,
+            warnings.warn(f"DualCDSVC did not reach tol={self.tol:g} in max_iter={self.max_iter} epochs (duality "
+                          f"gap / (C n) {(primal + dual) / (C * n):.3g}); increase max_iter", ConvergenceWarning,
                           stacklevel=2)
         self.classes_ = classes
         self.coef_ = w.reshape(1, -1).copy()
@@ -90,5 +92,6 @@ class DualCDSVC(LinearBinaryClassifier):
         self.dual_coef_ = (alpha * yy).reshape(1, -1)
         self.n_iter_ = epoch
         self.primal_objective_, self.dual_objective_ = primal, dual
-        self.rel_gap_ = (primal + dual) / (C * n)
+        self.gap_per_cn_ = (primal + dual) / (C * n)
+        self.rel_gap_ = relative_gap(primal, -dual)
         return self

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from ..allreduce import WORKER_TOPOLOGIES
 from ..registry import AlgorithmInfo, Conformance, register
-from .build import BMRMParams, PegasosNParams, PragamBParams, PragamParams, QPBMRMParams, build_bundle
+from .build import (BUNDLE_METRICS, UNCERTIFIED_METRICS, BMRMParams, PegasosNParams, PragamBParams, PragamParams,
+                    QPBMRMParams, build_bundle)
 from .liblinear import LiblinearParams, build_liblinear
 
 __all__ = ["BMRMSVC", "PragamSVC", "build_bundle"]
@@ -45,6 +46,7 @@ def _builder(name):
 
 register(AlgorithmInfo(
     name="pragam", family="bundle", paper=f"{_PAPER}, Algorithm 1 (no bias)", distributed=True,
+    metrics=BUNDLE_METRICS,
     Params=PragamParams, build=_builder("pragam"),
     description="Pragam: Nesterov's excessive gap on the SVM dual, O(1/sqrt(eps)); one all-reduce of d + 2",
     topologies=WORKER_TOPOLOGIES,
@@ -54,6 +56,7 @@ register(AlgorithmInfo(
 register(AlgorithmInfo(
     name="pragam-b", family="bundle", paper=f"{_PAPER}, Algorithm 1 with the bias (Q2 with y^T alpha = 0, "
     "Algorithm 2)", distributed=True, Params=PragamBParams, build=_builder("pragam-b"),
+    metrics=BUNDLE_METRICS,
     description="Pragam-b: Pragam with the SVM bias, projections by Algorithm 2's O(n) root finder (one machine)",
     topologies=WORKER_TOPOLOGIES,
     conformance=Conformance(
@@ -62,6 +65,7 @@ register(AlgorithmInfo(
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="ls-bmrm", family="bundle", paper=f"{_PAPER}, section 2 (BMRM with a line search; notes-004 1.5)",
+    metrics=BUNDLE_METRICS,
     distributed=True, Params=BMRMParams, build=_builder("ls-bmrm"),
     description="ls-BMRM: cutting planes with a line search in the adjoint, O(1/eps); one all-reduce of d + 2",
     topologies=WORKER_TOPOLOGIES,
@@ -70,6 +74,7 @@ register(AlgorithmInfo(
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="qp-bmrm", family="bundle", paper=f"{_PAPER}, section 2 (BMRM solving the inner QP (10); Teo et al.)",
+    metrics=BUNDLE_METRICS,
     distributed=True, Params=QPBMRMParams, build=_builder("qp-bmrm"),
     description="qp-BMRM: cutting planes with the full inner simplex QP (SMO), O(1/eps); one all-reduce of d + 2",
     topologies=WORKER_TOPOLOGIES,
@@ -80,6 +85,7 @@ register(AlgorithmInfo(
 register(AlgorithmInfo(
     name="pegasos-n", family="bundle", paper=f"{_PAPER}, baseline pegasos-n (Shalev-Shwartz et al., all n "
     "examples per step)", distributed=True, Params=PegasosNParams, build=_builder("pegasos-n"),
+    metrics=UNCERTIFIED_METRICS,
     description="Pegasos with the whole data set per step (deterministic subgradient, step 1/(lam t)); one "
                 "all-reduce of d", topologies=WORKER_TOPOLOGIES,
     conformance=Conformance(
@@ -87,6 +93,7 @@ register(AlgorithmInfo(
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
     name="liblinear", family="bundle", paper=f"{_PAPER}, baseline liblinear (Hsieh et al. 2008)", distributed=False,
+    metrics=UNCERTIFIED_METRICS,
     Params=LiblinearParams, build=build_liblinear,
     description="LIBLINEAR's dual coordinate descent (scikit-learn's LinearSVC, C = 1/(lam n), no bias) on a "
                 "doubling epoch budget, in J's units", topologies=WORKER_TOPOLOGIES,

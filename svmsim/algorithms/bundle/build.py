@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...core.metrics import relative_gap
 from ...errors import DataError, InfeasibleParameterError
 from ...program import RoleSpec
 from ...comm.patterns import get_pattern
@@ -106,10 +107,18 @@ def problem_risk(ds) -> str:
     return str(ds.meta.get("risk", "hinge"))
 
 
+#: the registered metrics (`svmsim.core.metrics`) of the evaluator's rows: with the method's own certified lower
+#: bound, and without one (pegasos-n, liblinear: rel_gap and gap_lower are NaN there, so not declared)
+BUNDLE_METRICS = ("objective", "rel_gap", "gap_upper", "gap_lower", "rel_primal", "train_accuracy", "test_accuracy")
+UNCERTIFIED_METRICS = ("objective", "gap_upper", "rel_primal", "train_accuracy", "test_accuracy")
+
+
 class Evaluator:
     """J of an iterate, the best iterate after w_0 (the returned model), and the measures against J* and the
     method's own lower bound. Rows: primal (J at the current w), objective (best J), lower (the method's certified
-    lower bound on J*; NaN when it has none), gap = objective - lower (BMRM's eps_t), rel_gap = gap / objective,
+    lower bound on J*; NaN when it has none), gap = gap_upper - lower (BMRM's eps_t) with gap_upper = the lowest J
+    the method evaluated (the best iterate, or w_0), rel_gap = gap / |gap_upper| (`svmsim.core.metrics`;
+    gap_lower = lower),
     primal_error = objective - J* (the paper's err_t), rel_primal = primal_error / J* (Pragam-b: the certified
     bound gap / lower, as its problem with a bias has no reference), iterate_gap = J(w_k) - D(beta_k) (Pragam's
     own certificate of its current pair), gap_x_t and iterate_gap_x_k2 (flat under the 1/t and 1/k^2 rates),
@@ -133,9 +142,11 @@ class Evaluator:
         best = self.best if iteration >= 1 else j
         if not lower > -math.inf:                     # no lower bound (Pegasos-n) or none yet
             lower = math.nan
-        gap = min(best, evaluated) - lower                # eq. 4: every iterate the method evaluated, w_0 too
+        upper = min(best, evaluated)                      # eq. 4: every iterate the method evaluated, w_0 too
+        gap = upper - lower
         out = {"iteration": int(iteration), "primal": j, "objective": best, "best_iteration": self.best_iteration,
-               "lower": lower, "gap": gap, "rel_gap": gap / abs(best) if best else math.inf,
+               "lower": lower, "gap": gap, "rel_gap": relative_gap(upper, lower), "gap_upper": upper,
+               "gap_lower": lower,
                "iterate_gap": iterate_gap, "gap_x_t": gap * iteration,
                "iterate_gap_x_k2": iterate_gap * iteration * iteration}
         if self.band and self.risk == "hinge" and not self.bias and iteration >= 1:

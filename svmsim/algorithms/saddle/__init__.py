@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from ..registry import AlgorithmInfo, Conformance, register
 from .build import SaddleDSVCParams, SaddleParams, build_saddle_dsvc, build_saddle_svc
-from .certificate import SaddleEvaluator, capped_min, hull_lower_bound
+from .certificate import HULL_METRICS, SaddleEvaluator, capped_min, hull_lower_bound
 from .dsvc import (SaddleClient, SaddleServer, dsvc_bound, dsvc_check_scalars, dsvc_scalars,
                    dsvc_scalars_per_iteration, dsvc_setup_scalars)
 from .preprocess import CoordinateStream, Rotation, SaddleConstants, resolve_cap, saddle_constants
@@ -53,6 +53,7 @@ __all__ = [
 
 register(AlgorithmInfo(
     name="saddle-svc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 1-2", distributed=False,
+    metrics=HULL_METRICS,
     Params=SaddleParams, build=build_saddle_svc,
     description="Saddle-SVC: hard-margin / nu-SVM by randomized primal-dual saddle steps (single machine)",
     topologies=("star",),
@@ -61,6 +62,7 @@ register(AlgorithmInfo(
         run={"iterations": 60, "observe_every": 20})))
 register(AlgorithmInfo(
     name="saddle-dsvc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 3-4", distributed=True,
+    metrics=HULL_METRICS,
     Params=SaddleDSVCParams, build=build_saddle_dsvc,
     description="Saddle-DSVC: one server, k clients, 9k scalars per iteration (+8k per nu-projection pass; "
                 "+ a certificate check every check_every iterations with beta = 'auto')",

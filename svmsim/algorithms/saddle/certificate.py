@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...core.metrics import relative_gap
 from .preprocess import Rotation, row_norms
 
 
@@ -40,6 +41,11 @@ def hull_lower_bound(X, y: np.ndarray, direction: np.ndarray, cap: float, proj: 
     lo_p = capped_min(proj[y > 0], cap)
     hi_q = -capped_min(-proj[y < 0], cap)
     return lo_p - hi_q, 0.5 * (lo_p + hi_q)
+
+
+#: the registered metrics (`svmsim.core.metrics`) of a hull certificate's rows (SaddleEvaluator, Gilbert)
+HULL_METRICS = ("objective", "hull_distance", "hull_lower", "rel_gap", "gap_upper", "gap_lower", "duality_gap",
+                "train_accuracy", "test_accuracy")
 
 
 @dataclass
@@ -93,7 +99,9 @@ class SaddleEvaluator:
             "hull_distance": upper,
             "hull_lower": lower,
             "margin": 0.5 * lower,
-            "rel_gap": (upper - lower) / upper if upper > 0 else math.inf,
+            "rel_gap": relative_gap(upper, lower),
+            "gap_upper": upper,
+            "gap_lower": lower,
         }
         if self.cap < 1.0:
             out["objective"] = -lower * lower / 8.0   # problem (5) at the best scaling of v

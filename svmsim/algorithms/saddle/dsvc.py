@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from ...core.metrics import relative_gap
 from ...comm.message import Inbox, MessageBatch, Outbox, frozen_ids
 from ...numerics.hadamard import next_power_of_two
 from ...program import NodeProgram, SyncKernel, kernel_step
@@ -244,7 +245,7 @@ class SaddleServer(NodeProgram):
         lower = st.scale * max(gap_u, 0.0) / st.w_norm if st.w_norm > 0 else 0.0
         upper = st.upper
         info = {"hull_distance": upper, "hull_lower": lower,
-                "rel_gap": (upper - lower) / upper if upper > 0 else math.inf}
+                "rel_gap": relative_gap(upper, lower)}
         st.checks += 1
         st.watch.add(st.checked, info["rel_gap"])
         patience = 2 * saddle_constants(self.d_pad, st.n, self.eps, st.beta, st.q).iterations_estimate()

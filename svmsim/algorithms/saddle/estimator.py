@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from ...core.metrics import relative_gap
 from ...errors import DataError
 from ..sklearn_api import LinearBinaryClassifier, binary_fit_data
 from . import single
@@ -237,7 +238,8 @@ class SaddleSVC(LinearBinaryClassifier):
         lower = scale * max(gap_u, 0.0) / wn if wn > 0 else 0.0
         b = 0.5 * (lo_p - lo_q)                        # predict sign(<w, x'> - b)
         out = {"hull_distance": upper, "hull_lower": lower, "margin": 0.5 * lower,
-               "rel_gap": (upper - lower) / upper if upper > 0 else math.inf, "w_norm": float(np.linalg.norm(w))}
+               "rel_gap": relative_gap(upper, lower), "gap_upper": upper, "gap_lower": lower,
+               "w_norm": float(np.linalg.norm(w))}
         if cap < 1.0:
             out["objective"] = -lower * lower / 8.0
             out["dual_objective"] = -upper * upper / 8.0
