@@ -524,20 +524,20 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
         scenario = load_scenario(scenario.to_dict(), overrides={"engine.name": engine})
     progress = scenario.output.progress if progress is None else progress
     info = scenario.algorithm.info
-    problem = _problem(scenario, topology)
-    if info.memory is not None:                 # before anything of the run is built: refuse what cannot fit
-        from .core.resources import check_memory
-
-        need, what, allowed = info.memory(scenario.algorithm.params, problem)
-        check_memory(need, what, allowed)
-    built = info.build(scenario.algorithm.params, problem)
     final_dir = tmp_dir = None
-    if write:
-        final_dir, tmp_dir = _prepare_run_dir(scenario, out_dir)
-    started = time.perf_counter()
+    if write:                                   # first: a directory that cannot be written is refused at once,
+        final_dir, tmp_dir = _prepare_run_dir(scenario, out_dir)     # not after loading data or a reference solve
     live = None
     own_engine = False
     try:
+        problem = _problem(scenario, topology)
+        if info.memory is not None:             # before anything of the run is built: refuse what cannot fit
+            from .core.resources import check_memory
+
+            need, what, allowed = info.memory(scenario.algorithm.params, problem)
+            check_memory(need, what, allowed)
+        built = info.build(scenario.algorithm.params, problem)
+        started = time.perf_counter()
         if isinstance(built, Deployment):
             if isinstance(engine, Engine):
                 eng = engine

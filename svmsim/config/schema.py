@@ -14,7 +14,7 @@ from svmsim.errors import ScenarioError
 
 from .lower import CLOCKS, FAULT_KEYS, Distribution, FaultModel
 from .messages import choice, fail
-from .sections import (AlgorithmSection, DataSection, EngineSection, NetworkSection, OutputSection, PartitionSection,
+from .sections import (MAX_COUNT, AlgorithmSection, DataSection, EngineSection, NetworkSection, OutputSection, PartitionSection,
                        SectionModel, StopSection, TopologySection, allowed_text)
 from .values import SECTIONS, dump_toml, plain, show
 
@@ -71,7 +71,7 @@ class ScheduleSection(SectionModel):
     eval_messages: int | None = Field(None, ge=1, description="gossip: evaluate every this many messages instead "
                                                              "(in-process engine)")
     max_time: float | None = Field(None, gt=0, description="gossip: stop at this virtual time")
-    max_messages: int | None = Field(None, ge=1, description="gossip: stop after this many messages")
+    max_messages: int | None = Field(None, ge=1, le=MAX_COUNT, description="gossip: stop after this many messages")
     compiled: bool = Field(True, description="false forces the Python loop of either scheduler (same results, "
                                              "slower)")
 

@@ -59,13 +59,15 @@ def open_maybe_compressed(path: str | os.PathLike) -> IO[bytes]:
 
 
 def load_libsvm(
-    path: str | os.PathLike, n_features: int | None = None, dtype=np.float64
+    path: str | os.PathLike, n_features: int | None = None, dtype=np.float64, zero_based: bool | str = "auto"
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     """Load a LIBSVM file (plain, ``.xz``, ``.bz2`` or ``.gz``) as ``(X, y_raw)``.
 
     ``X`` is a CSR matrix with ``n_features`` columns (inferred from the largest feature index when None);
-    ``y_raw`` holds the labels as written in the file (float64). Raises :class:`DataError` when the file is
-    missing, cannot be decompressed, or is not valid LIBSVM text.
+    ``y_raw`` holds the labels as written in the file (float64). ``zero_based``: whether index 0 is the first
+    column (True), index 1 is (False), or 1 unless the file holds an index 0 ("auto"); a training file and its
+    test file are read with one convention by :func:`load_libsvm_files`. Raises :class:`DataError` when the file
+    is missing, cannot be decompressed, or is not valid LIBSVM text.
     """
     p = Path(path)
     if not p.exists():
@@ -80,7 +82,7 @@ def load_libsvm(
         with open_maybe_compressed(p) as fh:
             X, y = load_svmlight_file(
                 # pragma: no mutate start (equivalent: "auto" is also sklearn's default)
-                fh, n_features=None if n_features is None else int(n_features), dtype=dtype, zero_based="auto"
+                fh, n_features=None if n_features is None else int(n_features), dtype=dtype, zero_based=zero_based
                 # pragma: no mutate end
             )
     except (ValueError, OverflowError) as exc:     # OverflowError: an index beyond what the reader takes
@@ -96,6 +98,29 @@ def load_libsvm(
     # pragma: no mutate start (equivalent: sklearn's loader already returns float64 labels for any dtype)
     return sp.csr_matrix(X), np.asarray(y, dtype=np.float64)
     # pragma: no mutate end
+
+
+def load_libsvm_files(paths, n_features: int | None = None) -> tuple[list[sp.csr_matrix], list[np.ndarray], int]:
+    """Load several LIBSVM files (a training file and its test file) with one index convention, as scikit-learn's
+    ``load_svmlight_files`` does: 0-based when any of the files holds an index 0, else 1-based. Returns the
+    matrices (all with the same number of columns: ``n_features``, else the widest file's), the raw labels and
+    the index base (0 or 1). Each file read on its own would pick its own convention, and a 1-based test file
+    beside a 0-based training file would have every column shifted by one."""
+    loaded = [(Path(p), *load_libsvm(p, zero_based=True)) for p in paths]
+    base = 0 if any(X.nnz and int(X.indices.min()) == 0 for _, X, _ in loaded) else 1
+    width = max(X.shape[1] - base for _, X, _ in loaded)
+    if n_features is not None:
+        for p, X, _ in loaded:
+            if X.shape[1] - base > n_features:
+                raise DataError(f"LIBSVM file '{p}' has feature index {X.shape[1] - 1} (read {base}-based: column "
+                                f"{X.shape[1] - base}), more than n_features = {n_features}; allowed: n_features "
+                                f">= {width}, or no n_features")
+        width = int(n_features)
+    out = []
+    for _, X, _ in loaded:
+        X = sp.csr_matrix((X.data, X.indices - base, X.indptr), shape=(X.shape[0], width))
+        out.append(X)
+    return out, [y for _, _, y in loaded], base
 
 
 def _malformed_message(path: Path, exc: Exception | None) -> str:

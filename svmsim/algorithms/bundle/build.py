@@ -193,6 +193,9 @@ def _check(name: str, params: BundleParams, ds, risk: str, bias: bool) -> None:
         raise DataError(f"data set '{ds.name}' has risk {risk!r}; allowed: the hinge loss or the "
                         "bmrm_lower_bound instance")
     check_problem(ds, params.workers)
+    if not np.any(as_csr(ds.X).data):
+        raise DataError(f"every training point of data set '{ds.name}' is zero; there is nothing to separate (and "
+                        f"{name}'s bounds divide by the data's scale); allowed: data with a nonzero feature value")
 
 
 def _probe_plan(params: PragamBParams, layout, main_pattern: str):
