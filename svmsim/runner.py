@@ -422,6 +422,16 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
 
 def _run_single(scenario: Scenario, solver: SingleMachineRun, progress: bool):
     stop = scenario.stop
+    if solver.budgets is not None:
+        budgets = ("max_iterations", "max_rounds", "max_scalars", "max_seconds")
+        unheeded = [k for k in budgets if getattr(stop, k) is not None and k not in solver.budgets]
+        if unheeded:
+            from .errors import ScenarioError
+
+            raise ScenarioError(
+                f"[stop] {unheeded[0]} = {getattr(stop, unheeded[0])!r}: algorithm {scenario.algorithm.name!r} is "
+                f"one call into a library that reports only at its end, so it cannot stop on {unheeded[0]}; "
+                f"allowed: {', '.join(solver.budgets)} (passed on to the library), or no budget")
     rec = _Recorder(scenario, progress, stop.max_iterations, max_iterations=stop.max_iterations)
 
     def on_check(info: dict) -> bool:
