@@ -7,7 +7,6 @@ removed if the run fails, so a directory that looks finished is finished.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ import networkx as nx
 import numpy as np
 
 from . import rundir
+from .core import jsonio
 from .comm.meter import Ledger, Meter
 from .comm.quantities import by_kind, edge_weighted_total, quantity
 from .data import make_dataset
@@ -487,7 +487,7 @@ def _write_outputs(tmp: Path, result: RunResult, bound: dict | None, comm_unit) 
         result.ledger.save(tmp)
     arrays = {k: np.asarray(v) for k, v in result.model.items() if isinstance(v, (np.ndarray, float, int))}
     _save_npz(tmp / "model.npz", arrays)
-    (tmp / "summary.json").write_text(json.dumps(result.summary, indent=2, default=_json_default))
+    (tmp / "summary.json").write_text(jsonio.dumps(result.summary, default=_json_default))
     if result.scenario.output.plots and result.metrics:
         from .report import plot_run
 
