@@ -116,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                     choices=("all", "algorithms", "topologies", "datasets", "partitions", "engines"))
     ls.add_argument("name", nargs="?", help="with 'algorithms': one algorithm, each of its keys with its "
                                             "description, default and allowed values")
-    ls.add_argument("--data-dir", help="data directory to list (default: $SVMSIM_DATA_DIR)")
+    ls.add_argument("--data-dir", help="data directory to list (default: $SVMSIM_DATA_DIR); only 'list' takes it: "
+                                       "a scenario names its directory with data.data_dir")
     return p
 
 
@@ -399,8 +400,11 @@ def _cmd_list(args) -> int:
                 out.append(f"  {name:<14} (cannot be loaded) {exc}")
                 continue
             keys = ", ".join(k if d is inspect.Parameter.empty else f"{k} = {d!r}" for k, d in scheme_params(fn).items())
-            doc = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
-            out.append(f"  {name:<14} {('keys: ' + keys + '; ') if keys else ''}{doc}")
+            paragraphs = [" ".join(p.split()) for p in inspect.cleandoc(fn.__doc__ or "").split("\n\n") if p.strip()]
+            out.append(f"  {name:<14} {('keys: ' + keys + '; ') if keys else ''}{paragraphs[0] if paragraphs else ''}")
+            if keys:                    # what each key means and allows (the rest of the scheme's description)
+                out += [textwrap.fill(p.replace("``", ""), width=110, initial_indent=" " * 17,
+                                      subsequent_indent=" " * 17, break_on_hyphens=False) for p in paragraphs[1:]]
     if what in ("all", "engines"):
         from .engine import ENGINES
 
@@ -425,7 +429,8 @@ def _cmd_list(args) -> int:
             except SvmsimError as e:
                 out.append(f"datasets: {e}")
         else:
-            out.append("datasets in a data directory: set SVMSIM_DATA_DIR or pass --data-dir")
+            out.append("datasets in a data directory: set SVMSIM_DATA_DIR, or list one with 'svmsim list datasets "
+                       "--data-dir DIR' (a scenario names its directory with data.data_dir)")
     print("\n".join(out))
     return 0
 
