@@ -87,7 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("scenario", help="path to a scenario TOML file")
     v.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key before validating")
-    v.add_argument("--data", action="store_true", help="also load the data set (checks files and labels)")
+    v.add_argument("--data", action="store_true",
+                   help="also load the data set whole (every line, the labels, the feature values); without it, "
+                        "validate finds the data files and reads only their first 64 KiB")
 
     ck = sub.add_parser(
         "check", help="run the conformance checks on algorithms (built in or your own)",
@@ -292,6 +294,14 @@ def _cmd_validate(args) -> int:
 
         ds = make_dataset(scenario.dataset_kwargs())
         print(f"# data: {ds!r}")
+    else:                               # cheap: the files exist and their first lines read (all of them: --data)
+        from .data import check_files
+        from .data.libsvm import HEAD_BYTES
+
+        files = check_files(scenario.dataset_kwargs())
+        if files:
+            print(f"# data: {', '.join(map(str, files))} found; the first {HEAD_BYTES // 1024} KiB of each read "
+                  "(--data reads them whole)")
     print(f"# {args.scenario} is valid; resolved:")
     print(scenario.to_toml())
     return 0

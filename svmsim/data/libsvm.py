@@ -123,6 +123,38 @@ def load_libsvm_files(paths, n_features: int | None = None) -> tuple[list[sp.csr
     return out, [y for _, _, y in loaded], base
 
 
+#: how much of a LIBSVM file `check_head` reads (svmsim validate without --data)
+HEAD_BYTES = 1 << 16
+
+
+def check_head(path: str | os.PathLike, limit: int = HEAD_BYTES) -> None:
+    """A quick look at a LIBSVM file without reading it all (what ``svmsim validate`` does without ``--data``):
+    :class:`DataError` if it is missing, not a file, cannot be decompressed, or its first `limit` bytes hold a
+    line that is not valid LIBSVM text (a value that is not a finite number, say). Lines past `limit` are read
+    only when the data are loaded."""
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"LIBSVM file '{p}' does not exist")
+    if not p.is_file():
+        raise DataError(f"LIBSVM path '{p}' is not a file")
+    try:
+        with open_maybe_compressed(p) as fh:
+            head = fh.read(limit + 1)
+    except (OSError, EOFError, lzma.LZMAError) as exc:
+        raise DataError(f"cannot read LIBSVM file '{p}': {exc} (is the file truncated or wrongly compressed?)") from None
+    lines = head.splitlines(keepends=True)
+    if len(head) > limit and lines:              # the last line may go on past what was read
+        lines = lines[:-1]
+    if not any(line.split(b"#", 1)[0].strip() for line in lines) and len(head) <= limit:
+        raise DataError(f"LIBSVM file '{p}' contains no data rows")
+    found = _first_bad_line(lines)
+    if found is not None:
+        lineno, text, problem = found
+        if len(text) > 60:
+            text = text[:57] + "..."
+        raise DataError(f"LIBSVM file '{p}' is malformed at line {lineno} ({text!r}): {problem}")
+
+
 def _malformed_message(path: Path, exc: Exception | None) -> str:
     """One-sentence description of why ``path`` is not valid LIBSVM text, naming the first bad line if found;
     ``exc`` is the reader's error (None when the reader took the file and svmsim refuses what it read)."""

@@ -26,6 +26,7 @@ from svmsim.data.libsvm import (
     COMPRESSION_SUFFIXES,
     dataset_key,
     format_label,
+    check_head,
     load_libsvm,
     load_libsvm_files,
     open_maybe_compressed,
@@ -161,7 +162,9 @@ def _locate(name: str, data_dir) -> Path:
     if as_path.is_file():
         return as_path
     if os.sep in name or (os.altsep and os.altsep in name):
-        raise DataError(f"data file '{name}' does not exist")
+        raise DataError(f"data file '{name}' does not exist; allowed: the path of an existing LIBSVM file, a "
+                        "data-set name (looked up in data.data_dir or $SVMSIM_DATA_DIR), or a built-in set: "
+                        f"{', '.join(BUILTIN_DATASETS)}, synthetic")
     directory = resolve_data_dir(data_dir, name)
     found = find_file(name, directory)
     if found is None:
@@ -357,6 +360,24 @@ def _load_file_dataset(name, data_dir, test, positive_label, n_features) -> Data
     if X_test is not None:
         X_test = _with_columns(X_test, d)
     return Dataset(_display_name(path), X, y, X_test, y_test, n_features=d, source=str(path), meta=meta)
+
+
+def check_files(spec: Mapping[str, Any]) -> list[Path]:
+    """The LIBSVM files a scenario's ``data`` mapping reads (training file, then its test file), each found and its
+    first :data:`~svmsim.data.libsvm.HEAD_BYTES` checked (:func:`~svmsim.data.libsvm.check_head`), without loading
+    the data: what ``svmsim validate`` checks without ``--data``. Built-in and synthetic sets have no files."""
+    name = str(spec.get("name", ""))
+    if name == "synthetic" or name in BUILTIN_DATASETS:
+        return []
+    path = _locate(name, spec.get("data_dir"))
+    files = [path]
+    if spec.get("holdout") is None:
+        test = _test_path(path, spec.get("test"), spec.get("data_dir"))
+        if test is not None:
+            files.append(test)
+    for f in files:
+        check_head(f)
+    return files
 
 
 def _load_synthetic(params: dict) -> Dataset:
