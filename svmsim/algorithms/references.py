@@ -188,16 +188,28 @@ def build_linearsvc(params: LinearSVCParams, problem):
     return run
 
 
+#: the metrics sklearn-svc reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_SKLEARN_SVC = ("duality_gap", "fit_time", "hull_distance", "hull_lower", "margin", "n_support",
+                        "objective", "rel_gap", "test_accuracy", "train_accuracy")
+#: the metrics sklearn-nusvc reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_SKLEARN_NUSVC = ("dual_objective", "duality_gap", "fit_time", "hull_distance", "hull_lower", "margin",
+                          "n_support", "objective", "rel_gap", "test_accuracy", "train_accuracy")
+#: the metrics sklearn-linearsvc reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_SKLEARN_LINEARSVC = ("fit_time", "objective", "test_accuracy", "train_accuracy")
+
+
 _PAPER = "000_ff8faf4b278c4a32.txt, reference solvers (notes-000 section 4)"
 register(AlgorithmInfo(
-    name="sklearn-svc", family="references", paper=_PAPER, distributed=False, Params=SVCParams, build=build_svc,
+    name="sklearn-svc", metrics=_METRICS_SKLEARN_SVC,
+    family="references", paper=_PAPER, distributed=False, Params=SVCParams, build=build_svc,
     description="scikit-learn SVC (LIBSVM), linear kernel, huge C: the exact hard-margin reference",
     conformance=Conformance(
         params={},
         skips={"seed": "deterministic: its run does not depend on the seed (LIBSVM's SVC without probability "
                        "estimates draws no random numbers)"})))
 register(AlgorithmInfo(
-    name="sklearn-nusvc", family="references", paper=_PAPER, distributed=False, Params=NuSVCParams,
+    name="sklearn-nusvc", metrics=_METRICS_SKLEARN_NUSVC,
+    family="references", paper=_PAPER, distributed=False, Params=NuSVCParams,
     build=build_nusvc,
     description="scikit-learn NuSVC (LIBSVM), linear kernel, nu = 2/(n nu_paper): the nu-SVM reference",
     conformance=Conformance(
@@ -205,7 +217,8 @@ register(AlgorithmInfo(
         skips={"seed": "deterministic: its run does not depend on the seed (LIBSVM's NuSVC without probability "
                        "estimates draws no random numbers)"})))
 register(AlgorithmInfo(
-    name="sklearn-linearsvc", family="references", paper=_PAPER, distributed=False, Params=LinearSVCParams,
+    name="sklearn-linearsvc", metrics=_METRICS_SKLEARN_LINEARSVC,
+    family="references", paper=_PAPER, distributed=False, Params=LinearSVCParams,
     build=build_linearsvc,
     description="scikit-learn LinearSVC (LIBLINEAR): the C-SVM users run today (paper 000 Table 4, C = 8)",
     conformance=Conformance(

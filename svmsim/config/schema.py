@@ -232,6 +232,11 @@ class Scenario(SectionModel):
                 ("topology", "kind"),
             )
         self._check_schedule()
+        reported = self.algorithm.info.reported_metrics()
+        unknown = [k for k in (self.stop.below or {}) if reported is not None and k not in reported]
+        if unknown:
+            raise fail(f"below names metric {unknown[0]!r}, which algorithm {self.algorithm.name!r} never reports; "
+                       f"allowed: {', '.join(sorted(reported))}", ("stop", "below"))
         if not self.stop.limits() and not self._finishes_by_itself():
             raise fail("no stopping rule is set, so the run would never stop; allowed: set at least one of "
                        + ", ".join(type(self.stop).model_fields) + f" (algorithm {self.algorithm.name!r} does not "

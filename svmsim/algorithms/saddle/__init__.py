@@ -51,8 +51,17 @@ __all__ = [
     "SaddleDSVCParams", "build_saddle_svc", "build_saddle_dsvc",
 ]
 
+#: the metrics saddle-svc reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_SADDLE_SVC = ("beta", "duality_gap", "hull_distance", "hull_lower", "iteration_time", "margin",
+                       "objective", "rel_gap", "test_accuracy", "time", "train_accuracy", "w_norm")
+#: the metrics saddle-dsvc reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_SADDLE_DSVC = ("beta", "cap_reports", "dual_objective", "duality_gap", "hull_distance", "hull_lower",
+                        "margin", "objective", "rel_gap", "restarts", "test_accuracy", "train_accuracy", "w_norm")
+
+
 register(AlgorithmInfo(
-    name="saddle-svc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 1-2", distributed=False,
+    name="saddle-svc", metrics=_METRICS_SADDLE_SVC,
+    family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 1-2", distributed=False,
     Params=SaddleParams, build=build_saddle_svc,
     description="Saddle-SVC: hard-margin / nu-SVM by randomized primal-dual saddle steps (single machine)",
     topologies=("star",),
@@ -60,7 +69,8 @@ register(AlgorithmInfo(
         params={"eps": 0.05},
         run={"iterations": 60, "observe_every": 20})))
 register(AlgorithmInfo(
-    name="saddle-dsvc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 3-4", distributed=True,
+    name="saddle-dsvc", metrics=_METRICS_SADDLE_DSVC,
+    family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 3-4", distributed=True,
     Params=SaddleDSVCParams, build=build_saddle_dsvc,
     description="Saddle-DSVC: one server, k clients, 9k scalars per iteration (+8k per nu-projection pass; "
                 "+ a certificate check every check_every iterations with beta = 'auto')",
