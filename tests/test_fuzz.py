@@ -598,9 +598,19 @@ def _fuzz_extreme_values(rng: random.Random, root: Path, case: int) -> _Case:
     rows[rng.randrange(8)] += f" 4:{big!r}"
     rows[0], rows[1] = "-1 " + rows[0].split(" ", 1)[1], "+1 " + rows[1].split(" ", 1)[1]
     path = _libsvm(root / f"extreme{case}.svm", rows)
-    scale = rng.choice(["none", "none", "unit_box"])
+    scale = rng.choice(["none", "none", "unit_box", "max_abs"])
     spec = {"name": str(path), "scale": scale}
-    return _Case(f"extreme value {big:.3g} (scale {scale})", ["validate", "--data", _scenario_file(root, spec)], True)
+
+    def check():                                # a scaling may make the values usable: then they must be
+        from svmsim.data import load_dataset
+        from svmsim.data.registry import FEATURE_LIMIT
+
+        X = load_dataset(**spec).X
+        values = X.data if hasattr(X, "data") and not isinstance(X, np.ndarray) else np.asarray(X)
+        assert np.isfinite(values).all() and np.abs(values).max() <= FEATURE_LIMIT, (big, scale)
+
+    return _Case(f"extreme value {big:.3g} (scale {scale})", ["validate", "--data", _scenario_file(root, spec)],
+                 scale == "none", check=check)
 
 
 def _fuzz_labels_only(rng: random.Random, root: Path, case: int) -> _Case:
