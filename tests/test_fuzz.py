@@ -1,4 +1,6 @@
-"""Seeded fuzzing of what users hand to svmsim: scenario files and LIBSVM data files.
+"""Seeded fuzzing of what users hand to svmsim: scenario files, LIBSVM data files and the command line (output
+paths, extreme values, budgets; `test_the_command_line_fuzzer`), with a test for each bad input a user's fuzzer once
+got through.
 
 Every mutation must end in one of two ways: the input is accepted, or svmsim refuses it with its own error
 (`ScenarioError`, `DataError`) -- never another exception. Mutations of a kind that no input may pass (an unknown
