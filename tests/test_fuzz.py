@@ -75,8 +75,8 @@ def _mutate(raw: dict, rng: random.Random) -> tuple[dict, str, bool]:
         table = rng.choice(list(_tables(out)))
         key = rng.choice(["epz", "Clients", "max_iteration", "colour", "x"])
         _set(out, table + (key,), rng.choice([1, 0.5, "a", True]))
-        # [stop] below names metrics, which the algorithm reports only when it runs: refused then (test_bqo)
-        return out, f"{kind} {'.'.join(table + (key,))}", table != ("stop", "below")
+        # in [stop] below an unknown name is a metric the algorithm never reports (AlgorithmInfo.metrics): refused too
+        return out, f"{kind} {'.'.join(table + (key,))}", True
     if kind in ("non-finite", "huge integer", "text for a number", "table for a number") and numbers:
         path, old = rng.choice(numbers)
         new = {"non-finite": rng.choice([math.nan, math.inf, -math.inf]),
@@ -491,6 +491,21 @@ def test_stop_below_a_metric_the_algorithm_never_reports_is_refused_at_validatio
     fine = _scenario_file(tmp_path, {"name": "iris"}, {"name": "bqo-e", "workers": 2},
                           {"max_iterations": 20, "below": {"rel_dual": 0.1}})
     assert _cli("validate", fine)[0] == 0
+
+
+def test_an_algorithm_that_declares_no_metrics_has_below_checked_when_it_reports(tmp_path, monkeypatch):
+    import dataclasses
+
+    from svmsim.algorithms import registry
+
+    info = registry.get_algorithm("bqo-e")
+    monkeypatch.setitem(registry.ALGORITHMS, "bqo-e", dataclasses.replace(info, metrics=None))
+    scenario = _scenario_file(tmp_path, {"name": "iris"}, {"name": "bqo-e", "workers": 2},
+                              {"max_iterations": 20, "below": {"rel_dul": 0.1}})
+    assert _cli("validate", scenario)[0] == 0
+    _refused(*_cli("run", scenario, "-q", "--out", tmp_path / "r")[::2],
+             "below names metric 'rel_dul', which algorithm 'bqo-e' does not report; allowed:", "rel_dual")
+    assert not (tmp_path / "r").exists() and not (tmp_path / ".r.incomplete").exists()
 
 
 def test_every_built_in_algorithm_declares_its_metrics():
