@@ -87,7 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("scenario", help="path to a scenario TOML file")
     v.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key before validating")
-    v.add_argument("--data", action="store_true", help="also load the data set (checks files and labels)")
+    v.add_argument("--data", action="store_true",
+                   help="also load the data set whole (every line, the labels, the feature values); without it, "
+                        "validate finds the data files and reads only their first 64 KiB")
 
     ck = sub.add_parser(
         "check", help="run the conformance checks on algorithms (built in or your own)",
@@ -118,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "metrics"))
     ls.add_argument("name", nargs="?", help="with 'algorithms': one algorithm, each of its keys with its "
                                             "description, default and allowed values")
-    ls.add_argument("--data-dir", help="data directory to list (default: $SVMSIM_DATA_DIR)")
+    ls.add_argument("--data-dir", help="data directory to list (default: $SVMSIM_DATA_DIR); only 'list' takes it: "
+                                       "a scenario names its directory with data.data_dir")
     return p
 
 
@@ -295,6 +298,14 @@ def _cmd_validate(args) -> int:
 
         ds = make_dataset(scenario.dataset_kwargs())
         print(f"# data: {ds!r}")
+    else:                               # cheap: the files exist and their first lines read (all of them: --data)
+        from .data import check_files
+        from .data.libsvm import HEAD_BYTES
+
+        files = check_files(scenario.dataset_kwargs())
+        if files:
+            print(f"# data: {', '.join(map(str, files))} found; the first {HEAD_BYTES // 1024} KiB of each read "
+                  "(--data reads them whole)")
     print(f"# {args.scenario} is valid; resolved:")
     print(scenario.to_toml())
     return 0
@@ -415,8 +426,11 @@ def _cmd_list(args) -> int:
                 out.append(f"  {name:<14} (cannot be loaded) {exc}")
                 continue
             keys = ", ".join(k if d is inspect.Parameter.empty else f"{k} = {d!r}" for k, d in scheme_params(fn).items())
-            doc = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
-            out.append(f"  {name:<14} {('keys: ' + keys + '; ') if keys else ''}{doc}")
+            paragraphs = [" ".join(p.split()) for p in inspect.cleandoc(fn.__doc__ or "").split("\n\n") if p.strip()]
+            out.append(f"  {name:<14} {('keys: ' + keys + '; ') if keys else ''}{paragraphs[0] if paragraphs else ''}")
+            if keys:                    # what each key means and allows (the rest of the scheme's description)
+                out += [textwrap.fill(p.replace("``", ""), width=110, initial_indent=" " * 17,
+                                      subsequent_indent=" " * 17, break_on_hyphens=False) for p in paragraphs[1:]]
     if what in ("all", "faults"):
         from .config import FaultsSection
         from .core.fault_kinds import fault_kind, fault_kinds
@@ -472,7 +486,8 @@ def _cmd_list(args) -> int:
             except SvmsimError as e:
                 out.append(f"datasets: {e}")
         else:
-            out.append("datasets in a data directory: set SVMSIM_DATA_DIR or pass --data-dir")
+            out.append("datasets in a data directory: set SVMSIM_DATA_DIR, or list one with 'svmsim list datasets "
+                       "--data-dir DIR' (a scenario names its directory with data.data_dir)")
     print("\n".join(out))
     return 0
 

@@ -98,13 +98,16 @@ class SingleMachineRun:
     every evaluation point with the solver's certificate and accuracies. `measured` names metrics derived from
     wall-clock measurements (like times, no replay repeats them; e.g. an estimate from a timed probe).
     `budget` is set by the runner to the scenario's iteration budget (``stop.max_iterations``, or None) before
-    `fit`, for solvers that lay out their own evaluation points."""
+    `fit`, for solvers that lay out their own evaluation points. `budgets`: the ``[stop]`` budgets the solver
+    honours (None: all, for a solver that calls `on_check` as it goes; a single call into a library that reports
+    once at its end honours only those it passes on, and the runner refuses the others)."""
 
     fit: Callable[[Callable[[dict], bool], int], dict]
     info: dict = field(default_factory=dict)
     bound: Callable[[float], dict] | None = None
     measured: tuple[str, ...] = ()
     budget: int | None = None
+    budgets: tuple[str, ...] | None = None
 
 
 @dataclass

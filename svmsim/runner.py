@@ -7,7 +7,6 @@ removed if the run fails, so a directory that looks finished is finished.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ import networkx as nx
 import numpy as np
 
 from . import rundir
+from .core import jsonio
 from .comm.meter import Ledger, Meter
 from .comm.quantities import by_kind, edge_weighted_total, quantity
 from .core.metrics import stop_reason
@@ -429,6 +429,16 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
 
 def _run_single(scenario: Scenario, solver: SingleMachineRun, progress: bool):
     stop = scenario.stop
+    if solver.budgets is not None:
+        budgets = ("max_iterations", "max_rounds", "max_scalars", "max_seconds")
+        unheeded = [k for k in budgets if getattr(stop, k) is not None and k not in solver.budgets]
+        if unheeded:
+            from .errors import ScenarioError
+
+            raise ScenarioError(
+                f"[stop] {unheeded[0]} = {getattr(stop, unheeded[0])!r}: algorithm {scenario.algorithm.name!r} is "
+                f"one call into a library that reports only at its end, so it cannot stop on {unheeded[0]}; "
+                f"allowed: {', '.join(solver.budgets)} (passed on to the library), or no budget")
     rec = _Recorder(scenario, progress, stop.max_iterations, max_iterations=stop.max_iterations)
 
     def on_check(info: dict) -> bool:
@@ -484,7 +494,7 @@ def _write_outputs(tmp: Path, result: RunResult, bound: dict | None, comm_unit) 
         result.ledger.save(tmp)
     arrays = {k: np.asarray(v) for k, v in result.model.items() if isinstance(v, (np.ndarray, float, int))}
     _save_npz(tmp / "model.npz", arrays)
-    (tmp / "summary.json").write_text(json.dumps(result.summary, indent=2, default=_json_default))
+    (tmp / "summary.json").write_text(jsonio.dumps(result.summary, default=_json_default))
     if result.scenario.output.plots and result.metrics:
         from .report import plot_run
 
@@ -532,20 +542,20 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
         scenario = load_scenario(scenario.to_dict(), overrides={"engine.name": engine})
     progress = scenario.output.progress if progress is None else progress
     info = scenario.algorithm.info
-    problem = _problem(scenario, topology)
-    if info.memory is not None:                 # before anything of the run is built: refuse what cannot fit
-        from .core.resources import check_memory
-
-        need, what, allowed = info.memory(scenario.algorithm.params, problem)
-        check_memory(need, what, allowed)
-    built = info.build(scenario.algorithm.params, problem)
     final_dir = tmp_dir = None
-    if write:
-        final_dir, tmp_dir = _prepare_run_dir(scenario, out_dir)
-    started = time.perf_counter()
+    if write:                                   # first: a directory that cannot be written is refused at once,
+        final_dir, tmp_dir = _prepare_run_dir(scenario, out_dir)     # not after loading data or a reference solve
     live = None
     own_engine = False
     try:
+        problem = _problem(scenario, topology)
+        if info.memory is not None:             # before anything of the run is built: refuse what cannot fit
+            from .core.resources import check_memory
+
+            need, what, allowed = info.memory(scenario.algorithm.params, problem)
+            check_memory(need, what, allowed)
+        built = info.build(scenario.algorithm.params, problem)
+        started = time.perf_counter()
         if isinstance(built, Deployment):
             if isinstance(engine, Engine):
                 eng = engine

@@ -78,7 +78,6 @@ written atomically like a run directory.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -88,6 +87,7 @@ from typing import Any
 import numpy as np
 
 from . import rundir
+from .core import jsonio
 from .config import (
     Scenario,
     apply_overrides,
@@ -548,9 +548,9 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
         text += ["", "## communication by message tag", "", tags]
     (directory / "sweep.md").write_text("\n".join(text) + "\n")
     (directory / "summary.txt").write_text(summary_table(result.rows, keys) + "\n")
-    (directory / "sweep.json").write_text(json.dumps(
+    (directory / "sweep.json").write_text(jsonio.dumps(
         {"spec": spec.model_dump(), "slopes": result.slopes, "scaling": result.scaling, "trials": result.trials,
-         "rows": result.rows}, indent=2, default=_plain))
+         "rows": result.rows}, default=_plain))
     if "eps" in keys:
         plot_cost_vs_eps(result.rows, result.slopes, directory / "cost_vs_eps.png",
                          title=spec.title or points[0].scenario.name, group_keys=[k for k in keys if k != "eps"],

@@ -325,7 +325,7 @@ def test_stop_below_an_unknown_metric_is_refused_and_leaves_no_run_dir(tmp_path)
     out = subprocess.run([sys.executable, "-m", "svmsim.cli", "run", str(f)], capture_output=True, text=True)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     said = " ".join(out.stderr.split())
-    assert "[stop] below names metric 'rel_dul', which algorithm 'bqo-e' does not report; allowed:" in said
+    assert "[stop] below names metric 'rel_dul', which algorithm 'bqo-e' never reports; allowed:" in said
     assert "rel_dual" in said
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 

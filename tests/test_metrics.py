@@ -109,23 +109,33 @@ def test_a_metric_the_algorithm_does_not_report_is_refused_naming_those_it_does(
     with pytest.raises(ScenarioError) as exc:
         svmsim.load_scenario({**PUSHSUM, "stop": {**stop, "max_rounds": 100}})
     text = str(exc.value)
-    assert named in text and "'pushsum' does not report" in text
-    assert text.endswith("on a metric it reports: objective, consensus_error, consensus_rms")
+    assert named in text and "'pushsum' never reports" in text
+    assert "on a metric it reports: consensus_error, consensus_rms, objective, weight_at_nodes; or the run's: " \
+        "bytes, comm_units, " in text
 
 
 def test_an_old_name_for_bqo_is_refused_and_an_unregistered_column_is_left_to_the_run():
     scenario, _ = RUNS["bqo"]
     svmsim.load_scenario({**scenario, "stop": {"below": {"gap_per_cn": 1e-3}, "max_iterations": 5}})
     svmsim.load_scenario({**scenario, "stop": {"below": {"eta": 1e-3}, "max_iterations": 5}})   # not registered
-    with pytest.raises(ScenarioError, match="'pegasos-n' does not report"):
+    with pytest.raises(ScenarioError, match="'pegasos-n' never reports"):
         svmsim.load_scenario({**RUNS["bundle"][0], "algorithm": {"name": "pegasos-n", "lam": 1e-2}})
 
 
-def test_a_gap_stop_on_an_algorithm_that_declares_nothing_is_refused_at_the_first_row(data_env):
-    """GADGET declares no metrics: the runner finds at its first evaluation point that rel_gap is missing."""
+def test_a_gap_stop_on_an_algorithm_that_declares_nothing_is_refused_at_the_first_row(data_env, monkeypatch):
+    """GADGET made to declare no metrics: the runner finds at its first evaluation point that rel_gap is missing;
+    as declared, validation refuses it."""
+    import dataclasses
+
+    from svmsim.algorithms import registry
+
+    declared = registry.get_algorithm("gadget")
     scenario = {"name": "m-gadget", "data": {"name": "iris", "holdout": 0.3}, "topology": {"kind": "ring"},
                 "algorithm": {"name": "gadget", "nodes": 6, "lam": 1e-2, "iterations": 20},
                 "schedule": {"latency": 0.0}, "stop": {"gap": 1e-3, "max_rounds": 50}, "output": OUT}
+    with pytest.raises(ScenarioError, match="stops on rel_gap, which algorithm 'gadget' never reports"):
+        svmsim.load_scenario(scenario)
+    monkeypatch.setitem(registry.ALGORITHMS, "gadget", dataclasses.replace(declared, metrics=None))
     with pytest.raises(ScenarioError, match="stops on rel_gap .* which algorithm 'gadget' does not report"):
         svmsim.run(scenario, write=False)
 

@@ -836,8 +836,17 @@ def gadget_memory(params: GadgetParams, problem) -> tuple[int, str, str]:
         f"{edges:,} edges of the {problem.topology_kind} topology", "fewer nodes or a sparser topology"
 
 
+#: the metrics gadget reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS = ("average_model_objective", "average_model_test_accuracy", "consensus_error", "consensus_max",
+            "finished_nodes", "gossip_messages", "last_dF", "local_steps", "model_norm", "nodes", "nodes_scored",
+            "objective", "objective_max", "objective_min", "objective_std", "steps_max", "steps_mean", "steps_min",
+            "test_accuracy", "test_accuracy_all_nodes", "test_accuracy_shard", "test_accuracy_shard_std",
+            "test_accuracy_std", "train_accuracy", "train_accuracy_std")
+
+
 register(AlgorithmInfo(
-    name="gadget", family="gadget", paper="002_a14c5840ff10f4b6.txt, Algorithm 2 (GADGET SVM)", distributed=True,
+    name="gadget", metrics=_METRICS,
+    family="gadget", paper="002_a14c5840ff10f4b6.txt, Algorithm 2 (GADGET SVM)", distributed=True,
     Params=GadgetParams, build=build_gadget, memory=gadget_memory,
     description="GADGET SVM: per-node Pegasos steps on one local sample, Push-Sum or pairwise-averaging gossip",
     topologies=_peer_topologies(),

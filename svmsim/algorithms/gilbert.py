@@ -23,7 +23,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..core.metrics import relative_gap
 from .registry import AlgorithmInfo, Conformance, register
-from .saddle.certificate import HULL_METRICS, HullDiagnosis, hull_lower_bound
+from .saddle.certificate import HullDiagnosis, hull_lower_bound
 from .sklearn_api import LinearBinaryClassifier, binary_fit_data
 
 __all__ = ["GilbertSVC", "GilbertParams"]
@@ -158,9 +158,17 @@ def build_gilbert(params: GilbertParams, problem):
     return SingleMachineRun(fit=fit, info={"n": ds.n, "d": ds.d})
 
 
+#: the metrics gilbert reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_GILBERT = ("duality_gap", "gap_lower", "gap_upper", "hull_distance", "hull_lower", "margin", "objective",
+                    "rel_gap", "test_accuracy", "time", "train_accuracy")
+#: the metrics dgilbert reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_DGILBERT = ("duality_gap", "gap_lower", "gap_upper", "hull_distance", "hull_lower", "margin", "objective",
+                     "rel_gap", "test_accuracy", "train_accuracy")
+
+
 register(AlgorithmInfo(
-    name="gilbert", family="saddle", paper="000_ff8faf4b278c4a32.txt, baseline (notes-000 section 4)",
-    metrics=HULL_METRICS,
+    name="gilbert", metrics=_METRICS_GILBERT,
+    family="saddle", paper="000_ff8faf4b278c4a32.txt, baseline (notes-000 section 4)",
     distributed=False, Params=GilbertParams, build=build_gilbert,
     description="Gilbert's algorithm: hard-margin SVM as the nearest point of the Minkowski difference",
     topologies=("star",),
@@ -345,8 +353,8 @@ def build_dgilbert(params: DGilbertParams, problem):
 
 
 register(AlgorithmInfo(
-    name="dgilbert", family="saddle", paper="000_ff8faf4b278c4a32.txt, baseline (Liu et al. 2016)",
-    metrics=HULL_METRICS,
+    name="dgilbert", metrics=_METRICS_DGILBERT,
+    family="saddle", paper="000_ff8faf4b278c4a32.txt, baseline (Liu et al. 2016)",
     distributed=True, Params=DGilbertParams, build=build_dgilbert,
     description="Distributed Gilbert: server + k clients, k*d + 2k + 2 + 2d scalars per iteration",
     topologies=("star",),

@@ -491,8 +491,14 @@ def build_hogwild(params: HogwildParams, problem):
                             "d": d})
 
 
+#: the metrics hogwild reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS = ("epochs", "objective", "staleness_max", "staleness_mean", "step_size", "test_accuracy",
+            "train_accuracy", "violator_fraction")
+
+
 register(AlgorithmInfo(
-    name="hogwild", family="hogwild", paper="000_ff8faf4b278c4a32.txt, baseline (Recht et al. 2011)",
+    name="hogwild", metrics=_METRICS,
+    family="hogwild", paper="000_ff8faf4b278c4a32.txt, baseline (Recht et al. 2011)",
     distributed=True, Params=HogwildParams, build=build_hogwild,
     description="HOGWILD!: lock-free SGD for the C-SVM on a server, k clients in turns, sparse reads and writes",
     topologies=("star",),

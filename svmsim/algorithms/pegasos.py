@@ -581,8 +581,15 @@ def build_svm_sgd(params: SGDParams, problem):
         eps=params.eps, patience=params.patience, check_every=every, random_state=problem.seed))
 
 
+#: the metrics pegasos reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_PEGASOS = ("objective", "test_accuracy", "time", "train_accuracy")
+#: the metrics svm-sgd reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_SVM_SGD = ("epoch", "objective", "test_accuracy", "time", "train_accuracy")
+
+
 register(AlgorithmInfo(
-    name="pegasos", family="pegasos", paper="002_a14c5840ff10f4b6.txt, centralized baseline (Shalev-Shwartz et al.)",
+    name="pegasos", metrics=_METRICS_PEGASOS,
+    family="pegasos", paper="002_a14c5840ff10f4b6.txt, centralized baseline (Shalev-Shwartz et al.)",
     distributed=False, Params=PegasosParams, build=build_pegasos,
     description="Pegasos: primal sub-gradient SVM, step 1/(lam t), projection onto 1/sqrt(lam) (single machine)",
     topologies=("star",),
@@ -590,7 +597,8 @@ register(AlgorithmInfo(
         params={"lam": 0.01, "iterations": 300},
         run={"iterations": 200, "observe_every": 50})))
 register(AlgorithmInfo(
-    name="svm-sgd", family="pegasos", paper="002_a14c5840ff10f4b6.txt, baseline (Bottou's SVM-SGD)",
+    name="svm-sgd", metrics=_METRICS_SVM_SGD,
+    family="pegasos", paper="002_a14c5840ff10f4b6.txt, baseline (Bottou's SVM-SGD)",
     distributed=False, Params=SGDParams, build=build_svm_sgd,
     description="SVM-SGD: hinge-loss SGD with eta = 1/(lam (t + t0)) and an optional bias (single machine)",
     topologies=("star",),

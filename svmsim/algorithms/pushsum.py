@@ -808,9 +808,13 @@ def pushsum_memory(params: PushSumParams, problem) -> tuple[int, str, str]:
         "fewer nodes, a shorter value (dim), or a sparser topology"
 
 
+#: the metrics pushsum reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS = ("consensus_error", "consensus_rms", "objective", "weight_at_nodes")
+
+
 register(AlgorithmInfo(
-    name="pushsum", family="gossip", paper="002_a14c5840ff10f4b6.txt, Algorithm 1 (Kempe et al. 2003); notes-002 s. 2",
-    metrics=("objective", "consensus_error", "consensus_rms"),
+    name="pushsum", metrics=_METRICS,
+    family="gossip", paper="002_a14c5840ff10f4b6.txt, Algorithm 1 (Kempe et al. 2003); notes-002 s. 2",
     distributed=True, Params=PushSumParams, build=build_pushsum, memory=pushsum_memory,
     description="Push-Sum gossip averaging (also running-sum and pairwise averaging), d+1 scalars per push",
     topologies=ANY_TOPOLOGY,

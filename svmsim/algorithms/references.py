@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from typing import Literal
 
 import numpy as np
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..reference import sklearn_nu
 from .registry import AlgorithmInfo, Conformance, register
-from .saddle.certificate import HULL_METRICS, SaddleEvaluator
+from .saddle.certificate import SaddleEvaluator
 from .saddle.preprocess import resolve_cap
 
 __all__ = ["SVCParams", "NuSVCParams", "LinearSVCParams", "hull_weights", "csvm_primal"]
@@ -58,6 +59,10 @@ def _dense_coef(coef) -> np.ndarray:
     return coef.toarray().ravel() if sp.issparse(coef) else np.asarray(coef, dtype=np.float64).ravel()
 
 
+#: the [stop] budgets a single library call honours: its iteration limit (max_iter); it cannot be stopped by time
+ONE_CALL_BUDGETS = ("max_iterations",)
+
+
 def _fit_matrix(X, dense: bool | None):
     """LIBSVM runs faster on a dense array when the data are dense-ish (> 30% non-zeros)."""
     if dense is None:
@@ -80,10 +85,15 @@ def _hull_run(problem, make_estimator, cap: float, info: dict, dense: bool | Non
     ds = problem.dataset
 
     def fit(on_check, eval_every):
-        est = make_estimator()
+        # LIBSVM's one fit reports at its end: the iteration budget is its max_iter (SMO steps, its n_iter_)
+        est = make_estimator(-1 if run.budget is None else int(run.budget))
         Xf = _fit_matrix(ds.X, dense)
         t0 = time.perf_counter()
-        est.fit(Xf, ds.y)
+        from sklearn.exceptions import ConvergenceWarning
+
+        with warnings.catch_warnings():            # stopping at max_iter is the budget, said by the stop reason
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est.fit(Xf, ds.y)
         fit_time = time.perf_counter() - t0
         w = _dense_coef(est.coef_)
         p = hull_weights(ds.y, est.support_, est.dual_coef_)
@@ -92,7 +102,8 @@ def _hull_run(problem, make_estimator, cap: float, info: dict, dense: bool | Non
         on_check(metrics)
         return {"coef": w, "intercept": float(est.intercept_[0]), "weights": p}
 
-    return SingleMachineRun(fit=fit, info=info)
+    run = SingleMachineRun(fit=fit, info=info, budgets=ONE_CALL_BUDGETS)
+    return run
 
 
 class SVCParams(BaseModel):
@@ -107,7 +118,8 @@ class SVCParams(BaseModel):
 def build_svc(params: SVCParams, problem):
     from sklearn.svm import SVC
 
-    return _hull_run(problem, lambda: SVC(kernel="linear", C=params.C, tol=params.tol), math.inf,
+    return _hull_run(problem, lambda max_iter: SVC(kernel="linear", C=params.C, tol=params.tol,
+                                                 max_iter=max_iter), math.inf,
                      {"C": params.C, "tol": params.tol, "n": problem.dataset.n}, params.dense)
 
 
@@ -137,7 +149,7 @@ def build_nusvc(params: NuSVCParams, problem):
     cap = resolve_cap(int((ds.y > 0).sum()), int((ds.y < 0).sum()), params.nu, params.alpha)
     cap_value = min(cap, 1.0)
     mu = sklearn_nu(cap_value, ds.n)
-    return _hull_run(problem, lambda: NuSVC(nu=mu, kernel="linear", tol=params.tol), cap,
+    return _hull_run(problem, lambda max_iter: NuSVC(nu=mu, kernel="linear", tol=params.tol, max_iter=max_iter), cap,
                      {"cap": cap_value, "sklearn_nu": mu, "tol": params.tol, "n": ds.n}, params.dense)
 
 
@@ -160,7 +172,8 @@ def build_linearsvc(params: LinearSVCParams, problem):
     ds = problem.dataset
 
     def fit(on_check, eval_every):
-        est = LinearSVC(C=params.C, loss=params.loss, tol=params.tol, max_iter=params.max_iter,
+        max_iter = params.max_iter if run.budget is None else min(params.max_iter, int(run.budget))
+        est = LinearSVC(C=params.C, loss=params.loss, tol=params.tol, max_iter=max_iter,
                         fit_intercept=params.fit_intercept, dual="auto", random_state=problem.seed)
         t0 = time.perf_counter()
         est.fit(ds.X, ds.y)
@@ -171,21 +184,33 @@ def build_linearsvc(params: LinearSVCParams, problem):
         on_check(metrics)
         return {"coef": w, "intercept": b}
 
-    return SingleMachineRun(fit=fit, info={"C": params.C, "loss": params.loss, "n": ds.n})
+    run = SingleMachineRun(fit=fit, info={"C": params.C, "loss": params.loss, "n": ds.n}, budgets=ONE_CALL_BUDGETS)
+    return run
+
+
+#: the metrics sklearn-svc reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_SKLEARN_SVC = ("duality_gap", "fit_time", "gap_lower", "gap_upper", "hull_distance", "hull_lower", "margin",
+                        "n_support", "objective", "rel_gap", "test_accuracy", "train_accuracy")
+#: the metrics sklearn-nusvc reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_SKLEARN_NUSVC = ("dual_objective", "duality_gap", "fit_time", "gap_lower", "gap_upper", "hull_distance",
+                          "hull_lower", "margin", "n_support", "objective", "rel_gap", "test_accuracy",
+                          "train_accuracy")
+#: the metrics sklearn-linearsvc reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_SKLEARN_LINEARSVC = ("fit_time", "objective", "test_accuracy", "train_accuracy")
 
 
 _PAPER = "000_ff8faf4b278c4a32.txt, reference solvers (notes-000 section 4)"
 register(AlgorithmInfo(
-    name="sklearn-svc", family="references", paper=_PAPER, distributed=False, Params=SVCParams, build=build_svc,
-    metrics=HULL_METRICS,
+    name="sklearn-svc", metrics=_METRICS_SKLEARN_SVC,
+    family="references", paper=_PAPER, distributed=False, Params=SVCParams, build=build_svc,
     description="scikit-learn SVC (LIBSVM), linear kernel, huge C: the exact hard-margin reference",
     conformance=Conformance(
         params={},
         skips={"seed": "deterministic: its run does not depend on the seed (LIBSVM's SVC without probability "
                        "estimates draws no random numbers)"})))
 register(AlgorithmInfo(
-    name="sklearn-nusvc", family="references", paper=_PAPER, distributed=False, Params=NuSVCParams,
-    metrics=HULL_METRICS,
+    name="sklearn-nusvc", metrics=_METRICS_SKLEARN_NUSVC,
+    family="references", paper=_PAPER, distributed=False, Params=NuSVCParams,
     build=build_nusvc,
     description="scikit-learn NuSVC (LIBSVM), linear kernel, nu = 2/(n nu_paper): the nu-SVM reference",
     conformance=Conformance(
@@ -193,7 +218,8 @@ register(AlgorithmInfo(
         skips={"seed": "deterministic: its run does not depend on the seed (LIBSVM's NuSVC without probability "
                        "estimates draws no random numbers)"})))
 register(AlgorithmInfo(
-    name="sklearn-linearsvc", family="references", paper=_PAPER, distributed=False, Params=LinearSVCParams,
+    name="sklearn-linearsvc", metrics=_METRICS_SKLEARN_LINEARSVC,
+    family="references", paper=_PAPER, distributed=False, Params=LinearSVCParams,
     build=build_linearsvc,
     description="scikit-learn LinearSVC (LIBLINEAR): the C-SVM users run today (paper 000 Table 4, C = 8)",
     conformance=Conformance(

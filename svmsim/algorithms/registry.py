@@ -41,6 +41,12 @@ _NAME = re.compile(r"[A-Za-z0-9_.+-]+")
 SCHEDULERS = ("sync", "gossip")
 #: `AlgorithmInfo.topologies` of an algorithm that runs on any connected topology
 ANY_TOPOLOGY = ("any",)
+#: the metrics the runner writes into every evaluation row, whatever the algorithm
+RUN_METRICS = frozenset({"iteration", "round", "messages", "scalars", "bytes", "comm_units", "wall_time"})
+#: ... of a distributed run besides (nodes_up with faults; the metered quantities, `comm.quantities`, are too)
+DISTRIBUTED_METRICS = frozenset({"nodes_up"})
+#: ... of a gossip run besides (virtual time, clock ticks, messages sent and in flight)
+GOSSIP_METRICS = frozenset({"virtual_time", "wakes", "sent_messages", "in_flight"})
 
 
 @dataclass(frozen=True)
@@ -98,10 +104,12 @@ class AlgorithmInfo:
         a single-machine solver returns): True, False, or ``f(params) -> bool``. A scenario without a ``[stop]`` rule
         is accepted only for such an algorithm, and a gossip run with faults needs no budget.
     conformance: how `svmsim check` and `svmsim.conformance` run it (`Conformance`).
-    metrics: the registered metric names (`svmsim.core.metrics`) its evaluation rows carry, e.g. ``("rel_gap",
-        "gap_upper", "gap_lower", ...)``; a scenario whose ``[stop] gap`` or ``[stop] below`` names a registered
-        metric missing here is refused before the run, naming the ones it reports. Empty: not declared (the
-        runner checks at the first evaluation point instead). Unregistered columns need no declaration.
+    metrics: the metrics (columns of metrics.csv) its evaluations may report, under any of its parameters and with
+        or without a test set, beside the runner's (`reported_metrics` adds them; e.g.
+        ``("objective", "rel_gap", "gap_upper", "gap_lower", "train_accuracy")``), under their registered names
+        (`svmsim.core.metrics`: ``rel_gap`` only for a certified relative gap). ``[stop] gap`` and ``[stop] below``
+        are checked against them when the scenario is validated; None (not declared): only when the run reports its
+        first evaluation.
     """
 
     name: str
@@ -116,7 +124,29 @@ class AlgorithmInfo:
     scheduler: str = "sync"
     finishes_by_itself: bool | Callable[[Any], bool] = False
     conformance: Conformance | None = None
-    metrics: tuple[str, ...] = ()
+    metrics: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        if self.metrics is not None:
+            if isinstance(self.metrics, str) or not all(isinstance(m, str) for m in self.metrics):
+                raise TypeError(f"AlgorithmInfo.metrics of {self.name!r} must be a tuple of metric names, got "
+                                f"{self.metrics!r}")
+            object.__setattr__(self, "metrics", tuple(self.metrics))
+
+    def reported_metrics(self) -> frozenset[str] | None:
+        """Every metric a run of this algorithm may report: its own `metrics` and the runner's (`RUN_METRICS`; for a
+        distributed algorithm also `DISTRIBUTED_METRICS` and the metered quantities', for gossip `GOSSIP_METRICS`);
+        None when the algorithm does not declare its own."""
+        if self.metrics is None:
+            return None
+        out = frozenset(self.metrics) | RUN_METRICS
+        if self.distributed:
+            from ..comm.quantities import QUANTITIES
+
+            out |= DISTRIBUTED_METRICS | frozenset(q.name for q in QUANTITIES)
+        if self.scheduler == "gossip":
+            out |= GOSSIP_METRICS
+        return out
 
     def supports(self, kind: str) -> bool:
         """Whether the algorithm runs on topology `kind`."""

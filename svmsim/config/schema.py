@@ -15,7 +15,7 @@ from svmsim.errors import ScenarioError
 from .lower import (CLOCKS, ENGINE_KINDS, FAULT_KEYS, Distribution, FaultModel, fault_kind, fault_kinds, is_registered,
                     metric, resolve_fault_params)
 from .messages import choice, fail, issue, several
-from .sections import (AlgorithmSection, DataSection, EngineSection, NetworkSection, OutputSection, PartitionSection,
+from .sections import (MAX_COUNT, AlgorithmSection, DataSection, EngineSection, NetworkSection, OutputSection, PartitionSection,
                        SectionModel, StopSection, TopologySection, allowed_text)
 from .values import SECTIONS, dump_toml, plain, show
 
@@ -72,7 +72,7 @@ class ScheduleSection(SectionModel):
     eval_messages: int | None = Field(None, ge=1, description="gossip: evaluate every this many messages instead "
                                                              "(in-process engine)")
     max_time: float | None = Field(None, gt=0, description="gossip: stop at this virtual time")
-    max_messages: int | None = Field(None, ge=1, description="gossip: stop after this many messages")
+    max_messages: int | None = Field(None, ge=1, le=MAX_COUNT, description="gossip: stop after this many messages")
     compiled: bool = Field(True, description="false forces the Python loop of either scheduler (same results, "
                                              "slower)")
 
@@ -265,22 +265,26 @@ class Scenario(SectionModel):
         return self
 
     def _check_stop_metrics(self) -> None:
-        """``[stop] gap`` (on rel_gap) and ``[stop] below`` name registered metrics the algorithm reports, when it
-        declares them (`AlgorithmInfo.metrics`): a name that means something else, or that the family reports under
-        a name of its own (BQO's gap_per_cn, Push-Sum's consensus_error), is refused here, before the run."""
-        reported = tuple(self.algorithm.info.metrics)
-        if not reported:
+        """``[stop] gap`` (on rel_gap) and ``[stop] below`` name metrics the algorithm reports, when it declares them
+        (`AlgorithmInfo.metrics`, with the runner's own columns): a misspelt name, a name that means something else,
+        or one the family reports under a name of its own (BQO's gap_per_cn, Push-Sum's consensus_error) is refused
+        here, before the run."""
+        info = self.algorithm.info
+        reported = info.reported_metrics()
+        if reported is None:
             return
         wanted = [("gap", "rel_gap")] if self.stop.gap is not None else []
-        wanted += [(("below", name), name) for name in (self.stop.below or {})]
+        wanted += [("below", name) for name in (self.stop.below or {})]
         for key, name in wanted:
-            if name in reported or not is_registered(name):
+            if name in reported:
                 continue
             where = (f"gap = {self.stop.gap:g} stops on rel_gap, which" if key == "gap"
                      else f"below names metric {name!r}, which")
-            raise fail(f"{where} algorithm {self.algorithm.name!r} does not report ({metric(name).label}); "
-                       f"allowed: [stop] below = {{metric = threshold}} on a metric it reports: "
-                       f"{', '.join(reported)}", ("stop",))
+            label = f" ({metric(name).label})" if is_registered(name) else ""
+            own = [m for m in info.metrics if m in reported]
+            raise fail(f"{where} algorithm {self.algorithm.name!r} never reports{label}; allowed: [stop] below = "
+                       f"{{metric = threshold}} on a metric it reports: {', '.join(own)}; or the run's: "
+                       f"{', '.join(sorted(reported - set(own)))}", ("stop", key))
 
     def _finishes_by_itself(self) -> bool:
         """Whether the algorithm ends by itself (e.g. every node done or down): `AlgorithmInfo.finishes_by_itself`."""

@@ -56,7 +56,8 @@ class DataSection(SectionModel):
                                                                  "becomes -1); needed for a file whose labels are "
                                                                  "not -1/+1 and whose set has no built-in positive "
                                                                  "label")
-    n_features: int | None = Field(None, ge=1, description="the number of features of the training and the test "
+    # the LIBSVM reader's largest feature index (scikit-learn's svmlight reader keeps 32-bit indices)
+    n_features: int | None = Field(None, ge=1, le=2**31 - 1, description="the number of features of the training and the test "
                                                           "set (default: the larger of the two files')")
     scale: str = Field("none", description="feature scaling, fitted on the training set (after a holdout split) "
                                            "and applied to the test set as well", json_schema_extra=allowed_text(
@@ -509,6 +510,13 @@ def _validate_params(Params: type[BaseModel], data: dict[str, Any]) -> tuple[Bas
     return (None, errors) if errors else (obj, [])
 
 
+#: the largest iteration or round budget (and evaluation interval) a scenario may ask for: 10^12 steps of a
+#: microsecond each take eleven days, so a larger number is not a budget but a run that never ends
+MAX_STEPS = 10**12
+#: the largest scalar or message budget (10^15: a thousand times the scalars 10^12 steps of the smallest message send)
+MAX_COUNT = 10**15
+
+
 class StopSection(SectionModel):
     """``[stop]``: the run stops as soon as any of the given limits is reached (at least one is needed, unless the
     algorithm finishes by itself: `Scenario` checks it).
@@ -516,11 +524,11 @@ class StopSection(SectionModel):
     A round or communication budget that runs out in the middle of a synchronous iteration lets that iteration
     finish (its messages are metered), so the final state is a whole iterate."""
 
-    max_iterations: int | None = Field(None, ge=1, description="stop after this many iterations (gossip: rounds of "
+    max_iterations: int | None = Field(None, ge=1, le=MAX_STEPS, description="stop after this many iterations (gossip: rounds of "
                                                               "virtual time)")
-    max_rounds: int | None = Field(None, ge=1, description="stop after this many communication rounds (gossip: "
+    max_rounds: int | None = Field(None, ge=1, le=MAX_STEPS, description="stop after this many communication rounds (gossip: "
                                                           "rounds of virtual time)")
-    max_scalars: int | None = Field(None, ge=1, description="stop once this many scalars have been sent (the "
+    max_scalars: int | None = Field(None, ge=1, le=MAX_COUNT, description="stop once this many scalars have been sent (the "
                                                            "ledger's count)")
     max_seconds: float | None = Field(None, gt=0, description="stop after this many seconds of wall-clock time")
     gap: float | None = Field(None, gt=0, lt=1, description="stop at the first evaluation point whose certified "
@@ -636,7 +644,7 @@ class OutputSection(SectionModel):
                      json_schema_extra=allowed_text("a directory path"))
     run_dir: str | None = Field(None, min_length=1, description="the exact run directory (instead of one in dir)",
                                 json_schema_extra=allowed_text("a directory path"))
-    eval_every: int = Field(1000, ge=1, description="iterations between evaluation points (rows of metrics.csv) of "
+    eval_every: int = Field(1000, ge=1, le=MAX_STEPS, description="iterations between evaluation points (rows of metrics.csv) of "
                                                     "synchronous rounds and single-machine solvers")
     plots: bool = Field(True, description="draw the run's figures into the run directory")
     progress: bool = Field(True, description="show a progress bar (svmsim run --no-progress or --quiet turn it off)")
@@ -646,3 +654,10 @@ class OutputSection(SectionModel):
     @classmethod
     def _paths_as_str(cls, value: Any) -> Any:
         return as_plain_str(value)
+
+    @field_validator("dir", "run_dir")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        if value is not None and "\0" in value:
+            raise ValueError(f"{value!r} contains a NUL character; allowed: a directory path without NUL characters")
+        return value

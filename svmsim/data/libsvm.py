@@ -59,13 +59,15 @@ def open_maybe_compressed(path: str | os.PathLike) -> IO[bytes]:
 
 
 def load_libsvm(
-    path: str | os.PathLike, n_features: int | None = None, dtype=np.float64
+    path: str | os.PathLike, n_features: int | None = None, dtype=np.float64, zero_based: bool | str = "auto"
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     """Load a LIBSVM file (plain, ``.xz``, ``.bz2`` or ``.gz``) as ``(X, y_raw)``.
 
     ``X`` is a CSR matrix with ``n_features`` columns (inferred from the largest feature index when None);
-    ``y_raw`` holds the labels as written in the file (float64). Raises :class:`DataError` when the file is
-    missing, cannot be decompressed, or is not valid LIBSVM text.
+    ``y_raw`` holds the labels as written in the file (float64). ``zero_based``: whether index 0 is the first
+    column (True), index 1 is (False), or 1 unless the file holds an index 0 ("auto"); a training file and its
+    test file are read with one convention by :func:`load_libsvm_files`. Raises :class:`DataError` when the file
+    is missing, cannot be decompressed, or is not valid LIBSVM text.
     """
     p = Path(path)
     if not p.exists():
@@ -80,7 +82,7 @@ def load_libsvm(
         with open_maybe_compressed(p) as fh:
             X, y = load_svmlight_file(
                 # pragma: no mutate start (equivalent: "auto" is also sklearn's default)
-                fh, n_features=None if n_features is None else int(n_features), dtype=dtype, zero_based="auto"
+                fh, n_features=None if n_features is None else int(n_features), dtype=dtype, zero_based=zero_based
                 # pragma: no mutate end
             )
     except (ValueError, OverflowError) as exc:     # OverflowError: an index beyond what the reader takes
@@ -96,6 +98,61 @@ def load_libsvm(
     # pragma: no mutate start (equivalent: sklearn's loader already returns float64 labels for any dtype)
     return sp.csr_matrix(X), np.asarray(y, dtype=np.float64)
     # pragma: no mutate end
+
+
+def load_libsvm_files(paths, n_features: int | None = None) -> tuple[list[sp.csr_matrix], list[np.ndarray], int]:
+    """Load several LIBSVM files (a training file and its test file) with one index convention, as scikit-learn's
+    ``load_svmlight_files`` does: 0-based when any of the files holds an index 0, else 1-based. Returns the
+    matrices (all with the same number of columns: ``n_features``, else the widest file's), the raw labels and
+    the index base (0 or 1). Each file read on its own would pick its own convention, and a 1-based test file
+    beside a 0-based training file would have every column shifted by one."""
+    loaded = [(Path(p), *load_libsvm(p, zero_based=True)) for p in paths]
+    base = 0 if any(X.nnz and int(X.indices.min()) == 0 for _, X, _ in loaded) else 1
+    width = max(X.shape[1] - base for _, X, _ in loaded)
+    if n_features is not None:
+        for p, X, _ in loaded:
+            if X.shape[1] - base > n_features:
+                raise DataError(f"LIBSVM file '{p}' has feature index {X.shape[1] - 1} (read {base}-based: column "
+                                f"{X.shape[1] - base}), more than n_features = {n_features}; allowed: n_features "
+                                f">= {width}, or no n_features")
+        width = int(n_features)
+    out = []
+    for _, X, _ in loaded:
+        X = sp.csr_matrix((X.data, X.indices - base, X.indptr), shape=(X.shape[0], width))
+        out.append(X)
+    return out, [y for _, _, y in loaded], base
+
+
+#: how much of a LIBSVM file `check_head` reads (svmsim validate without --data)
+HEAD_BYTES = 1 << 16
+
+
+def check_head(path: str | os.PathLike, limit: int = HEAD_BYTES) -> None:
+    """A quick look at a LIBSVM file without reading it all (what ``svmsim validate`` does without ``--data``):
+    :class:`DataError` if it is missing, not a file, cannot be decompressed, or its first `limit` bytes hold a
+    line that is not valid LIBSVM text (a value that is not a finite number, say). Lines past `limit` are read
+    only when the data are loaded."""
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"LIBSVM file '{p}' does not exist")
+    if not p.is_file():
+        raise DataError(f"LIBSVM path '{p}' is not a file")
+    try:
+        with open_maybe_compressed(p) as fh:
+            head = fh.read(limit + 1)
+    except (OSError, EOFError, lzma.LZMAError) as exc:
+        raise DataError(f"cannot read LIBSVM file '{p}': {exc} (is the file truncated or wrongly compressed?)") from None
+    lines = head.splitlines(keepends=True)
+    if len(head) > limit and lines:              # the last line may go on past what was read
+        lines = lines[:-1]
+    if not any(line.split(b"#", 1)[0].strip() for line in lines) and len(head) <= limit:
+        raise DataError(f"LIBSVM file '{p}' contains no data rows")
+    found = _first_bad_line(lines)
+    if found is not None:
+        lineno, text, problem = found
+        if len(text) > 60:
+            text = text[:57] + "..."
+        raise DataError(f"LIBSVM file '{p}' is malformed at line {lineno} ({text!r}): {problem}")
 
 
 def _malformed_message(path: Path, exc: Exception | None) -> str:

@@ -66,10 +66,13 @@ def label_skew(y, n_parts: int, rng: np.random.Generator, n: int | None = None, 
     lasts (shortfalls are spread evenly over the parts of that class); the remaining places are filled with
     the leftover points at random. ``skew = 0`` is i.i.d., ``skew = 1`` gives single-class parts when the
     class sizes allow it.
+
+    Key: ``skew``, the fraction of every part reserved for its dominant class; allowed: a number in [0, 1]
+    (default 0.5).
     """
     y = np.asarray(_labels_required(y, "label_skew"))
     if not isinstance(skew, (int, float, np.floating, np.integer)) or not 0.0 <= float(skew) <= 1.0:
-        raise ScenarioError(f"partition scheme 'label_skew': skew = {skew!r} is out of range: it must lie in [0, 1]")
+        raise ScenarioError(f"partition scheme 'label_skew': skew = {skew!r} is out of range; allowed: a number in [0, 1]")
     n = y.size
     classes, y_idx = np.unique(y, return_inverse=True)
     sizes = _near_equal_sizes(n, n_parts, rng)
@@ -97,9 +100,12 @@ def unequal(y, n_parts: int, rng: np.random.Generator, n: int | None = None, alp
     """I.i.d. points, part sizes ``1 + Multinomial(n - n_parts, p)`` with ``p ~ Dirichlet(alpha, ..., alpha)``.
 
     Smaller ``alpha`` gives more unequal sizes; every part keeps at least one point.
+
+    Key: ``alpha``, the Dirichlet concentration of the part sizes (1: every split of the sizes equally likely;
+    100: nearly equal sizes; 0.1: a few large parts); allowed: a number > 0 (default 1.0).
     """
     if not isinstance(alpha, (int, float, np.floating, np.integer)) or not float(alpha) > 0:
-        raise ScenarioError(f"partition scheme 'unequal': alpha = {alpha!r} is out of range: it must be > 0")
+        raise ScenarioError(f"partition scheme 'unequal': alpha = {alpha!r} is out of range; allowed: a number > 0")
     n = len(y) if n is None else n
     p = rng.dirichlet(np.full(n_parts, float(alpha)))
     sizes = 1 + rng.multinomial(n - n_parts, p)

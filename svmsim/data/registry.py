@@ -26,7 +26,9 @@ from svmsim.data.libsvm import (
     COMPRESSION_SUFFIXES,
     dataset_key,
     format_label,
+    check_head,
     load_libsvm,
+    load_libsvm_files,
     open_maybe_compressed,
     strip_compression,
     to_pm1,
@@ -160,7 +162,9 @@ def _locate(name: str, data_dir) -> Path:
     if as_path.is_file():
         return as_path
     if os.sep in name or (os.altsep and os.altsep in name):
-        raise DataError(f"data file '{name}' does not exist")
+        raise DataError(f"data file '{name}' does not exist; allowed: the path of an existing LIBSVM file, a "
+                        "data-set name (looked up in data.data_dir or $SVMSIM_DATA_DIR), or a built-in set: "
+                        f"{', '.join(BUILTIN_DATASETS)}, synthetic")
     directory = resolve_data_dir(data_dir, name)
     found = find_file(name, directory)
     if found is None:
@@ -239,8 +243,9 @@ def scale_to_unit_box(X: np.ndarray, reference: np.ndarray | None = None) -> np.
     X = np.asarray(X, dtype=np.float64)
     R = X if reference is None else np.asarray(reference, dtype=np.float64)
     lo, hi = R.min(axis=0), R.max(axis=0)
-    span = np.where(hi > lo, hi - lo, 1.0)
-    return np.where(hi > lo, 2.0 * (X - lo) / span - 1.0, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):     # a span beyond float64 is refused by check_values
+        span = np.where(hi > lo, hi - lo, 1.0)
+        return np.where(hi > lo, 2.0 * (X - lo) / span - 1.0, 0.0)
 
 
 #: Feature scalings of `load_dataset` (fitted on the training set, applied to both sets).
@@ -317,9 +322,25 @@ def _with_columns(X: sp.csr_matrix, d: int) -> sp.csr_matrix:
     return X
 
 
+def _test_path(path: Path, test, data_dir) -> Path | None:
+    """The test file of training file `path` (None for none); `test` as `load_dataset` takes it."""
+    if isinstance(test, str) and test.lower() == "auto":
+        stem = strip_compression(path.name)
+        stem = stem[:-4] if stem.endswith(".txt") else stem
+        return None if stem.endswith(".t") else find_file(stem + ".t", path.parent)
+    if test is not None and not (isinstance(test, str) and test.lower() in ("", "none")):
+        return find_file(str(test), path.parent) or _locate(str(test), data_dir)
+    return None
+
+
 def _load_file_dataset(name, data_dir, test, positive_label, n_features) -> Dataset:
     path = _locate(name, data_dir)
-    X, y_raw = load_libsvm(path, n_features=n_features)
+    test_path = _test_path(path, test, data_dir)
+    if test_path is None:
+        X, y_raw = load_libsvm(path, n_features=n_features)
+        X_test = yt_raw = None
+    else:                               # one index convention for both files
+        (X, X_test), (y_raw, yt_raw), base = load_libsvm_files([path, test_path], n_features=n_features)
     key = dataset_key(path)
     y = to_pm1(y_raw, positive_label, name=key)
     train_values = np.unique(y_raw)
@@ -329,24 +350,34 @@ def _load_file_dataset(name, data_dir, test, positive_label, n_features) -> Data
         "label_map": {format_label(v): (1 if v == positive else -1) for v in train_values},
         "positive_label": positive,
     }
-    test_path = None
-    if isinstance(test, str) and test.lower() == "auto":
-        stem = strip_compression(path.name)
-        stem = stem[:-4] if stem.endswith(".txt") else stem
-        if not stem.endswith(".t"):
-            test_path = find_file(stem + ".t", path.parent)
-    elif test is not None and not (isinstance(test, str) and test.lower() in ("", "none")):
-        test_path = find_file(str(test), path.parent) or _locate(str(test), data_dir)
-    X_test = y_test = None
+    y_test = None
     if test_path is not None:
-        X_test, yt_raw = load_libsvm(test_path, n_features=n_features)
         y_test = _map_test_labels(yt_raw, positive, train_values, key, str(test_path))
         meta["test_file"] = str(test_path)
+        meta["index_base"] = base
     d = int(n_features) if n_features is not None else max(X.shape[1], 0 if X_test is None else X_test.shape[1])
     X = _with_columns(X, d)
     if X_test is not None:
         X_test = _with_columns(X_test, d)
     return Dataset(_display_name(path), X, y, X_test, y_test, n_features=d, source=str(path), meta=meta)
+
+
+def check_files(spec: Mapping[str, Any]) -> list[Path]:
+    """The LIBSVM files a scenario's ``data`` mapping reads (training file, then its test file), each found and its
+    first :data:`~svmsim.data.libsvm.HEAD_BYTES` checked (:func:`~svmsim.data.libsvm.check_head`), without loading
+    the data: what ``svmsim validate`` checks without ``--data``. Built-in and synthetic sets have no files."""
+    name = str(spec.get("name", ""))
+    if name == "synthetic" or name in BUILTIN_DATASETS:
+        return []
+    path = _locate(name, spec.get("data_dir"))
+    files = [path]
+    if spec.get("holdout") is None:
+        test = _test_path(path, spec.get("test"), spec.get("data_dir"))
+        if test is not None:
+            files.append(test)
+    for f in files:
+        check_head(f)
+    return files
 
 
 def _load_synthetic(params: dict) -> Dataset:
@@ -419,7 +450,51 @@ def load_dataset(
         ds = _load_file_dataset(name, data_dir, None if holdout is not None else test, positive_label, n_features)
     if holdout is not None:
         ds = _split_holdout(ds, holdout, holdout_seed)
-    return scale_dataset(ds, scale)
+    return check_values(scale_dataset(ds, scale), scale)
+
+
+#: the largest feature magnitude svmsim trains on: squared norms, inner products and kernels of larger values
+#: overflow float64 (1.8e308) or lose every digit, and the solvers return nonsense
+FEATURE_LIMIT = 1e100
+#: the smallest largest-magnitude a training set may have (unless it is all zero): squares of smaller values
+#: underflow to zero or to subnormal numbers, and certificates divide by them
+FEATURE_FLOOR = 1e-100
+
+
+def _values(X) -> np.ndarray:
+    return X.data if sp.issparse(X) else np.asarray(X, dtype=np.float64).ravel()
+
+
+def check_values(ds: Dataset, scale: str = "none") -> Dataset:
+    """`ds` if svmsim can train on it, else a :class:`DataError` naming what is wrong and what is allowed: a
+    training set without features (a LIBSVM file of labels only) or whose every value is zero; a value that is not
+    finite (a scaling of huge values can make one); a largest magnitude above :data:`FEATURE_LIMIT` or below
+    :data:`FEATURE_FLOOR`, in the training or the test set."""
+    where = f"data set '{ds.name}'" + (f" (after scale = '{scale}')" if scale != "none" else "")
+    fix = "scale the data (data.scale = 'max_abs' divides each feature by its largest |value|)"
+    if ds.X.shape[1] == 0 or (sp.issparse(ds.X) and ds.X.nnz == 0 and ds.source not in ("sklearn", "synthetic")):
+        raise DataError(f"{where} has no feature values: every line of '{ds.source}' holds only a label; allowed: "
+                        "LIBSVM lines 'label index:value ...' with at least one nonzero feature value")
+    for part, X in (("training", ds.X), ("test", ds.X_test)):
+        if X is None:
+            continue
+        v = _values(X)
+        if v.size and not np.isfinite(v).all():
+            raise DataError(f"{where} has feature values in its {part} set that are not finite numbers; allowed: "
+                            f"finite values of magnitude at most {FEATURE_LIMIT:g}; " + fix)
+        top = float(np.abs(v).max()) if v.size else 0.0
+        if top > FEATURE_LIMIT:
+            raise DataError(f"{where} has feature values of magnitude up to {top:.3g} in its {part} set; allowed: "
+                            f"magnitudes up to {FEATURE_LIMIT:g} (squared norms and kernels of larger values "
+                            "overflow float64); " + fix)
+        if part == "training" and top == 0.0:
+            raise DataError(f"every feature value of the training set of {where} is zero; there is nothing to "
+                            "separate; allowed: a training set with a nonzero feature value")
+        if part == "training" and top < FEATURE_FLOOR:
+            raise DataError(f"the largest feature magnitude of {where} is {top:.3g}; allowed: a largest magnitude of at "
+                            f"least {FEATURE_FLOOR:g} (squares of smaller values underflow to zero or to subnormal "
+                            "numbers); " + fix)
+    return ds
 
 
 def _split_holdout(ds: Dataset, fraction, seed) -> Dataset:

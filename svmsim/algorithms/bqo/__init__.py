@@ -30,7 +30,6 @@ from __future__ import annotations
 from ..allreduce import WORKER_TOPOLOGIES
 from ..registry import AlgorithmInfo, Conformance, register
 from .build import (
-    BQO_METRICS,
     METHODS,
     BQOAParams,
     BQOParams,
@@ -50,9 +49,21 @@ def _builder(name):
     return lambda params, problem: build_distributed(name, params, problem)
 
 
+#: the metrics bqo-e, bqo-a, disdca, dsvm-ave report (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_BQO_E = ("dual", "duality_gap", "eta", "gap_lower", "gap_per_cn", "gap_upper", "objective",
+                  "pocket_iteration", "primal", "rel_dual", "rel_gap", "rel_primal", "test_accuracy", "train_accuracy")
+#: the metrics tron reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_TRON = ("allreduces", "cg_steps", "dual", "duality_gap", "gap_lower", "gap_per_cn", "gap_upper", "objective",
+                 "pocket_iteration", "primal", "rel_dual", "rel_gap", "rel_primal", "test_accuracy", "train_accuracy",
+                 "trust_region")
+#: the metrics dual-cd reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_DUAL_CD = ("dual", "duality_gap", "gap_lower", "gap_per_cn", "gap_upper", "objective", "pocket_iteration",
+                    "primal", "rel_dual", "rel_gap", "rel_primal", "test_accuracy", "time", "train_accuracy")
+
+
 register(AlgorithmInfo(
-    name="bqo-e", family="bqo", paper=f"{_PAPER}, Algorithm 1 with the exact step (eqs. 20-21)", distributed=True,
-    metrics=BQO_METRICS,
+    name="bqo-e", metrics=_METRICS_BQO_E,
+    family="bqo", paper=f"{_PAPER}, Algorithm 1 with the exact step (eqs. 20-21)", distributed=True,
     Params=BQOParams, build=_builder("bqo-e"),
     description="BQO-E: K workers, one all-reduce of d + 4 scalars per iteration, exact line search",
     topologies=WORKER_TOPOLOGIES,
@@ -61,8 +72,8 @@ register(AlgorithmInfo(
         variants=({"loss": "squared_hinge", "allreduce": "star"}, {"allreduce": "tree", "workers": 5}),
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="bqo-a", family="bqo", paper=f"{_PAPER}, Algorithm 1 with the Armijo step (eqs. 9-12)", distributed=True,
-    metrics=BQO_METRICS,
+    name="bqo-a", metrics=_METRICS_BQO_E,
+    family="bqo", paper=f"{_PAPER}, Algorithm 1 with the Armijo step (eqs. 9-12)", distributed=True,
     Params=BQOAParams, build=_builder("bqo-a"),
     description="BQO-A: K workers, one all-reduce of d + 3 scalars per iteration, Armijo step",
     topologies=WORKER_TOPOLOGIES,
@@ -70,8 +81,8 @@ register(AlgorithmInfo(
         params={"workers": 4},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="disdca", family="bqo", paper=f"{_PAPER}, baseline DisDCA (Yang 2013), practical variant",
-    metrics=BQO_METRICS,
+    name="disdca", metrics=_METRICS_BQO_E,
+    family="bqo", paper=f"{_PAPER}, baseline DisDCA (Yang 2013), practical variant",
     distributed=True, Params=DistributedParams, build=_builder("disdca"),
     description="DisDCA (practical; = CoCoA+): K workers, local curvature K Q~, step 1, one all-reduce of d",
     topologies=WORKER_TOPOLOGIES,
@@ -79,8 +90,8 @@ register(AlgorithmInfo(
         params={"workers": 4},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="dsvm-ave", family="bqo", paper=f"{_PAPER}, baseline DSVM-AVE (Pechyony et al. 2011) / CoCoA",
-    metrics=BQO_METRICS,
+    name="dsvm-ave", metrics=_METRICS_BQO_E,
+    family="bqo", paper=f"{_PAPER}, baseline DSVM-AVE (Pechyony et al. 2011) / CoCoA",
     distributed=True, Params=DistributedParams, build=_builder("dsvm-ave"),
     description="DSVM-AVE / CoCoA: K workers, averaging (step 1/K), one all-reduce of d",
     topologies=WORKER_TOPOLOGIES,
@@ -88,8 +99,8 @@ register(AlgorithmInfo(
         params={"workers": 3, "allreduce": "tree"},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="tron", family="bqo", paper=f"{_PAPER}, baseline distributed TRON (Zhuang et al. 2015), L2-SVM",
-    metrics=BQO_METRICS,
+    name="tron", metrics=_METRICS_TRON,
+    family="bqo", paper=f"{_PAPER}, baseline distributed TRON (Zhuang et al. 2015), L2-SVM",
     distributed=True, Params=TronParams, build=_builder("tron"),
     description="distributed TRON (L2 loss): trust-region Newton, one all-reduce of d + 1 per gradient and CG step",
     topologies=WORKER_TOPOLOGIES,
@@ -97,8 +108,8 @@ register(AlgorithmInfo(
         params={"workers": 4},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="dual-cd", family="bqo", paper=f"{_PAPER}, the local solver on one machine (Hsieh et al. 2008)",
-    metrics=BQO_METRICS,
+    name="dual-cd", metrics=_METRICS_DUAL_CD,
+    family="bqo", paper=f"{_PAPER}, the local solver on one machine (Hsieh et al. 2008)",
     distributed=False, Params=DualCDParams, build=build_dual_cd,
     description="dual coordinate descent on one machine (LIBLINEAR's method without shrinking; DualCDSVC)",
     topologies=WORKER_TOPOLOGIES,

@@ -82,9 +82,6 @@ METHODS = {
 }
 
 
-#: the registered metrics (`svmsim.core.metrics`) of the evaluator's rows
-BQO_METRICS = ("objective", "rel_gap", "gap_upper", "gap_lower", "duality_gap", "gap_per_cn", "rel_primal", "rel_dual",
-               "train_accuracy", "test_accuracy")
 
 
 class Evaluator:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ..allreduce import WORKER_TOPOLOGIES
 from ..registry import AlgorithmInfo, Conformance, register
-from .build import (BUNDLE_METRICS, UNCERTIFIED_METRICS, BMRMParams, PegasosNParams, PragamBParams, PragamParams,
+from .build import (BMRMParams, PegasosNParams, PragamBParams, PragamParams,
                     QPBMRMParams, build_bundle)
 from .liblinear import LiblinearParams, build_liblinear
 
@@ -44,9 +44,32 @@ def _builder(name):
     return lambda params, problem: build_bundle(name, params, problem)
 
 
+#: the metrics pragam and ls-bmrm report (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_PRAGAM = ("band_gap", "best_iteration", "gap", "gap_lower", "gap_upper", "gap_x_t", "iterate_gap",
+                   "iterate_gap_x_k2", "lower", "objective", "primal", "primal_error", "rel_band_gap", "rel_gap",
+                   "rel_primal", "test_accuracy", "train_accuracy")
+#: the metrics pegasos-n reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_PEGASOS_N = ("band_gap", "best_iteration", "gap", "gap_upper", "gap_x_t", "iterate_gap", "iterate_gap_x_k2",
+                      "lower", "objective", "primal", "primal_error", "rel_band_gap", "rel_primal", "test_accuracy",
+                      "train_accuracy")
+#: the metrics pragam-b reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_PRAGAM_B = ("band_gap", "best_iteration", "gap", "gap_lower", "gap_upper", "gap_x_t", "iterate_gap",
+                     "iterate_gap_x_k2", "lower", "objective", "primal", "primal_error", "rel_band_gap", "rel_gap",
+                     "rel_primal", "root_probes", "test_accuracy", "train_accuracy")
+#: the metrics qp-bmrm reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_QP_BMRM = ("band_gap", "best_iteration", "bundle_size", "compactions", "gap", "gap_lower", "gap_upper",
+                    "gap_x_t", "iterate_gap", "iterate_gap_x_k2", "lower", "objective", "primal", "primal_error",
+                    "qp_failures", "qp_gap", "qp_steps", "rel_band_gap", "rel_gap", "rel_primal", "test_accuracy",
+                    "train_accuracy")
+#: the metrics liblinear reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_LIBLINEAR = ("band_gap", "best_iteration", "gap", "gap_upper", "gap_x_t", "iterate_gap", "iterate_gap_x_k2",
+                      "lower", "objective", "primal", "primal_error", "rel_band_gap", "rel_primal", "test_accuracy",
+                      "time", "train_accuracy")
+
+
 register(AlgorithmInfo(
-    name="pragam", family="bundle", paper=f"{_PAPER}, Algorithm 1 (no bias)", distributed=True,
-    metrics=BUNDLE_METRICS,
+    name="pragam", metrics=_METRICS_PRAGAM,
+    family="bundle", paper=f"{_PAPER}, Algorithm 1 (no bias)", distributed=True,
     Params=PragamParams, build=_builder("pragam"),
     description="Pragam: Nesterov's excessive gap on the SVM dual, O(1/sqrt(eps)); one all-reduce of d + 2",
     topologies=WORKER_TOPOLOGIES,
@@ -54,9 +77,9 @@ register(AlgorithmInfo(
         params={"workers": 4, "lam": 0.01},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="pragam-b", family="bundle", paper=f"{_PAPER}, Algorithm 1 with the bias (Q2 with y^T alpha = 0, "
+    name="pragam-b", metrics=_METRICS_PRAGAM_B,
+    family="bundle", paper=f"{_PAPER}, Algorithm 1 with the bias (Q2 with y^T alpha = 0, "
     "Algorithm 2)", distributed=True, Params=PragamBParams, build=_builder("pragam-b"),
-    metrics=BUNDLE_METRICS,
     description="Pragam-b: Pragam with the SVM bias, projections by Algorithm 2's O(n) root finder (one machine)",
     topologies=WORKER_TOPOLOGIES,
     conformance=Conformance(
@@ -64,8 +87,8 @@ register(AlgorithmInfo(
         variants=({"workers": 6, "allreduce": "ring"},),
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="ls-bmrm", family="bundle", paper=f"{_PAPER}, section 2 (BMRM with a line search; notes-004 1.5)",
-    metrics=BUNDLE_METRICS,
+    name="ls-bmrm", metrics=_METRICS_PRAGAM,
+    family="bundle", paper=f"{_PAPER}, section 2 (BMRM with a line search; notes-004 1.5)",
     distributed=True, Params=BMRMParams, build=_builder("ls-bmrm"),
     description="ls-BMRM: cutting planes with a line search in the adjoint, O(1/eps); one all-reduce of d + 2",
     topologies=WORKER_TOPOLOGIES,
@@ -73,8 +96,8 @@ register(AlgorithmInfo(
         params={"workers": 3, "lam": 0.01, "allreduce": "tree"},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="qp-bmrm", family="bundle", paper=f"{_PAPER}, section 2 (BMRM solving the inner QP (10); Teo et al.)",
-    metrics=BUNDLE_METRICS,
+    name="qp-bmrm", metrics=_METRICS_QP_BMRM,
+    family="bundle", paper=f"{_PAPER}, section 2 (BMRM solving the inner QP (10); Teo et al.)",
     distributed=True, Params=QPBMRMParams, build=_builder("qp-bmrm"),
     description="qp-BMRM: cutting planes with the full inner simplex QP (SMO), O(1/eps); one all-reduce of d + 2",
     topologies=WORKER_TOPOLOGIES,
@@ -83,17 +106,17 @@ register(AlgorithmInfo(
         variants=({"max_bundle": 3, "allreduce": "star"},),
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="pegasos-n", family="bundle", paper=f"{_PAPER}, baseline pegasos-n (Shalev-Shwartz et al., all n "
+    name="pegasos-n", metrics=_METRICS_PEGASOS_N,
+    family="bundle", paper=f"{_PAPER}, baseline pegasos-n (Shalev-Shwartz et al., all n "
     "examples per step)", distributed=True, Params=PegasosNParams, build=_builder("pegasos-n"),
-    metrics=UNCERTIFIED_METRICS,
     description="Pegasos with the whole data set per step (deterministic subgradient, step 1/(lam t)); one "
                 "all-reduce of d", topologies=WORKER_TOPOLOGIES,
     conformance=Conformance(
         params={"workers": 2, "lam": 0.01},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="liblinear", family="bundle", paper=f"{_PAPER}, baseline liblinear (Hsieh et al. 2008)", distributed=False,
-    metrics=UNCERTIFIED_METRICS,
+    name="liblinear", metrics=_METRICS_LIBLINEAR,
+    family="bundle", paper=f"{_PAPER}, baseline liblinear (Hsieh et al. 2008)", distributed=False,
     Params=LiblinearParams, build=build_liblinear,
     description="LIBLINEAR's dual coordinate descent (scikit-learn's LinearSVC, C = 1/(lam n), no bias) on a "
                 "doubling epoch budget, in J's units", topologies=WORKER_TOPOLOGIES,

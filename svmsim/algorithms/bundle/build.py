@@ -107,10 +107,6 @@ def problem_risk(ds) -> str:
     return str(ds.meta.get("risk", "hinge"))
 
 
-#: the registered metrics (`svmsim.core.metrics`) of the evaluator's rows: with the method's own certified lower
-#: bound, and without one (pegasos-n, liblinear: rel_gap and gap_lower are NaN there, so not declared)
-BUNDLE_METRICS = ("objective", "rel_gap", "gap_upper", "gap_lower", "rel_primal", "train_accuracy", "test_accuracy")
-UNCERTIFIED_METRICS = ("objective", "gap_upper", "rel_primal", "train_accuracy", "test_accuracy")
 
 
 class Evaluator:
@@ -204,6 +200,9 @@ def _check(name: str, params: BundleParams, ds, risk: str, bias: bool) -> None:
         raise DataError(f"data set '{ds.name}' has risk {risk!r}; allowed: the hinge loss or the "
                         "bmrm_lower_bound instance")
     check_problem(ds, params.workers)
+    if not np.any(as_csr(ds.X).data):
+        raise DataError(f"every training point of data set '{ds.name}' is zero; there is nothing to separate (and "
+                        f"{name}'s bounds divide by the data's scale); allowed: data with a nonzero feature value")
 
 
 def _probe_plan(params: PragamBParams, layout, main_pattern: str):

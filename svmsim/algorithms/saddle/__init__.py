@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from ..registry import AlgorithmInfo, Conformance, register
 from .build import SaddleDSVCParams, SaddleParams, build_saddle_dsvc, build_saddle_svc
-from .certificate import HULL_METRICS, SaddleEvaluator, capped_min, hull_lower_bound
+from .certificate import SaddleEvaluator, capped_min, hull_lower_bound
 from .dsvc import (SaddleClient, SaddleServer, dsvc_bound, dsvc_check_scalars, dsvc_scalars,
                    dsvc_scalars_per_iteration, dsvc_setup_scalars)
 from .preprocess import CoordinateStream, Rotation, SaddleConstants, resolve_cap, saddle_constants
@@ -51,9 +51,19 @@ __all__ = [
     "SaddleDSVCParams", "build_saddle_svc", "build_saddle_dsvc",
 ]
 
+#: the metrics saddle-svc reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_SADDLE_SVC = ("beta", "duality_gap", "gap_lower", "gap_upper", "hull_distance", "hull_lower",
+                       "iteration_time", "margin", "objective", "rel_gap", "test_accuracy", "time", "train_accuracy",
+                       "w_norm")
+#: the metrics saddle-dsvc reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_SADDLE_DSVC = ("beta", "cap_reports", "dual_objective", "duality_gap", "gap_lower", "gap_upper",
+                        "hull_distance", "hull_lower", "margin", "objective", "rel_gap", "restarts", "test_accuracy",
+                        "train_accuracy", "w_norm")
+
+
 register(AlgorithmInfo(
-    name="saddle-svc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 1-2", distributed=False,
-    metrics=HULL_METRICS,
+    name="saddle-svc", metrics=_METRICS_SADDLE_SVC,
+    family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 1-2", distributed=False,
     Params=SaddleParams, build=build_saddle_svc,
     description="Saddle-SVC: hard-margin / nu-SVM by randomized primal-dual saddle steps (single machine)",
     topologies=("star",),
@@ -61,8 +71,8 @@ register(AlgorithmInfo(
         params={"eps": 0.05},
         run={"iterations": 60, "observe_every": 20})))
 register(AlgorithmInfo(
-    name="saddle-dsvc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 3-4", distributed=True,
-    metrics=HULL_METRICS,
+    name="saddle-dsvc", metrics=_METRICS_SADDLE_DSVC,
+    family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 3-4", distributed=True,
     Params=SaddleDSVCParams, build=build_saddle_dsvc,
     description="Saddle-DSVC: one server, k clients, 9k scalars per iteration (+8k per nu-projection pass; "
                 "+ a certificate check every check_every iterations with beta = 'auto')",

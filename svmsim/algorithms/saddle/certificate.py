@@ -43,9 +43,6 @@ def hull_lower_bound(X, y: np.ndarray, direction: np.ndarray, cap: float, proj: 
     return lo_p - hi_q, 0.5 * (lo_p + hi_q)
 
 
-#: the registered metrics (`svmsim.core.metrics`) of a hull certificate's rows (SaddleEvaluator, Gilbert)
-HULL_METRICS = ("objective", "hull_distance", "hull_lower", "rel_gap", "gap_upper", "gap_lower", "duality_gap",
-                "train_accuracy", "test_accuracy")
 
 
 @dataclass

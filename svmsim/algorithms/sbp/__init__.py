@@ -38,8 +38,29 @@ __all__ = ["KernelPegasosClassifier", "KernelPerceptron", "KernelSDCAClassifier"
 _PAPER = "003_abc85793f1499775.txt"
 _SINGLE = ("star", "complete")
 
+#: the metrics sbp reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_SBP = ("epochs", "evaluator_kernel_evaluations", "hinge", "inner_products", "kernel_evaluations", "level",
+                "level_positive", "norm", "objective", "primal_error", "rel_primal", "solver_time", "support",
+                "test_accuracy", "test_error", "train_accuracy", "water_passes_per_iteration")
+#: the metrics dsbp reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_DSBP = ("epochs", "evaluator_kernel_evaluations", "hinge", "level", "newton_trials", "norm", "objective",
+                 "primal_error", "rel_primal", "support", "test_accuracy", "test_error", "train_accuracy")
+#: the metrics kernel-pegasos, kernel-perceptron and kernel-sdca report (`AlgorithmInfo.metrics`)
+_METRICS_KERNEL_PEGASOS = ("epochs", "evaluator_kernel_evaluations", "hinge", "inner_products",
+                           "kernel_evaluations", "norm", "objective", "primal_error", "rel_primal", "solver_time",
+                           "support", "test_accuracy", "test_error", "train_accuracy", "updates")
+#: the metrics libsvm reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_LIBSVM = ("converged", "inner_products", "kernel_evaluations", "kernel_evaluations_lower",
+                   "kernel_evaluations_upper", "libsvm_ns_per_evaluation", "solver_time", "support",
+                   "test_accuracy", "test_error", "train_accuracy")
+#: the metrics rff reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
+_METRICS_RFF = ("features", "inner_products", "kernel_evaluations", "objective", "solver_time", "test_accuracy",
+                "test_error", "train_accuracy")
+
+
 register(AlgorithmInfo(
-    name="sbp", family="sbp", paper=f"{_PAPER}, Algorithm 1 (Algorithm 3 with bias = true; both corrected)",
+    name="sbp", metrics=_METRICS_SBP,
+    family="sbp", paper=f"{_PAPER}, Algorithm 1 (Algorithm 3 with bias = true; both corrected)",
     distributed=False, Params=SBPParams, build=build_sbp,
     description="the kernelized Stochastic Batch Perceptron: supergradient steps on the slack-constrained "
                 "problem (2.3), one kernel row per iteration", topologies=_SINGLE,
@@ -47,7 +68,8 @@ register(AlgorithmInfo(
         params={"epochs": 2, "eval_points": 4},
         run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
-    name="dsbp", family="sbp", paper=f"{_PAPER}, distributed SBP (notes-003 section 6: an extrapolation, not in the "
+    name="dsbp", metrics=_METRICS_DSBP,
+    family="sbp", paper=f"{_PAPER}, distributed SBP (notes-003 section 6: an extrapolation, not in the "
     "paper)", distributed=True, Params=DSBPParams, build=build_dsbp,
     description="distributed SBP: clients hold shards of the responses; the water level by Newton rounds of scalars, "
                 "the sampled point broadcast", topologies=("star",),
@@ -57,7 +79,8 @@ register(AlgorithmInfo(
         skips={"compiled": "its node programs offer no compiled step (NodeProgram.kernel returns None), so there is no "
                         "compiled loop"})))
 register(AlgorithmInfo(
-    name="kernel-pegasos", family="sbp", paper=f"{_PAPER}, baseline Pegasos (section 4)", distributed=False,
+    name="kernel-pegasos", metrics=_METRICS_KERNEL_PEGASOS,
+    family="sbp", paper=f"{_PAPER}, baseline Pegasos (section 4)", distributed=False,
     Params=PegasosParams, build=lambda p, pr: build_baseline("kernel-pegasos", p, pr),
     description="kernel Pegasos: SGD on (2.2), step 1/(lam t), a kernel row per margin violation",
     topologies=_SINGLE,
@@ -65,14 +88,16 @@ register(AlgorithmInfo(
         params={"epochs": 2, "eval_points": 4},
         run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
-    name="kernel-perceptron", family="sbp", paper=f"{_PAPER}, baseline Perceptron (section 4)", distributed=False,
+    name="kernel-perceptron", metrics=_METRICS_KERNEL_PEGASOS,
+    family="sbp", paper=f"{_PAPER}, baseline Perceptron (section 4)", distributed=False,
     Params=PerceptronParams, build=lambda p, pr: build_baseline("kernel-perceptron", p, pr),
     description="the online kernel Perceptron over several epochs, a kernel row per mistake", topologies=_SINGLE,
     conformance=Conformance(
         params={"epochs": 2, "eval_points": 4},
         run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
-    name="kernel-sdca", family="sbp", paper=f"{_PAPER}, baseline SDCA (Hsieh et al. 2008)", distributed=False,
+    name="kernel-sdca", metrics=_METRICS_KERNEL_PEGASOS,
+    family="sbp", paper=f"{_PAPER}, baseline SDCA (Hsieh et al. 2008)", distributed=False,
     Params=SDCAParams, build=lambda p, pr: build_baseline("kernel-sdca", p, pr),
     description="dual coordinate ascent on the no-bias dual (4.1), a kernel row per moved coordinate",
     topologies=_SINGLE,
@@ -80,7 +105,8 @@ register(AlgorithmInfo(
         params={"epochs": 2, "eval_points": 4},
         run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
-    name="libsvm", family="sbp", paper=f"{_PAPER}, baseline SMO (LIBSVM, second-order working sets)",
+    name="libsvm", metrics=_METRICS_LIBSVM,
+    family="sbp", paper=f"{_PAPER}, baseline SMO (LIBSVM, second-order working sets)",
     distributed=False, Params=LibsvmParams, build=build_libsvm,
     description="scikit-learn's SVC (LIBSVM) on doubling SMO budgets; kernel evaluations estimated and bracketed",
     topologies=_SINGLE,
@@ -90,7 +116,8 @@ register(AlgorithmInfo(
         skips={"seed": "deterministic: its run does not depend on the seed (LIBSVM's SVC without probability estimates "
                     "draws no random numbers)"})))
 register(AlgorithmInfo(
-    name="rff", family="sbp", paper=f"{_PAPER}, Appendix A (random Fourier features)", distributed=False,
+    name="rff", metrics=_METRICS_RFF,
+    family="sbp", paper=f"{_PAPER}, Appendix A (random Fourier features)", distributed=False,
     Params=RFFParams, build=build_rff,
     description="random Fourier features k = 1, 2, 4, ... with the exact linear SVM (LinearSVC) on 2k features",
     topologies=_SINGLE,
