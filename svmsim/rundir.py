@@ -1,5 +1,6 @@
 """Directories that look finished only when they are: a run or a sweep writes into a hidden
-``.<name>.incomplete`` sibling, which is renamed when everything is written and removed if anything fails."""
+``.<name>.incomplete`` sibling, which is renamed when everything is written and removed if anything fails (an
+interrupted sweep keeps its own, with the runs it finished, for ``svmsim sweep --resume``)."""
 from __future__ import annotations
 
 import shutil
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from .errors import ScenarioError
 
-__all__ = ["begin", "commit", "discard"]
+__all__ = ["begin", "commit", "discard", "resume"]
 
 
 def begin(final: Path, overwrite: bool, what: str, how_to_replace: str) -> Path:
@@ -20,6 +21,19 @@ def begin(final: Path, overwrite: bool, what: str, how_to_replace: str) -> Path:
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
+    return tmp
+
+
+def resume(final: Path) -> Path:
+    """The hidden working directory in which to continue `final`: the one an interrupted writer left, as it is; else
+    `final` itself, moved there (what it holds is reused, and it is put back by `commit`); else a new one."""
+    final = Path(final)
+    tmp = final.parent / f".{final.name}.incomplete"
+    if not tmp.exists():
+        if final.exists():
+            final.rename(tmp)
+        else:
+            tmp.mkdir(parents=True)
     return tmp
 
 
