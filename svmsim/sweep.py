@@ -400,8 +400,8 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
 
 
 #: what the terminal summary of a sweep shows after the variant and grid keys, most wanted first
-_SUMMARY_COLUMNS = ("status", "reached", "cost_scalars", "cost_units", "scalars", "iterations", "rel_gap", "objective",
-                    "test_accuracy", "wall_time", "stop_reason")
+_SUMMARY_COLUMNS = ("status", "reached", "cost_scalars", "cost_units", "scalars", "iterations", "rel_gap",
+                    "objective", "test_accuracy", "wall_time", "stop_reason")
 
 
 def summary_table(rows: list[dict], keys: list[str], width: int = 100, cell: int = 28) -> str:
@@ -515,11 +515,10 @@ def _resumed(point: SweepPoint, run_dir: Path) -> _Outcome | None:
             if ledger.get("by_tag"):
                 tags = (int(ledger["totals"]["scalars"]),
                         [(tag, int(v["scalars"])) for tag, v in ledger["by_tag"].items()])
-    except (ValueError, OSError, KeyError) as exc:
+    except (ValueError, OSError, KeyError):
         import shutil
 
         shutil.rmtree(run_dir, ignore_errors=True)
-        del exc
         return None
     return _Outcome(result=res, record=res, tags=tags, resumed=True)
 

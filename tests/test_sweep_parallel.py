@@ -244,7 +244,7 @@ def test_bad_jobs_and_resume_arguments_get_clear_errors(sweep_file, tmp_path, ca
     assert main(["sweep", str(sweep_file), "--resume"]) == 2
     assert "--resume needs the sweep directory" in capsys.readouterr().err
     assert main(["sweep", str(sweep_file), "--resume", "--no-runs", "--out", str(tmp_path / "b")]) == 2
-    assert "without --no-runs" in capsys.readouterr().err
+    assert "from their run directories; allowed: --resume without" in capsys.readouterr().err
     assert main(["sweep", str(sweep_file), "--jobs", "2", "--engine", "ray", "--out", str(tmp_path / "c")]) == 2
     assert "runs on a Ray engine" in capsys.readouterr().err
     assert not any(p.name != "sweep.toml" for p in tmp_path.iterdir())
