@@ -90,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                     help="run N points at once in worker processes (default 1: one after the other); the files "
                          "are the same, in grid order")
+    sw.add_argument("--ray", action="store_true",
+                    help="run each point as a Ray task on a private local Ray (or the cluster of --address); the "
+                         "run directories are written here")
+    sw.add_argument("--address", help="with --ray: the Ray cluster to join (HOST:PORT, or 'auto')")
     sw.add_argument("--resume", action="store_true",
                     help="continue the sweep directory --out DIR (an interrupted or finished sweep): points whose "
                          "run directories are finished are read back, not run again")
@@ -288,7 +292,7 @@ def _cmd_sweep(args) -> int:
     try:
         res = run_sweep(args.scenario, params, ov, out=args.out, overwrite=args.overwrite,
                         progress=not args.no_progress, keep_runs=not args.no_runs, jobs=args.jobs,
-                        resume=args.resume)
+                        resume=args.resume, ray=args.ray, address=args.address)
     except SweepInterrupted as e:
         if e.directory is None:
             print(f"svmsim: interrupted after {e.done} of {e.total} points; nothing was kept", file=sys.stderr)

@@ -31,7 +31,7 @@ from .config import Scenario, load_scenario
 from .schedule.sync import StopReason, SyncScheduler
 from .topology import from_networkx
 
-__all__ = ["run", "RunResult", "read_run", "recorded"]
+__all__ = ["run", "RunResult", "read_run", "recorded", "write_run"]
 
 METRIC_COLUMNS = ("iteration", "round", "messages", "scalars", "bytes", "comm_units", "wall_time", "objective",
                   "hull_distance", "hull_lower", "rel_gap", "duality_gap", "train_accuracy", "test_accuracy")
@@ -520,6 +520,20 @@ def recorded(result: RunResult) -> RunResult:
     summary = json.loads(json.dumps(result.summary, indent=2, default=_json_default))
     return RunResult(result.scenario, _model_arrays(result.model), _recorded_rows(result.metrics), None,
                      summary["stop_reason"], result.run_dir, summary)
+
+
+def write_run(result: RunResult, out_dir: str | Path) -> Path:
+    """Write the run directory of a run made elsewhere (with ``write=False``; on a Ray worker, say), as `run` writes
+    it: atomically, the same files byte for byte. Sets and returns ``result.run_dir``."""
+    final_dir, tmp_dir = _prepare_run_dir(result.scenario, out_dir)
+    try:
+        _write_outputs(tmp_dir, result, result.summary.get("bound"), result.summary.get("comm_unit"))
+        rundir.commit(tmp_dir, final_dir)
+    except BaseException:
+        rundir.discard(tmp_dir)
+        raise
+    result.run_dir = final_dir
+    return final_dir
 
 
 #: the files every finished run directory has (the ledger's, when the summary has ledger totals, and the plot, when

@@ -74,6 +74,13 @@ process, about a second).
 
 Every point is validated before the first one runs, so a bad grid fails at once; the sweep directory is
 written atomically like a run directory.
+
+Where the points run: one after the other in this process (default), in ``jobs`` spawned worker processes, or as
+Ray tasks (``ray=True``); the files are the same every way, in grid order (wall-time values aside), because the
+table is made from each run as its run directory records it (`runner.recorded`). A point that fails is a row with
+``status = failed`` and its ``error``; the others go on. An interrupt keeps the finished runs in the hidden working
+directory; ``resume=True`` reads back every point whose run directory is a finished run of the same scenario
+(`runner.read_run`) and runs the rest.
 """
 from __future__ import annotations
 
@@ -612,14 +619,17 @@ class _Display:
 def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None = None,
               overrides: dict[str, Any] | None = None, out: str | Path | None = None, write: bool = True,
               overwrite: bool = False, progress: bool = True, keep_runs: bool = True, jobs: int = 1,
-              resume: bool = False) -> SweepResult:
+              resume: bool = False, ray: bool = False, address: str | None = None) -> SweepResult:
     """Run every point of a sweep and write ``sweep.csv``, ``sweep.md``, ``slopes.json`` and the figures.
 
     jobs: points run in this many worker processes at once (1: one after the other, in this process); the files are
     the same either way, in grid order. A point that fails is a row with ``status = failed`` and its ``error``; the
     others go on (`SweepResult.failed`). resume: continue the sweep directory `out` (an interrupted sweep's, or a
     finished one's): points whose run directories are finished runs of the same scenario are read back, not run
-    again. An interrupt keeps the finished points for ``resume`` and raises `SweepInterrupted`."""
+    again. An interrupt keeps the finished points for ``resume`` and raises `SweepInterrupted`.
+    ray: run each point as a Ray task (`_point_cpus` CPUs) on a private local Ray, or on the cluster at `address`
+    (started or joined here, and let go at the end, unless Ray is initialised in this process already); the run
+    directories are written here, from the runs the tasks return, so the files are those of a sweep run here."""
     spec, points = plan_sweep(source, params, overrides)
     keys = list(spec.grid)
     if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
@@ -630,6 +640,12 @@ def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None =
             raise ScenarioError(f"sweep point {ray_points[0]} runs on a Ray engine, which --jobs would start once per "
                                 "worker process; allowed: --jobs 1 (a Ray run's actors are parallel already) or "
                                 "engine inproc")
+    if ray and jobs != 1:
+        raise ScenarioError(f"--ray and --jobs {jobs} both say where the points run; allowed: one of them (Ray runs "
+                            "as many points at once as the cluster has CPUs)")
+    if address is not None and not ray:
+        raise ScenarioError(f"--address {address!r} names a Ray cluster for the points; allowed: --address with "
+                            "--ray")
     if resume and not (write and keep_runs):
         raise ScenarioError("--resume reads the finished points from their run directories; allowed: --resume "
                             "without --no-runs")
@@ -646,7 +662,9 @@ def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None =
     display = _Display(progress, points, sum(o is not None for o in outcomes))
     todo = [i for i, o in enumerate(outcomes) if o is None]
     try:
-        if jobs == 1 or len(todo) <= 1:
+        if ray and todo:
+            _run_on_ray(points, todo, run_dirs, spec.warmup, address, outcomes, display)
+        elif jobs == 1 or len(todo) <= 1:
             warmed: set = set()
             for i in todo:
                 display.show({i: None})
@@ -734,6 +752,75 @@ def _run_in_workers(points: list[SweepPoint], todo: list[int], run_dirs: list, w
                 outcomes[i] = f.result()
         raise
     pool.shutdown(wait=True)
+
+
+def _point_cpus(scenario: Scenario) -> int:
+    """The CPUs a point's Ray task asks for: one (an in-process run is one thread; a Ray engine's host actors ask
+    for none of their own)."""
+    return 1
+
+
+def _ray_point(index: int, scenario: Scenario, variant: str, warmup: bool, events) -> _Outcome:
+    """One point as a Ray task: the run, not written (the sweep writes its directory), or the error."""
+    events.put(("start", index, time.time()))
+    try:
+        return _run_point(scenario, variant, None, warmup, _WARMED)
+    finally:
+        events.put(("end", index, time.time()))
+
+
+def _run_on_ray(points: list[SweepPoint], todo: list[int], run_dirs: list, warmup: bool, address: str | None,
+                outcomes: list, display: _Display) -> None:
+    """Run the points `todo` as Ray tasks, writing each finished run's directory here; on an interrupt the tasks
+    left are cancelled. Ray is started (or `address` joined) and let go here unless it was initialised already."""
+    import ray as ray_module
+    from ray.util.queue import Queue
+
+    from .engine.ray_actors import ensure_ray
+    from .runner import write_run
+
+    started = ensure_ray(address, {})
+    refs: dict = {}
+    try:
+        events = Queue()
+        task = ray_module.remote(_ray_point)
+        refs = {task.options(num_cpus=_point_cpus(points[i].scenario)).remote(
+            i, points[i].scenario, points[i].variant, warmup, events): i for i in todo}
+        running: dict[int, float] = {}
+        ended: set[int] = set()
+        while refs:
+            ready, _ = ray_module.wait(list(refs), num_returns=1, timeout=0.5)
+            n = events.qsize()
+            for kind, i, when in events.get_nowait_batch(n) if n else []:
+                if kind == "start" and i not in ended:
+                    running[i] = when
+                elif kind == "end":
+                    ended.add(i)
+                    running.pop(i, None)
+            for ref in ready:
+                i = refs.pop(ref)
+                try:
+                    outcome = ray_module.get(ref)
+                except ray_module.exceptions.TaskCancelledError:
+                    raise KeyboardInterrupt from None
+                except Exception as exc:  # noqa: BLE001 - the task's worker died, say: that point failed
+                    outcome = _Outcome(error=f"{type(exc).__name__}: {exc}")
+                if outcome.error is None:
+                    outcome.tags = _ledger_tags(outcome.result.ledger)
+                    if run_dirs[i] is not None:
+                        write_run(outcome.result, run_dirs[i])
+                outcomes[i] = outcome
+                ended.add(i)
+                running.pop(i, None)
+                display.finished(outcome)
+            display.show(running)
+    except BaseException:
+        for ref in refs:
+            ray_module.cancel(ref, force=True)
+        raise
+    finally:
+        if started:
+            ray_module.shutdown()
 
 
 def _collect(spec: SweepSpec, points: list[SweepPoint], outcomes: list[_Outcome], keys: list[str],

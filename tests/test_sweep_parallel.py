@@ -247,4 +247,20 @@ def test_bad_jobs_and_resume_arguments_get_clear_errors(sweep_file, tmp_path, ca
     assert "from their run directories; allowed: --resume without" in capsys.readouterr().err
     assert main(["sweep", str(sweep_file), "--jobs", "2", "--engine", "ray", "--out", str(tmp_path / "c")]) == 2
     assert "runs on a Ray engine" in capsys.readouterr().err
+    assert main(["sweep", str(sweep_file), "--jobs", "2", "--ray", "--out", str(tmp_path / "d")]) == 2
+    assert "--ray and --jobs 2 both say where the points run" in capsys.readouterr().err
+    assert main(["sweep", str(sweep_file), "--address", "auto", "--out", str(tmp_path / "e")]) == 2
+    assert "allowed: --address with" in capsys.readouterr().err
     assert not any(p.name != "sweep.toml" for p in tmp_path.iterdir())
+
+
+@pytest.mark.ray
+def test_ray_tasks_write_the_files_of_the_sequential_sweep(sweep_file, tmp_path, ray_local):
+    """--ray: each point a Ray task (on the session's Ray, which the sweep leaves running); the run directories are
+    written by the sweep from the runs the tasks return, the same files as a sweep run here."""
+    seq, on_ray = tmp_path / "seq", tmp_path / "ray"
+    run_sweep(sweep_file, out=seq, progress=False)
+    res = run_sweep(sweep_file, out=on_ray, progress=False, ray=True)
+    assert_same_files(seq, on_ray)
+    assert [r["k"] for r in res.failed] == [200, 200] and ray_local.is_initialized()
+    assert res.runs[0].run_dir == on_ray / "runs" / "saddle-dsvc__eps=0.1__k=3"
