@@ -672,16 +672,9 @@ def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None =
                 display.finished(outcomes[i])
         else:
             _run_in_workers(points, todo, run_dirs, spec.warmup, min(jobs, len(todo)), outcomes, display)
-    except KeyboardInterrupt:
+    except BaseException as exc:
         display.close()
-        done = sum(o is not None for o in outcomes)
-        if tmp_dir is not None and keep_runs and (tmp_dir / "runs").is_dir() and any((tmp_dir / "runs").iterdir()):
-            raise SweepInterrupted(tmp_dir, final_dir, done, len(points)) from None
-        rundir.discard(tmp_dir)
-        raise SweepInterrupted(None, final_dir, done, len(points)) from None
-    except BaseException:
-        display.close()
-        rundir.discard(tmp_dir)
+        _give_up(exc, tmp_dir, final_dir, keep_runs, resume, outcomes)
         raise
     display.close()
     try:
@@ -693,9 +686,24 @@ def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None =
                 if o.result is not None and o.result.run_dir is not None:
                     o.result.run_dir = final_dir / "runs" / p.slug
         return result
-    except BaseException:
-        rundir.discard(tmp_dir)
+    except BaseException as exc:
+        _give_up(exc, tmp_dir, final_dir, keep_runs, resume, outcomes)
         raise
+
+
+def _give_up(exc: BaseException, tmp_dir: Path | None, final_dir: Path | None, keep_runs: bool, resume: bool,
+             outcomes: list) -> None:
+    """After an interrupt or an error: keep the working directory when it holds finished runs and the sweep was
+    interrupted or resumed (``--resume`` continues it; a resumed directory may be a finished sweep's, not to be
+    lost), else remove it. An interrupt goes on as `SweepInterrupted`."""
+    runs = tmp_dir / "runs" if tmp_dir is not None else None
+    keep = keep_runs and runs is not None and runs.is_dir() and any(runs.iterdir())
+    interrupted = isinstance(exc, KeyboardInterrupt) and not isinstance(exc, SweepInterrupted)
+    if not (keep and (interrupted or resume)):
+        rundir.discard(tmp_dir)
+    if interrupted:
+        done = sum(o is not None for o in outcomes)
+        raise SweepInterrupted(tmp_dir if keep else None, final_dir, done, len(outcomes)) from None
 
 
 def _run_in_workers(points: list[SweepPoint], todo: list[int], run_dirs: list, warmup: bool, jobs: int,
