@@ -1,7 +1,8 @@
 """The `svmsim` command line: run, sweep, validate, check and list.
 
 Errors in what the user gave (scenario, data, parameters) print one paragraph and exit with status 2; no
-traceback. Status 1 is reserved for failures inside svmsim, 130 for an interrupted run.
+traceback. Status 1 is reserved for failures inside svmsim, 130 for an interrupted run, 3 for a sweep some of
+whose points failed (the others' results are written).
 """
 from __future__ import annotations
 
@@ -68,9 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
                "  svmsim sweep scenarios/quickstart.toml --param eps=1e-1,1e-2,1e-3\n"
                "  svmsim sweep scenarios/paper000_fig3_synthetic.toml\n"
-               "  svmsim sweep FILE --param d=8,32 --param k=5,20 --set stop.max_iterations=10000\n\n"
+               "  svmsim sweep FILE --param d=8,32 --param k=5,20 --set stop.max_iterations=10000\n"
+               "  svmsim sweep FILE --jobs 2 --out runs/sw        (Ctrl-C, then the same with --resume)\n\n"
                "short names: eps (algorithm.eps and stop.gap), d (data.d), n (data.n), k or clients "
-               "(algorithm.clients), seed; any dotted scenario key also works.")
+               "(algorithm.clients), seed; any dotted scenario key also works.\n\n"
+               "A point that fails is a row with status = failed and its error; the others go on, and the exit "
+               "status is 3. An interrupt (Ctrl-C) keeps the finished points in the hidden .DIR.incomplete "
+               "directory, exit status 130; --resume --out DIR continues from them.")
     sw.add_argument("scenario", help="path to a scenario TOML file (optionally with a [sweep] table)")
     sw.add_argument("--param", dest="params", action="append", default=[], metavar="NAME=V1,V2,...",
                     help="a grid axis (repeatable; replaces the file's sweep.grid entry of the same name)")
@@ -82,6 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--no-runs", action="store_true", help="do not keep each run's own directory")
     sw.add_argument("--dry-run", action="store_true", help="validate every point and list them; run nothing")
     sw.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sw.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                    help="run N points at once in worker processes (default 1: one after the other); the files "
+                         "are the same, in grid order")
+    sw.add_argument("--ray", action="store_true",
+                    help="run each point as a Ray task on a private local Ray (or the cluster of --address); the "
+                         "run directories are written here")
+    sw.add_argument("--address", help="with --ray: the Ray cluster to join (HOST:PORT, or 'auto')")
+    sw.add_argument("--resume", action="store_true",
+                    help="continue the sweep directory --out DIR (an interrupted or finished sweep): points whose "
+                         "run directories are finished are read back, not run again")
 
     v = sub.add_parser("validate", help="check a scenario file and print it resolved")
     v.add_argument("scenario", help="path to a scenario TOML file")
@@ -269,7 +284,7 @@ def _unbounded_gossip_warning(scenario) -> str | None:
 
 def _cmd_sweep(args) -> int:
     from .config import parse_overrides
-    from .sweep import parse_param, plan_sweep, run_sweep
+    from .sweep import SweepInterrupted, parse_param, plan_sweep, run_sweep
 
     params = [parse_param(t) for t in args.params]
     ov = parse_overrides(args.sets)
@@ -281,11 +296,26 @@ def _cmd_sweep(args) -> int:
         for p in points:
             print(f"  {p.slug}")
         return 0
-    res = run_sweep(args.scenario, params, ov, out=args.out, overwrite=args.overwrite,
-                    progress=not args.no_progress, keep_runs=not args.no_runs)
+    try:
+        res = run_sweep(args.scenario, params, ov, out=args.out, overwrite=args.overwrite,
+                        progress=not args.no_progress, keep_runs=not args.no_runs, jobs=args.jobs,
+                        resume=args.resume, ray=args.ray, address=args.address)
+    except SweepInterrupted as e:
+        if e.directory is None:
+            print(f"svmsim: interrupted after {e.done} of {e.total} points; nothing was kept", file=sys.stderr)
+        else:
+            print(f"svmsim: interrupted after {e.done} of {e.total} points; they are kept in {e.directory}; "
+                  f"continue with the same command and --resume --out {e.final}", file=sys.stderr)
+        return 130
     print((res.directory / "summary.txt").read_text(), end="")
     print(f"every column, slopes and fits: {res.directory / 'sweep.md'}")
     print(f"sweep dir  {res.directory}")
+    if res.failed:
+        print(f"svmsim: {len(res.failed)} of {len(res.rows)} points failed:", file=sys.stderr)
+        for r in res.failed:
+            at = ", ".join(f"{k}={r[k]}" for k in r if k not in ("variant", "algorithm", "status", "error"))
+            print(f"  [{r['variant']}{': ' + at if at else ''}] {r['error']}", file=sys.stderr)
+        return 3
     return 0
 
 

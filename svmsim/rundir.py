@@ -1,5 +1,6 @@
 """Directories that look finished only when they are: a run or a sweep writes into a hidden
-``.<name>.incomplete`` sibling, which is renamed when everything is written and removed if anything fails.
+``.<name>.incomplete`` sibling, which is renamed when everything is written and removed if anything fails (an
+interrupted sweep keeps its own, with the runs it finished, for ``svmsim sweep --resume``).
 
 `begin` checks the path first and turns every operating-system refusal into a `ScenarioError` that names the path,
 what is wrong with it and what is allowed: a path with a NUL, a name longer than the file system takes, an existing
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from .errors import ScenarioError
 
-__all__ = ["begin", "check_path", "commit", "discard"]
+__all__ = ["begin", "check_path", "commit", "discard", "resume"]
 
 #: what `begin` appends to the hidden working directory's name (its name is ``.<name>.incomplete``)
 _HIDDEN_EXTRA = len(".") + len(".incomplete")
@@ -122,6 +123,19 @@ def begin(final: Path, overwrite: bool, what: str, how_to_replace: str) -> Path:
         discard(tmp)
         raise _refuse(what, final, f"cannot be written: {exc.strerror or exc} ('{exc.filename or tmp}')",
                       "a path in a writable directory on an ordinary file system") from None
+    return tmp
+
+
+def resume(final: Path) -> Path:
+    """The hidden working directory in which to continue `final`: the one an interrupted writer left, as it is; else
+    `final` itself, moved there (what it holds is reused, and it is put back by `commit`); else a new one."""
+    final = Path(final)
+    tmp = final.parent / f".{final.name}.incomplete"
+    if not tmp.exists():
+        if final.exists():
+            final.rename(tmp)
+        else:
+            tmp.mkdir(parents=True)
     return tmp
 
 

@@ -6,7 +6,9 @@ removed if the run fails, so a directory that looks finished is finished.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -30,7 +32,7 @@ from .config import Scenario, load_scenario
 from .schedule.sync import StopReason, SyncScheduler
 from .topology import from_networkx
 
-__all__ = ["run", "RunResult"]
+__all__ = ["run", "RunResult", "read_run", "recorded", "write_run"]
 
 METRIC_COLUMNS = ("iteration", "round", "messages", "scalars", "bytes", "comm_units", "wall_time", "objective",
                   "hull_distance", "hull_lower", "rel_gap", "duality_gap", "train_accuracy", "test_accuracy")
@@ -485,21 +487,115 @@ def _cell(v: Any) -> str:
 
 def _write_outputs(tmp: Path, result: RunResult, bound: dict | None, comm_unit) -> None:
     (tmp / "scenario.resolved.toml").write_text(result.scenario.to_toml())
-    cols = list(METRIC_COLUMNS) + sorted({k for r in result.metrics for k in r} - set(METRIC_COLUMNS))
+    cols = _metric_columns(result.metrics)
     with open(tmp / "metrics.csv", "w") as f:
         f.write(",".join(cols) + "\n")
         for r in result.metrics:
             f.write(",".join(_cell(r.get(c)) for c in cols) + "\n")
     if result.ledger is not None:
         result.ledger.save(tmp)
-    arrays = {k: np.asarray(v) for k, v in result.model.items() if isinstance(v, (np.ndarray, float, int))}
-    _save_npz(tmp / "model.npz", arrays)
+    _save_npz(tmp / "model.npz", _model_arrays(result.model))
     (tmp / "summary.json").write_text(jsonio.dumps(result.summary, default=_json_default))
     if result.scenario.output.plots and result.metrics:
         from .report import plot_run
 
         plot_run(result.metrics, tmp / "convergence.png", title=result.scenario.name, bound=bound,
                  comm_unit=comm_unit, eps=getattr(result.scenario.algorithm.params, "eps", None))
+
+
+def _metric_columns(metrics: list[dict]) -> list[str]:
+    return list(METRIC_COLUMNS) + sorted({k for r in metrics for k in r} - set(METRIC_COLUMNS))
+
+
+def _parse_cell(text: str) -> Any:
+    """A metrics.csv cell read back (the inverse of `_cell` for the numbers, booleans and strings it writes)."""
+    if text in ("nan", "inf", "-inf"):
+        return float(text)
+    return ast.literal_eval(text)
+
+
+def _model_arrays(model: dict) -> dict[str, np.ndarray]:
+    """What model.npz keeps of a model: its arrays and numbers."""
+    return {k: np.asarray(v) for k, v in model.items() if isinstance(v, (np.ndarray, float, int))}
+
+
+def _recorded_rows(metrics: list[dict]) -> list[dict]:
+    """The metrics rows as metrics.csv records them: each value through its cell and back; an empty cell (None, or a
+    column the row does not have) leaves the key out."""
+    cols = _metric_columns(metrics)
+    out = []
+    for r in metrics:
+        cells = {c: _cell(r.get(c)) for c in cols}
+        out.append({c: _parse_cell(t) for c, t in cells.items() if t != ""})
+    return out
+
+
+def recorded(result: RunResult) -> RunResult:
+    """`result` as `read_run` reads back the directory that `run` writes for it, without the disk: metrics through
+    metrics.csv's cells, the summary through JSON, the model as model.npz keeps it, no ledger (its totals are
+    ``summary["ledger"]``). Whatever is computed from a recorded result is the same for a run just made and for
+    one read back from its directory (a resumed sweep relies on it)."""
+    summary = json.loads(jsonio.dumps(result.summary, default=_json_default))
+    return RunResult(result.scenario, _model_arrays(result.model), _recorded_rows(result.metrics), None,
+                     summary["stop_reason"], result.run_dir, summary)
+
+
+def write_run(result: RunResult, out_dir: str | Path) -> Path:
+    """Write the run directory of a run made elsewhere (with ``write=False``; on a Ray worker, say), as `run` writes
+    it: atomically, the same files byte for byte. Sets and returns ``result.run_dir``."""
+    final_dir, tmp_dir = _prepare_run_dir(result.scenario, out_dir)
+    try:
+        _write_outputs(tmp_dir, result, result.summary.get("bound"), result.summary.get("comm_unit"))
+        rundir.commit(tmp_dir, final_dir)
+    except BaseException:
+        rundir.discard(tmp_dir)
+        raise
+    result.run_dir = final_dir
+    return final_dir
+
+
+#: the files every finished run directory has (the ledger's, when the summary has ledger totals, and the plot, when
+#: the scenario asks for plots and the run has metrics, come on top)
+RUN_FILES = ("scenario.resolved.toml", "metrics.csv", "model.npz", "summary.json")
+
+
+def read_run(directory: str | Path, scenario: Scenario | None = None) -> RunResult:
+    """A finished run directory read back as a `RunResult` (see `recorded`): metrics from metrics.csv, the summary
+    from summary.json, the model from model.npz, no ledger (its totals are ``summary["ledger"]``, its tables the
+    ledger files). `scenario` is the scenario the directory must have been written for (default: the one it
+    records). Raises ValueError naming the file when the directory is not a finished run of that scenario (a file
+    missing or unreadable, another scenario)."""
+    directory = Path(directory)
+    missing = [f for f in RUN_FILES if not (directory / f).is_file()]
+    if missing:
+        raise ValueError(f"run directory {directory} has no {missing[0]}")
+    text = (directory / "scenario.resolved.toml").read_text()
+    if scenario is None:
+        scenario = load_scenario(directory / "scenario.resolved.toml")
+    elif text != scenario.to_toml():
+        raise ValueError(f"run directory {directory} was written for another scenario (scenario.resolved.toml "
+                         "differs)")
+    try:
+        summary = json.loads((directory / "summary.json").read_text())
+        lines = (directory / "metrics.csv").read_text().splitlines()
+        cols = lines[0].split(",")
+        metrics = []
+        for line in lines[1:]:
+            cells = line.split(",")
+            if len(cells) != len(cols):
+                raise ValueError(f"a row of {len(cells)} cells under {len(cols)} columns")
+            metrics.append({c: _parse_cell(t) for c, t in zip(cols, cells) if t != ""})
+        with np.load(directory / "model.npz", allow_pickle=False) as npz:
+            model = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError, SyntaxError, KeyError, IndexError) as exc:
+        raise ValueError(f"run directory {directory} cannot be read back: {type(exc).__name__}: {exc}") from None
+    needed = (["ledger.json", "ledger_edges.csv", "ledger_rounds.csv"] if summary.get("ledger") is not None else [])
+    if scenario.output.plots and metrics:
+        needed.append("convergence.png")
+    missing = [f for f in needed if not (directory / f).is_file()]
+    if missing:
+        raise ValueError(f"run directory {directory} has no {missing[0]}")
+    return RunResult(scenario, model, metrics, None, summary["stop_reason"], directory, summary)
 
 
 def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:

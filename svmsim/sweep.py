@@ -74,11 +74,20 @@ process, about a second).
 
 Every point is validated before the first one runs, so a bad grid fails at once; the sweep directory is
 written atomically like a run directory.
+
+Where the points run: one after the other in this process (default), in ``jobs`` spawned worker processes, or as
+Ray tasks (``ray=True``); the files are the same every way, in grid order (wall-time values aside), because the
+table is made from each run as its run directory records it (`runner.recorded`). A point that fails is a row with
+``status = failed`` and its ``error``; the others go on. An interrupt keeps the finished runs in the hidden working
+directory; ``resume=True`` reads back every point whose run directory is a finished run of the same scenario
+(`runner.read_run`) and runs the rest.
 """
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,6 +136,7 @@ __all__ = [
     "COST_COLUMNS",
     "INFO_COLUMNS",
     "SHORT_NAMES",
+    "SweepInterrupted",
     "SweepPoint",
     "SweepResult",
     "SweepSpec",
@@ -174,6 +184,11 @@ class SweepResult:
     runs: list = field(default_factory=list)
     scaling: list[dict] = field(default_factory=list)      # fits of against_y against `against`, per variant
     trials: list[dict] = field(default_factory=list)       # mean +- std over the `trials` grid key
+
+    @property
+    def failed(self) -> list[dict]:
+        """The rows of the points that failed (``status = failed``, with the ``error``); `runs` has None for them."""
+        return [r for r in self.rows if r.get("status") == "failed"]
 
 
 def _slug(label: str, values: dict[str, Any]) -> str:
@@ -323,16 +338,17 @@ def _check_spec(spec: SweepSpec, labels: list[str], where: str) -> None:
                             f"{', '.join(keys) or 'none (add e.g. seed = [0, 1, 2] to [sweep.grid])'}")
 
 
-def _tag_table(points: list[SweepPoint], runs: list) -> str:
-    """Where the communication went: scalars per message tag of every distributed run."""
+def _tag_table(points: list[SweepPoint], tags: list[tuple | None]) -> str:
+    """Where the communication went: scalars per message tag of every distributed run (`tags`: per point, the total
+    scalars and (tag, scalars) pairs in the ledger's order, or None)."""
     lines = []
-    for p, r in zip(points, runs):
-        if r.ledger is None or not r.ledger.by_tag:
+    for p, t in zip(points, tags):
+        if t is None:
             continue
-        total = max(r.ledger.totals["scalars"], 1)
-        parts = ", ".join(f"{tag} {v[1]} ({100.0 * v[1] / total:.1f}%)"
-                          for tag, v in sorted(r.ledger.by_tag.items(), key=lambda kv: -kv[1][1]))
-        lines.append(f"| {p.slug} | {r.ledger.totals['scalars']} | {parts} |")
+        scalars, by_tag = t
+        total = max(scalars, 1)
+        parts = ", ".join(f"{tag} {v} ({100.0 * v / total:.1f}%)" for tag, v in sorted(by_tag, key=lambda kv: -kv[1]))
+        lines.append(f"| {p.slug} | {scalars} | {parts} |")
     if not lines:
         return ""
     return "\n".join(["| run | scalars | by tag (scalars, share) |", "|---|---|---|"] + lines)
@@ -392,8 +408,8 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
 
 
 #: what the terminal summary of a sweep shows after the variant and grid keys, most wanted first
-_SUMMARY_COLUMNS = ("reached", "cost_scalars", "cost_units", "scalars", "iterations", "rel_gap", "objective",
-                    "test_accuracy", "wall_time", "stop_reason")
+_SUMMARY_COLUMNS = ("status", "reached", "cost_scalars", "cost_units", "scalars", "iterations", "rel_gap",
+                    "objective", "test_accuracy", "wall_time", "stop_reason")
 
 
 def summary_table(rows: list[dict], keys: list[str], width: int = 100, cell: int = 28) -> str:
@@ -420,13 +436,13 @@ def summary_table(rows: list[dict], keys: list[str], width: int = 100, cell: int
 
 
 def _columns(rows: list[dict], keys: list[str]) -> list[str]:
-    first = ["variant"] + keys
+    first = ["variant"] + keys + (["status"] if "status" in {k for r in rows for k in r} else [])
     preferred = ["nodes", "spectral_gap", "inv_spectral_gap", "mixing_time", "iterations", "scalars", "comm_units",
                  "scalars_vs_first", "target", "reached", "cost_scalars", "cost_units", "cost_resolution",
                  "cost_messages", "cost_messages_per_node", "cost_rounds", "cost_virtual_time", "cost_wall_time",
                  "cost_iteration", "cost_modelled_time", *OPTIONAL_COST_COLUMNS, "bound_upper", "bound_lower",
                  "wall_time", "virtual_time", "dropped_messages", "crashed_nodes", *FINAL_COLUMNS,
-                 *OPTIONAL_FINAL_COLUMNS, "stop_reason"]
+                 *OPTIONAL_FINAL_COLUMNS, "stop_reason", "error"]
     present = {k for r in rows for k in r}
     def order(name):
         column, metric, threshold = parse_target_column(name)
@@ -436,83 +452,437 @@ def _columns(rows: list[dict], keys: list[str]) -> list[str]:
     return first + [c for c in preferred if c in present] + by_target
 
 
-def _sweep_dir(name: str, out: str | Path | None, base_dir: str, overwrite: bool) -> tuple[Path, Path]:
+def _sweep_dir(name: str, out: str | Path | None, base_dir: str, overwrite: bool, resume: bool) -> tuple[Path, Path]:
+    if resume:
+        if out is None:
+            raise ScenarioError("--resume needs the sweep directory to continue; allowed: --resume with --out DIR, "
+                                "the directory the interrupted sweep was writing")
+        return Path(out), rundir.resume(Path(out))
     final = Path(out) if out is not None else Path(base_dir) / f"sweep-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     return final, rundir.begin(final, overwrite, "sweep directory",
-                               "allowed: svmsim sweep --overwrite to replace it, --out DIR for another directory, "
-                               "or remove it")
+                               "allowed: svmsim sweep --overwrite to replace it, --resume to continue it (its "
+                               "finished runs are kept), --out DIR for another directory, or remove it")
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """A sweep stopped by an interrupt (Ctrl-C); `directory` is the hidden working directory that keeps the points
+    finished so far (None when nothing was kept), `final` the sweep directory ``--resume --out`` continues."""
+
+    def __init__(self, directory: Path | None, final: Path | None, done: int, total: int):
+        super().__init__(f"sweep interrupted after {done} of {total} points")
+        self.directory, self.final, self.done, self.total = directory, final, done, total
+
+
+@dataclass
+class _Outcome:
+    """What one point gave: its run as returned (fresh) or read back (resumed), the same run as its directory records
+    it (`runner.recorded`: what the table, slopes and figures are made from, whichever way the point got here), the
+    scalars per message tag, or the error that stopped it."""
+
+    result: Any = None
+    record: Any = None
+    tags: tuple | None = None             # (total scalars, [(tag, scalars), ...]) from the ledger
+    error: str | None = None
+    resumed: bool = False
+
+
+def _ledger_tags(ledger) -> tuple | None:
+    if ledger is None or not ledger.by_tag:
+        return None
+    return int(ledger.totals["scalars"]), [(tag, int(v[1])) for tag, v in ledger.by_tag.items()]
+
+
+def _run_point(scenario: Scenario, variant: str, run_dir: Path | None, warmup: bool, warmed: set) -> _Outcome:
+    """Run one point (in this process or a worker's): its result, or the error that stopped it (an interrupt is
+    not an error: it goes up)."""
+    from .errors import SvmsimError
+    from .runner import run
+
+    try:
+        if warmup and variant not in warmed:
+            warmed.add(variant)
+            _warm_up(scenario, run)
+        res = run(scenario, out_dir=run_dir, write=run_dir is not None, progress=False)
+    except Exception as exc:  # noqa: BLE001 - one point's failure is that point's result; the others go on
+        return _Outcome(error=str(exc) if isinstance(exc, SvmsimError) else f"{type(exc).__name__}: {exc}")
+    return _Outcome(result=res, tags=_ledger_tags(res.ledger))
+
+
+def _resumed(point: SweepPoint, run_dir: Path) -> _Outcome | None:
+    """The outcome of a point whose run directory is finished and was written for the point's scenario (None
+    otherwise; a directory that is there but not such a run is removed, so that the point runs again)."""
+    from .runner import read_run
+
+    if not run_dir.exists():
+        return None
+    try:
+        res = read_run(run_dir, point.scenario)
+        tags = None
+        if (run_dir / "ledger.json").is_file():
+            ledger = json.loads((run_dir / "ledger.json").read_text())
+            if ledger.get("by_tag"):
+                tags = (int(ledger["totals"]["scalars"]),
+                        [(tag, int(v["scalars"])) for tag, v in ledger["by_tag"].items()])
+    except (ValueError, OSError, KeyError):
+        import shutil
+
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return None
+    return _Outcome(result=res, record=res, tags=tags, resumed=True)
+
+
+def _keep_only_runs(directory: Path, slugs: set[str]) -> None:
+    """Clear a sweep directory being resumed of all but the run directories of this sweep's points (tables and
+    figures are written again; runs of points no longer in the grid, and unfinished or failed runs, go)."""
+    import shutil
+
+    for entry in directory.iterdir():
+        if entry.name != "runs":
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    for entry in (directory / "runs").iterdir() if (directory / "runs").is_dir() else []:
+        if entry.name not in slugs or not entry.is_dir():
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+
+_WARMED: set = set()                  # variants warmed up in this process (a worker's: `warmup = true`)
+
+
+def _init_worker(events) -> None:
+    """A worker process of `run_sweep(jobs=N)`: an interrupt reaches it only while it runs a point (the sweep
+    forwards its own), so that an idle worker waits for the sweep to end it."""
+    import signal
+
+    global _EVENTS
+    _EVENTS = events
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    events.put(("worker", os.getpid(), None))
+
+
+_EVENTS = None
+
+
+def _worker_point(index: int, scenario: Scenario, variant: str, run_dir: Path | None, warmup: bool) -> _Outcome:
+    import signal
+
+    _EVENTS.put(("start", os.getpid(), (index, time.time())))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return _run_point(scenario, variant, run_dir, warmup, _WARMED)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _EVENTS.put(("end", os.getpid(), (index, time.time())))
+
+
+class _Display:
+    """The sweep's progress: points done of all (resumed ones count as done from the start), failures, and which
+    running point has been running longest, with its time so far."""
+
+    def __init__(self, enabled: bool, points: list[SweepPoint], done: int):
+        self.points = points
+        self.bar = None
+        self.failed = 0
+        self.text = ""
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=len(points), initial=done, desc="sweep", unit="run", dynamic_ncols=True)
+
+    def show(self, running: dict[int, float]) -> None:
+        """`running`: index of each running point -> when it started (time.time()), or None for the one point this
+        process is running (the display is not refreshed while it runs, so it shows no time)."""
+        if self.bar is None:
+            return
+        parts = []
+        if running:
+            if len(running) == 1 and None in running.values():     # this process runs it: nothing refreshes
+                parts.append(f"running {self.points[next(iter(running))].slug}")
+            else:
+                index, since = min(running.items(), key=lambda kv: (kv[1], kv[0]))
+                parts.append(f"{len(running)} running, longest: {self.points[index].slug} "
+                             f"({time.time() - since:.0f} s)")
+        if self.failed:
+            parts.append(f"{self.failed} failed")
+        text = "; ".join(parts)
+        if text != self.text:
+            self.text = text
+            self.bar.set_postfix_str(text, refresh=True)
+
+    def finished(self, outcome: _Outcome) -> None:
+        self.failed += outcome.error is not None
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None = None,
               overrides: dict[str, Any] | None = None, out: str | Path | None = None, write: bool = True,
-              overwrite: bool = False, progress: bool = True, keep_runs: bool = True) -> SweepResult:
-    """Run every point of a sweep and write ``sweep.csv``, ``sweep.md``, ``slopes.json`` and the figures."""
-    from .runner import run
+              overwrite: bool = False, progress: bool = True, keep_runs: bool = True, jobs: int = 1,
+              resume: bool = False, ray: bool = False, address: str | None = None) -> SweepResult:
+    """Run every point of a sweep and write ``sweep.csv``, ``sweep.md``, ``slopes.json`` and the figures.
 
+    jobs: points run in this many worker processes at once (1: one after the other, in this process); the files are
+    the same either way, in grid order. A point that fails is a row with ``status = failed`` and its ``error``; the
+    others go on (`SweepResult.failed`). resume: continue the sweep directory `out` (an interrupted sweep's, or a
+    finished one's): points whose run directories are finished runs of the same scenario are read back, not run
+    again. An interrupt keeps the finished points for ``resume`` and raises `SweepInterrupted`.
+    ray: run each point as a Ray task (`_point_cpus` CPUs) on a private local Ray, or on the cluster at `address`
+    (started or joined here, and let go at the end, unless Ray is initialised in this process already); the run
+    directories are written here, from the runs the tasks return, so the files are those of a sweep run here."""
     spec, points = plan_sweep(source, params, overrides)
     keys = list(spec.grid)
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise ScenarioError(f"jobs = {jobs!r} is invalid; allowed: an integer >= 1 (worker processes)")
+    if jobs > 1:
+        ray_points = [p.slug for p in points if p.scenario.engine.is_ray]
+        if ray_points:
+            raise ScenarioError(f"sweep point {ray_points[0]} runs on a Ray engine, which --jobs would start once per "
+                                "worker process; allowed: --jobs 1 (a Ray run's actors are parallel already) or "
+                                "engine inproc")
+    if ray and jobs != 1:
+        raise ScenarioError(f"--ray and --jobs {jobs} both say where the points run; allowed: one of them (Ray runs "
+                            "as many points at once as the cluster has CPUs)")
+    if address is not None and not ray:
+        raise ScenarioError(f"--address {address!r} names a Ray cluster for the points; allowed: --address with "
+                            "--ray")
+    if resume and not (write and keep_runs):
+        raise ScenarioError("--resume reads the finished points from their run directories; allowed: --resume "
+                            "without --no-runs")
     final_dir = tmp_dir = None
     if write:
         first = points[0].scenario
-        final_dir, tmp_dir = _sweep_dir(first.name, out, first.output.dir, overwrite)
-    rows: list[dict] = []
-    runs = []
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(points), desc="sweep", unit="run", dynamic_ncols=True)
+        final_dir, tmp_dir = _sweep_dir(first.name, out, first.output.dir, overwrite, resume)
+    run_dirs = [(tmp_dir / "runs" / p.slug) if (write and keep_runs) else None for p in points]
+    outcomes: list[_Outcome | None] = [None] * len(points)
+    if resume:
+        _keep_only_runs(tmp_dir, {p.slug for p in points})
+        for i, p in enumerate(points):
+            outcomes[i] = _resumed(p, run_dirs[i])
+    display = _Display(progress, points, sum(o is not None for o in outcomes))
+    todo = [i for i, o in enumerate(outcomes) if o is None]
     try:
-        if spec.warmup:
-            _warm_up(points, run)
-        for p in points:
-            if bar is not None:
-                bar.set_postfix_str(p.slug, refresh=True)
-            run_dir = (tmp_dir / "runs" / p.slug) if (write and keep_runs) else None
-            res = run(p.scenario, out_dir=run_dir, write=run_dir is not None, progress=False)
-            rows.append(sweep_row(p, res, spec))
-            runs.append(res)
-            if bar is not None:
-                bar.update(1)
-        compare_to_first_variant(rows, keys)
-        slopes = eps_slopes(rows, keys)
-        result = SweepResult(final_dir, rows, slopes, runs, scaling=scaling_fits(spec, rows),
-                             trials=aggregate_trials(rows, keys, spec.trials) if spec.trials else [])
+        if ray and todo:
+            _run_on_ray(points, todo, run_dirs, spec.warmup, address, outcomes, display)
+        elif jobs == 1 or len(todo) <= 1:
+            warmed: set = set()
+            for i in todo:
+                display.show({i: None})
+                outcomes[i] = _run_point(points[i].scenario, points[i].variant, run_dirs[i], spec.warmup, warmed)
+                display.finished(outcomes[i])
+        else:
+            _run_in_workers(points, todo, run_dirs, spec.warmup, min(jobs, len(todo)), outcomes, display)
+    except BaseException as exc:
+        display.close()
+        _give_up(exc, tmp_dir, final_dir, keep_runs, resume, outcomes)
+        raise
+    display.close()
+    try:
+        result = _collect(spec, points, outcomes, keys, final_dir, tmp_dir)
         if write:
-            _write(tmp_dir, spec, points, result, keys)
+            _write(tmp_dir, spec, points, result, keys, outcomes)
             rundir.commit(tmp_dir, final_dir)
+            for p, o in zip(points, outcomes):      # the runs were written inside the working directory
+                if o.result is not None and o.result.run_dir is not None:
+                    o.result.run_dir = final_dir / "runs" / p.slug
         return result
-    except BaseException:
+    except BaseException as exc:
+        _give_up(exc, tmp_dir, final_dir, keep_runs, resume, outcomes)
+        raise
+
+
+def _give_up(exc: BaseException, tmp_dir: Path | None, final_dir: Path | None, keep_runs: bool, resume: bool,
+             outcomes: list) -> None:
+    """After an interrupt or an error: keep the working directory when it holds finished runs and the sweep was
+    interrupted or resumed (``--resume`` continues it; a resumed directory may be a finished sweep's, not to be
+    lost), else remove it. An interrupt goes on as `SweepInterrupted`."""
+    runs = tmp_dir / "runs" if tmp_dir is not None else None
+    keep = keep_runs and runs is not None and runs.is_dir() and any(runs.iterdir())
+    interrupted = isinstance(exc, KeyboardInterrupt) and not isinstance(exc, SweepInterrupted)
+    if not (keep and (interrupted or resume)):
         rundir.discard(tmp_dir)
+    if interrupted:
+        done = sum(o is not None for o in outcomes)
+        raise SweepInterrupted(tmp_dir if keep else None, final_dir, done, len(outcomes)) from None
+
+
+def _run_in_workers(points: list[SweepPoint], todo: list[int], run_dirs: list, warmup: bool, jobs: int,
+                    outcomes: list, display: _Display) -> None:
+    """Run the points `todo` in `jobs` spawned worker processes (not forked: a process with numba's or Ray's state
+    is not copied), filling `outcomes` as they finish in any order. On an interrupt the points not started are
+    cancelled, the running ones interrupted (their runs leave nothing that looks finished), the workers ended."""
+    import multiprocessing
+    import signal
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    ctx = multiprocessing.get_context("spawn")
+    events = ctx.SimpleQueue()
+    pids: set[int] = set()
+    running: dict[int, float] = {}          # points a worker said it started and has not said it ended
+    ended: set[int] = set()
+
+    def drain() -> None:
+        while not events.empty():
+            kind, pid, what = events.get()
+            pids.add(pid)
+            if kind == "start" and what[0] not in ended:
+                running[what[0]] = what[1]
+            elif kind == "end":
+                ended.add(what[0])
+                running.pop(what[0], None)
+
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker, initargs=(events,))
+    try:
+        pending = {pool.submit(_worker_point, i, points[i].scenario, points[i].variant, run_dirs[i], warmup): i
+                   for i in todo}
+        while pending:
+            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            drain()
+            for f in done:
+                i = pending.pop(f)
+                outcomes[i] = f.result()          # an interrupt a worker got while running comes up here
+                ended.add(i)
+                running.pop(i, None)
+                display.finished(outcomes[i])
+            display.show(running)
+    except BaseException:
+        for f in pending:
+            f.cancel()
+        drain()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+        pool.shutdown(wait=True, cancel_futures=True)
+        for f, i in pending.items():            # points that finished while the others were being stopped
+            if f.done() and not f.cancelled() and f.exception() is None:
+                outcomes[i] = f.result()
+        raise
+    pool.shutdown(wait=True)
+
+
+def _point_cpus(scenario: Scenario) -> int:
+    """The CPUs a point's Ray task asks for: one (an in-process run is one thread; a Ray engine's host actors ask
+    for none of their own)."""
+    return 1
+
+
+def _ray_point(index: int, scenario: Scenario, variant: str, warmup: bool, events) -> _Outcome:
+    """One point as a Ray task: the run, not written (the sweep writes its directory), or the error."""
+    events.put(("start", index, time.time()))
+    try:
+        return _run_point(scenario, variant, None, warmup, _WARMED)
+    finally:
+        events.put(("end", index, time.time()))
+
+
+def _run_on_ray(points: list[SweepPoint], todo: list[int], run_dirs: list, warmup: bool, address: str | None,
+                outcomes: list, display: _Display) -> None:
+    """Run the points `todo` as Ray tasks, writing each finished run's directory here; on an interrupt the tasks
+    left are cancelled. Ray is started (or `address` joined) and let go here unless it was initialised already."""
+    import ray as ray_module
+    from ray.util.queue import Queue
+
+    from .engine.ray_actors import ensure_ray
+    from .runner import write_run
+
+    started = ensure_ray(address, {})
+    refs: dict = {}
+    try:
+        events = Queue()
+        task = ray_module.remote(_ray_point)
+        refs = {task.options(num_cpus=_point_cpus(points[i].scenario)).remote(
+            i, points[i].scenario, points[i].variant, warmup, events): i for i in todo}
+        running: dict[int, float] = {}
+        ended: set[int] = set()
+        while refs:
+            ready, _ = ray_module.wait(list(refs), num_returns=1, timeout=0.5)
+            n = events.qsize()
+            for kind, i, when in events.get_nowait_batch(n) if n else []:
+                if kind == "start" and i not in ended:
+                    running[i] = when
+                elif kind == "end":
+                    ended.add(i)
+                    running.pop(i, None)
+            for ref in ready:
+                i = refs.pop(ref)
+                try:
+                    outcome = ray_module.get(ref)
+                except ray_module.exceptions.TaskCancelledError:
+                    raise KeyboardInterrupt from None
+                except Exception as exc:  # noqa: BLE001 - the task's worker died, say: that point failed
+                    outcome = _Outcome(error=f"{type(exc).__name__}: {exc}")
+                if outcome.error is None:
+                    outcome.tags = _ledger_tags(outcome.result.ledger)
+                    if run_dirs[i] is not None:
+                        write_run(outcome.result, run_dirs[i])
+                outcomes[i] = outcome
+                ended.add(i)
+                running.pop(i, None)
+                display.finished(outcome)
+            display.show(running)
+    except BaseException:
+        for ref in refs:
+            ray_module.cancel(ref, force=True)
         raise
     finally:
-        if bar is not None:
-            bar.close()
+        if started:
+            ray_module.shutdown()
 
 
-def _warm_up(points: list[SweepPoint], run) -> None:
-    """``warmup = true``: run each variant's first point for one iteration (one round of virtual time for gossip)
-    and discard it, so that one-time compilation (numba's event loop is compiled once per process) is not counted
-    in the wall time of the first recorded run."""
-    seen = set()
-    for p in points:
-        if p.variant in seen:
-            continue
-        seen.add(p.variant)
-        short = load_scenario(p.scenario.to_dict(), overrides={"stop.max_iterations": 1})
-        run(short, write=False, progress=False)
+def _collect(spec: SweepSpec, points: list[SweepPoint], outcomes: list[_Outcome], keys: list[str],
+             final_dir: Path | None, tmp_dir: Path | None) -> SweepResult:
+    """The sweep's rows, slopes, fits and trials, in grid order, from the points' recorded runs; a failed point is a
+    row with its error (and the others' rows say ``status = ok`` then)."""
+    from .runner import recorded
+
+    failed = any(o.error is not None for o in outcomes)
+    rows = []
+    for p, o in zip(points, outcomes):
+        if o.error is None:
+            if o.record is None:
+                o.record = recorded(o.result)
+            row = sweep_row(p, o.record, spec)
+            if failed:
+                row["status"] = "ok"
+        else:
+            error = o.error.replace(str(tmp_dir), str(final_dir)) if tmp_dir is not None else o.error
+            row = {"variant": p.variant, **p.values, "algorithm": p.scenario.algorithm.name, "status": "failed",
+                   "error": error}
+        rows.append(row)
+    ok = [r for r, o in zip(rows, outcomes) if o.error is None]
+    compare_to_first_variant(ok, keys)
+    slopes = eps_slopes(ok, keys)
+    return SweepResult(final_dir, rows, slopes, [o.result for o in outcomes], scaling=scaling_fits(spec, ok),
+                       trials=aggregate_trials(ok, keys, spec.trials) if spec.trials else [])
 
 
-def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: SweepResult, keys: list[str]):
+def _warm_up(scenario: Scenario, run) -> None:
+    """``warmup = true``: before a process runs a variant's first point, run that point for one iteration (one round
+    of virtual time for gossip) and discard it, so that one-time compilation (numba's event loop is compiled once per
+    process) is not counted in the wall time of the recorded run."""
+    short = load_scenario(scenario.to_dict(), overrides={"stop.max_iterations": 1})
+    run(short, write=False, progress=False)
+
+
+def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: SweepResult, keys: list[str],
+           outcomes: list[_Outcome]):
     from .report import plot_cost_vs_eps, plot_scaling, plot_sweep_curves
 
+    ok = [i for i, o in enumerate(outcomes) if o.error is None]
+    ok_rows = [result.rows[i] for i in ok]
     cols = _columns(result.rows, keys)
     extra = sorted({k for r in result.rows for k in r} - set(cols))
     with open(directory / "sweep.csv", "w") as f:
         f.write(",".join(cols + extra) + "\n")
         f.writelines(",".join(_csv(r.get(c)) for c in cols + extra) + "\n" for r in result.rows)
-    text = [f"# sweep {points[0].scenario.name}" + (f": {spec.title}" if spec.title else ""), "",
-            markdown_table(result.rows, cols)]
+    text = [f"# sweep {points[0].scenario.name}" + (f": {spec.title}" if spec.title else ""), ""]
+    if len(ok) < len(points):
+        text += [f"{len(points) - len(ok)} of {len(points)} points failed: their rows have status = failed and the "
+                 "error; the slopes, fits and figures are made from the others.", ""]
+    text += [markdown_table(result.rows, cols)]
     if result.slopes:
         scols = list(dict.fromkeys(k for s in result.slopes for k in s))
         text += ["", "## slope of communication against 1/eps (log-log least squares)", "",
@@ -543,7 +913,7 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
             f.write(",".join(tcols) + "\n")
             f.writelines(",".join(_csv(t.get(c)) if not isinstance(t.get(c), list) else
                                  _csv(" ".join(map(str, t[c]))) for c in tcols) + "\n" for t in result.trials)
-    tags = _tag_table(points, result.runs)
+    tags = _tag_table(points, [o.tags for o in outcomes])
     if tags:
         text += ["", "## communication by message tag", "", tags]
     (directory / "sweep.md").write_text("\n".join(text) + "\n")
@@ -551,15 +921,17 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
     (directory / "sweep.json").write_text(jsonio.dumps(
         {"spec": spec.model_dump(), "slopes": result.slopes, "scaling": result.scaling, "trials": result.trials,
          "rows": result.rows}, default=_plain))
+    if not ok:
+        return
     if "eps" in keys:
-        plot_cost_vs_eps(result.rows, result.slopes, directory / "cost_vs_eps.png",
+        plot_cost_vs_eps(ok_rows, result.slopes, directory / "cost_vs_eps.png",
                          title=spec.title or points[0].scenario.name, group_keys=[k for k in keys if k != "eps"],
                          metric=spec.target_metric)
     if result.scaling:
-        plot_scaling(result.rows, result.scaling, directory / "scaling.png", x=spec.against,
-                     ys=against_y(spec, result.rows), by=spec.against_by,
+        plot_scaling(ok_rows, result.scaling, directory / "scaling.png", x=spec.against,
+                     ys=against_y(spec, ok_rows), by=spec.against_by,
                      title=spec.title or points[0].scenario.name)
-    runs = [(p, r.metrics, r.summary.get("comm_unit")) for p, r in zip(points, result.runs)]
+    runs = [(points[i], outcomes[i].record.metrics, outcomes[i].record.summary.get("comm_unit")) for i in ok]
     plot_sweep_curves(runs, directory / "curves.png", y=spec.plot, x=spec.x, title=spec.title or points[0].scenario.name,
                       trials=spec.trials)
     for fig in spec.figures:

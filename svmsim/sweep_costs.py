@@ -141,8 +141,9 @@ def sweep_row(point, result, spec=None) -> dict:
                            "stop_reason": result.stop_reason, "iterations": final.get("iteration"),
                            "rounds": summary.get("rounds"), "scalars": final.get("scalars", 0),
                            "comm_units": final.get("comm_units", 0.0), "wall_time": final.get("wall_time")}
-    if result.ledger is not None:
-        row["messages"] = result.ledger.totals["messages"]
+    totals = result.ledger.totals if result.ledger is not None else summary.get("ledger")
+    if totals is not None:                           # a run read back from its directory has the totals only
+        row["messages"] = totals["messages"]
     if summary.get("virtual_time") is not None:
         row["virtual_time"] = summary["virtual_time"]
     faults = summary.get("faults")

@@ -1,0 +1,266 @@
+"""`svmsim sweep --jobs N` and `--resume`: the same files whatever runs the points and in whatever order they
+finish, a failing point recorded while the others go on, and an interrupted sweep continued to the same files."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from svmsim import runner
+from svmsim.cli import main
+from svmsim.runner import read_run, recorded
+from svmsim.sweep import SweepInterrupted, plan_sweep, run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# iris, Saddle-DSVC with 3 clients: about a second a point; k = 200 clients is more than iris's 150 points, which
+# only the run finds out (the partition), so those points fail while the others complete
+SWEEP = """\
+name = "sweep-par"
+seed = 0
+[data]
+name = "iris"
+[partition]
+scheme = "stratified"
+[algorithm]
+name = "saddle-dsvc"
+clients = 3
+[stop]
+max_iterations = 200000
+[output]
+eval_every = 25
+progress = false
+[sweep.grid]
+eps = [1e-1, 1e-2]
+k = [3, 200]
+"""
+
+
+@pytest.fixture
+def sweep_file(tmp_path):
+    path = tmp_path / "sweep.toml"
+    path.write_text(SWEEP)
+    return path
+
+
+def _mask_table_columns(lines: list[str], sep: str) -> list[str]:
+    """Blank the cells of columns whose header names a wall time (one table: header first)."""
+    out = []
+    wall: set[int] = set()
+    for line in lines:
+        cells = line.split(sep)
+        if any("wall_time" in c for c in cells):
+            wall = {i for i, c in enumerate(cells) if "wall_time" in c}
+            out.append(line)
+            continue
+        out.append(sep.join("" if i in wall else c for i, c in enumerate(cells)))
+    return out
+
+
+def _mask_json(value):
+    if isinstance(value, dict):
+        return {k: (None if "wall_time" in k else _mask_json(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_json(v) for v in value]
+    return value
+
+
+def _masked(path: Path):
+    """A file's content with its wall-time values blanked (the only thing that may differ between two runs)."""
+    if path.suffix == ".json":
+        return _mask_json(json.loads(path.read_text()))
+    if path.suffix == ".csv":
+        rows = list(csv.reader(io.StringIO(path.read_text())))
+        wall = {i for i, c in enumerate(rows[0]) if "wall_time" in c}
+        return [rows[0]] + [["" if i in wall else c for i, c in enumerate(r)] for r in rows[1:]]
+    if path.suffix == ".md":
+        return _mask_table_columns(path.read_text().splitlines(), " | ")
+    if path.name == "summary.txt":
+        lines = path.read_text().splitlines()
+        cut = lines[0].find("wall_time")
+        return [line[:cut] for line in lines] if cut >= 0 else lines
+    return path.read_bytes()
+
+
+def _tree(directory: Path) -> dict[str, object]:
+    return {str(p.relative_to(directory)): _masked(p) for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def assert_same_files(a: Path, b: Path) -> None:
+    ta, tb = _tree(a), _tree(b)
+    assert sorted(ta) == sorted(tb)
+    for name in ta:
+        assert ta[name] == tb[name], name
+
+
+def test_jobs_2_writes_the_files_of_the_sequential_sweep_and_records_the_failing_points(sweep_file, tmp_path,
+                                                                                       capsys):
+    seq, par = tmp_path / "seq", tmp_path / "par"
+    assert main(["sweep", str(sweep_file), "--out", str(seq), "--no-progress"]) == 3
+    err = capsys.readouterr().err
+    assert "2 of 4 points failed" in err and "clients = 200 exceeds the number of training points" in err
+    res = run_sweep(sweep_file, out=par, progress=False, jobs=2)
+    assert_same_files(seq, par)
+    # grid order, whatever order the workers finished in; the failed points are rows with their error
+    assert [(r["eps"], r["k"], r["status"]) for r in res.rows] == [
+        (0.1, 3, "ok"), (0.1, 200, "failed"), (0.01, 3, "ok"), (0.01, 200, "failed")]
+    assert [r["k"] for r in res.failed] == [200, 200]
+    assert "exceeds the number of training points" in res.failed[0]["error"]
+    assert res.runs[1] is None and res.runs[0].ledger is not None
+    assert sorted(p.name for p in (par / "runs").iterdir()) == ["saddle-dsvc__eps=0.01__k=3",
+                                                              "saddle-dsvc__eps=0.1__k=3"]
+    md = (par / "sweep.md").read_text()
+    assert "2 of 4 points failed" in md and "| failed |" in md
+    rows = list(csv.DictReader(open(par / "sweep.csv")))
+    assert [r["status"] for r in rows] == ["ok", "failed", "ok", "failed"]
+    assert rows[0]["reached"] == "True" and rows[1]["cost_scalars"] == ""
+
+
+def test_a_sweep_without_failures_has_no_status_column(tmp_path):
+    spec = {"name": "ok", "seed": 0, "data": {"name": "iris"}, "partition": {"scheme": "stratified"},
+            "algorithm": {"name": "saddle-dsvc", "clients": 3}, "stop": {"max_iterations": 50},
+            "output": {"eval_every": 25, "progress": False}, "sweep": {"grid": {"k": [2, 3]}}}
+    res = run_sweep(spec, out=tmp_path / "sw", progress=False)
+    assert not res.failed and all("status" not in r for r in res.rows)
+    assert "status" not in (tmp_path / "sw" / "sweep.csv").read_text().splitlines()[0]
+
+
+def test_a_run_read_back_from_its_directory_is_the_recorded_run(tmp_path):
+    (_, points) = plan_sweep(SWEEP_DICT, [("eps", [1e-2])])
+    res = runner.run(points[0].scenario, out_dir=tmp_path / "run", progress=False)
+    back, mine = read_run(tmp_path / "run", points[0].scenario), recorded(res)
+    assert back.metrics == mine.metrics and back.summary == mine.summary and back.stop_reason == mine.stop_reason
+    assert back.metrics[-1]["rel_gap"] == res.metrics[-1]["rel_gap"]      # floats exactly, through their text
+    assert sorted(back.model) == sorted(mine.model)
+    other = plan_sweep(SWEEP_DICT, [("eps", [1e-1])])[1][0].scenario
+    with pytest.raises(ValueError, match="another scenario"):
+        read_run(tmp_path / "run", other)
+    (tmp_path / "run" / "metrics.csv").unlink()
+    with pytest.raises(ValueError, match="has no metrics.csv"):
+        read_run(tmp_path / "run", points[0].scenario)
+
+
+SWEEP_DICT = {"name": "sweep-par", "seed": 0, "data": {"name": "iris"}, "partition": {"scheme": "stratified"},
+              "algorithm": {"name": "saddle-dsvc", "clients": 3}, "stop": {"max_iterations": 200000},
+              "output": {"eval_every": 25, "progress": False}}
+
+
+def test_resume_reruns_only_the_points_without_a_finished_run(sweep_file, tmp_path, monkeypatch):
+    full = tmp_path / "full"
+    run_sweep(sweep_file, out=full, progress=False)
+    again = tmp_path / "again"
+    shutil.copytree(full, again)
+    kept = again / "runs" / "saddle-dsvc__eps=0.1__k=3"
+    damaged = again / "runs" / "saddle-dsvc__eps=0.01__k=3"
+    (damaged / "ledger_rounds.csv").unlink()                     # a run directory partly removed
+    (again / "runs" / "stale-point").mkdir()                     # not a point of this sweep
+    before = {p.name: p.stat().st_mtime_ns for p in kept.iterdir()}
+    ran = []
+    real = runner.run
+
+    def counting(scenario, **kw):
+        ran.append(kw["out_dir"].name)
+        return real(scenario, **kw)
+
+    monkeypatch.setattr(runner, "run", counting)
+    res = run_sweep(sweep_file, out=again, progress=False, resume=True)
+    # the damaged point and the two failed ones ran again; the finished one was read back, its files untouched
+    assert ran == ["saddle-dsvc__eps=0.1__k=200", "saddle-dsvc__eps=0.01__k=3", "saddle-dsvc__eps=0.01__k=200"]
+    assert {p.name: p.stat().st_mtime_ns for p in kept.iterdir()} == before
+    assert res.runs[0].ledger is None and res.runs[0].run_dir == kept       # read back: the totals are in summary
+    assert_same_files(full, again)
+    assert not list(tmp_path.glob(".*incomplete"))
+
+
+def test_an_interrupted_sweep_keeps_its_finished_points_and_resumes_to_the_same_files(sweep_file, tmp_path,
+                                                                                     monkeypatch):
+    full = tmp_path / "full"
+    run_sweep(sweep_file, out=full, progress=False)
+    real = runner.run
+    calls = []
+
+    def interrupted_third(scenario, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(scenario, **kw)
+
+    monkeypatch.setattr(runner, "run", interrupted_third)
+    out = tmp_path / "sw"
+    with pytest.raises(SweepInterrupted) as info:
+        run_sweep(sweep_file, out=out, progress=False)
+    assert (info.value.done, info.value.total) == (2, 4)
+    assert not out.exists() and info.value.directory == tmp_path / ".sw.incomplete"
+    assert [p.name for p in (info.value.directory / "runs").iterdir()] == ["saddle-dsvc__eps=0.1__k=3"]
+    monkeypatch.setattr(runner, "run", real)
+    run_sweep(sweep_file, out=out, progress=False, resume=True)
+    assert_same_files(full, out)
+
+
+def test_sigint_stops_the_workers_and_resume_finishes_the_sweep(tmp_path):
+    """A real Ctrl-C to `svmsim sweep --jobs 2`: the sweep exits 130 and says where its finished points are; no
+    directory looks finished; --resume ends with the files of an uninterrupted sweep."""
+    path = tmp_path / "seeds.toml"
+    path.write_text(SWEEP.replace("eps = [1e-1, 1e-2]\nk = [3, 200]", "seed = [0, 1, 2, 3]")
+                    .replace("max_iterations = 200000", "max_iterations = 200000\ngap = 1e-2"))
+    out = tmp_path / "sw"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "svmsim.cli", "sweep", str(path), "--jobs", "2", "--out", str(out),
+                             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=tmp_path)
+    runs = tmp_path / ".sw.incomplete" / "runs"
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if runs.is_dir() and any(not p.name.startswith(".") for p in runs.iterdir()):
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 130, err
+    assert "interrupted after" in err and "--resume --out" in err and "Traceback" not in err
+    assert not out.exists()
+    finished = [p.name for p in runs.iterdir() if not p.name.startswith(".")]
+    assert 1 <= len(finished) < 4
+    res = run_sweep(path, out=out, progress=False, resume=True, jobs=2)
+    assert not res.failed and len(res.rows) == 4
+    seq = tmp_path / "seq"
+    run_sweep(path, out=seq, progress=False)
+    assert_same_files(seq, out)
+
+
+def test_bad_jobs_and_resume_arguments_get_clear_errors(sweep_file, tmp_path, capsys):
+    assert main(["sweep", str(sweep_file), "--jobs", "0", "--out", str(tmp_path / "a")]) == 2
+    assert "jobs = 0 is invalid; allowed: an integer >= 1" in capsys.readouterr().err
+    assert main(["sweep", str(sweep_file), "--resume"]) == 2
+    assert "--resume needs the sweep directory" in capsys.readouterr().err
+    assert main(["sweep", str(sweep_file), "--resume", "--no-runs", "--out", str(tmp_path / "b")]) == 2
+    assert "from their run directories; allowed: --resume without" in capsys.readouterr().err
+    assert main(["sweep", str(sweep_file), "--jobs", "2", "--engine", "ray", "--out", str(tmp_path / "c")]) == 2
+    assert "runs on a Ray engine" in capsys.readouterr().err
+    assert main(["sweep", str(sweep_file), "--jobs", "2", "--ray", "--out", str(tmp_path / "d")]) == 2
+    assert "--ray and --jobs 2 both say where the points run" in capsys.readouterr().err
+    assert main(["sweep", str(sweep_file), "--address", "auto", "--out", str(tmp_path / "e")]) == 2
+    assert "allowed: --address with" in capsys.readouterr().err
+    assert not any(p.name != "sweep.toml" for p in tmp_path.iterdir())
+
+
+@pytest.mark.ray
+def test_ray_tasks_write_the_files_of_the_sequential_sweep(sweep_file, tmp_path, ray_local):
+    """--ray: each point a Ray task (on the session's Ray, which the sweep leaves running); the run directories are
+    written by the sweep from the runs the tasks return, the same files as a sweep run here."""
+    seq, on_ray = tmp_path / "seq", tmp_path / "ray"
+    run_sweep(sweep_file, out=seq, progress=False)
+    res = run_sweep(sweep_file, out=on_ray, progress=False, ray=True)
+    assert_same_files(seq, on_ray)
+    assert [r["k"] for r in res.failed] == [200, 200] and ray_local.is_initialized()
+    assert res.runs[0].run_dir == on_ray / "runs" / "saddle-dsvc__eps=0.1__k=3"
