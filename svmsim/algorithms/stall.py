@@ -60,7 +60,7 @@ class StallWatch:
 class CertificateStall:
     """Says why a run cannot reach its certified target: its certified gap has stalled (`StallWatch`, after
     `patience` iterations) while its primal objective has converged (the best primal of the second half is within
-    PRIMAL_SHARE of the gap of the first half's). `update` returns the reason once, then None; `explain` (optional,
+    PRIMAL_SHARE of the gap of the first half's; gap and primal in the same units). `update` returns the reason once, then None; `explain` (optional,
     called with no argument when a stall is found) adds where the gap lies."""
 
     def __init__(self, patience: int, explain=None, unit: str = "iterations"):
