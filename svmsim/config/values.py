@@ -21,7 +21,7 @@ TOP_KEYS = ("name", "description", "seed")
 
 #: Keys of ``[data]`` that only apply to ``name = "synthetic"`` (forwarded to the generator).
 SYNTHETIC_KEYS = ("kind", "n", "d", "beta", "flip_band", "density", "zero_plane", "positive_class", "noise",
-                  "positive_fraction", "max_norm")
+                  "positive_fraction", "max_norm", "zero_rows", "duplicates", "constant")
 
 #: Engines that run on Ray (``engine.address`` joins an existing Ray cluster).
 RAY_ENGINES = ("ray", "ray-cgraph")
