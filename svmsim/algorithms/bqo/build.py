@@ -177,7 +177,9 @@ def build_distributed(name: str, params: DistributedParams, problem):
 
     def evaluate(obs):
         alpha, w, it, last = gather(obs)
-        return evaluator.metrics(w, alpha, it, eta=float(last[0]))
+        in_rows = np.empty(ds.n)
+        in_rows[order] = alpha                 # alpha_i beside row i of X (the workers hold them by block)
+        return evaluator.metrics(w, in_rows, it, eta=float(last[0]))
 
     def declared(obs):
         """Every completed iteration's all-reduce, and the steps of the one under way."""
