@@ -298,9 +298,11 @@ def test_an_uncertified_reference_says_so():
 
     ds = make_dataset({"name": "heart_scale"})
     objective._CACHE.clear()
-    with pytest.warns(RuntimeWarning, match=r"certified only to .* after max_epochs = 10 epochs"):
+    with pytest.warns(RuntimeWarning, match=r"certified only to .* after 10 epochs .*cause: its budget of "
+                                             r"max_epochs = 10 epochs ran out"):
         ref = reference_optimum(ds.X, ds.y, 7.0, "hinge", max_epochs=10)
-    assert ref.rel_uncertainty > 1e-8
+    assert ref.rel_uncertainty > 1e-8 and not ref.certified
+    assert not objective._CACHE                                   # never kept
 
 
 def test_line_topology_takes_the_ring_only_for_two_workers():

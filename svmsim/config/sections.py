@@ -86,6 +86,13 @@ class DataSection(SectionModel):
                                                                          "points in the +1 class")
     max_norm: float | None = Field(None, ge=1, description="synthetic data: every row is scaled by a factor drawn "
                                                           "uniformly from [1, max_norm]")
+    zero_rows: float | None = Field(None, ge=0, le=1, description="synthetic data: the fraction of the rows that "
+                                                                 "are all zero")
+    duplicates: float | None = Field(None, ge=0, le=1, description="synthetic data: the fraction of the rows that "
+                                                                  "are exact copies of other rows")
+    constant: float | None = Field(None, allow_inf_nan=False, description="synthetic data: the value of the "
+                                                                          "constant feature on every row that is not "
+                                                                          "all zero (0: no constant feature)")
 
     @field_validator("name", "data_dir", "test", mode="before")
     @classmethod

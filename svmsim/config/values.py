@@ -21,7 +21,7 @@ TOP_KEYS = ("name", "description", "seed")
 
 #: Keys of ``[data]`` that only apply to ``name = "synthetic"`` (forwarded to the generator).
 SYNTHETIC_KEYS = ("kind", "n", "d", "beta", "flip_band", "density", "zero_plane", "positive_class", "noise",
-                  "positive_fraction", "max_norm")
+                  "positive_fraction", "max_norm", "zero_rows", "duplicates", "constant")
 
 #: The kind of synthetic data generated when ``[data] kind`` is not given.
 DEFAULT_SYNTHETIC_KIND = "separable"

@@ -211,6 +211,55 @@ def make_tiny_margin(n: int, d: int, density: float = 0.05, positive_fraction: f
     return (X, y, info) if return_info else (X, y)
 
 
+def make_awkward_sparse(n: int, d: int, density: float = 0.1, zero_rows: float = 0.05, duplicates: float = 0.05,
+                        constant: float = 0.5, flip_band: float = 0.1, seed: int = 0, return_info: bool = False):
+    """Sparse non-separable data with the shapes that real sparse sets (w8a, a9a, rcv1) have and clean generators
+    lack: all-zero rows (Q_ii = 0 in the dual), exact duplicate rows and a constant feature.
+
+    The rows are :func:`make_sparse_nonseparable`'s on ``d - 1`` columns (``d`` when ``constant = 0``) with labels
+    from the same random plane; then ``round(zero_rows*n)`` of them lose every value (they keep their label),
+    ``round(duplicates*n)`` rows are exact copies of other rows (same label) and, unless ``constant = 0``, the last
+    column holds ``constant`` on every row that is not all-zero (a bias column, as one-hot encoded sets carry). The
+    rows come in a random order. ``info``: zero_rows (their indices), duplicate_of (index pairs (copy, original)),
+    constant_column (its index, or None), and the generator's plane.
+    """
+    zero_rows = _check_unit("zero_rows", zero_rows)
+    duplicates = _check_unit("duplicates", duplicates)
+    if not (math.isfinite(constant)):
+        raise ScenarioError(f"synthetic data: constant = {constant!r} is out of range: it must be a finite number")
+    n, d = _check_size(n, d, min_n=4, density=density)
+    with_constant = constant != 0
+    if with_constant and d < 2:
+        raise ScenarioError(f"synthetic data: d = {d} is invalid with a constant feature: it must be >= 2")
+    n_dup = min(int(round(duplicates * n)), n - 2)
+    n_base = n - n_dup
+    X, y, info = make_sparse_nonseparable(n_base, d - 1 if with_constant else d, density, flip_band, seed,
+                                          return_info=True)
+    rng = np.random.default_rng([int(seed), 1])
+    n_zero = min(int(round(zero_rows * n)), n_base - 2)
+    zero = rng.choice(n_base, size=n_zero, replace=False)
+    keep = np.ones(n_base, dtype=bool)
+    keep[zero] = False
+    X = sp.csr_matrix(sp.diags(keep.astype(np.float64)) @ X)
+    X.eliminate_zeros()
+    originals = rng.choice(np.flatnonzero(keep), size=n_dup, replace=True)
+    X = sp.vstack([X, X[originals]]).tocsr()
+    y = np.concatenate([y, y[originals]])
+    nonzero = np.concatenate([keep, np.ones(n_dup, dtype=bool)])
+    if with_constant:
+        X = sp.hstack([X, sp.csr_matrix(np.where(nonzero, float(constant), 0.0)[:, None])]).tocsr()
+        X.eliminate_zeros()
+    order = rng.permutation(n)
+    where = np.empty(n, dtype=np.int64)
+    where[order] = np.arange(n)
+    X, y = sp.csr_matrix(X[order]), y[order]
+    X.sort_indices()
+    info.update(zero_rows=np.sort(where[zero]),
+                duplicate_of=np.stack([where[n_base + np.arange(n_dup)], where[originals]], axis=1),
+                constant_column=(d - 1) if with_constant else None)
+    return (X, y, info) if return_info else (X, y)
+
+
 def make_bmrm_lower_bound(d: int = 64, zero_plane: bool = True, seed: int = 0, return_info: bool = False):
     """Paper 004's lower-bound instance for BMRM (section 3), corrected (notes-004 section 2.2, fix 2): the d
     planes a_i = the columns of H_d / sqrt(d) (Sylvester's Hadamard matrix, so orthonormal) with a zero plane,
@@ -297,6 +346,7 @@ SYNTHETIC_KINDS = {
     "nonseparable": make_nonseparable,
     "sparse_nonseparable": make_sparse_nonseparable,
     "tiny_margin": make_tiny_margin,
+    "awkward_sparse": make_awkward_sparse,
     "bmrm_lower_bound": make_bmrm_lower_bound,
     "mnist_shaped": make_mnist_shaped,
 }

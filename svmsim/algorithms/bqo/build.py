@@ -17,12 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...core.metrics import relative_gap
 from ...program import RoleSpec
 from ..allreduce import AllreducePattern, check_problem, declared_scalars, pattern_field, worker_layout
+from ..stall import CertificateStall
 from .objective import (
     as_csr,
     dual_objective,
     loss_constants,
     primal_objective,
     reference_optimum,
+    where_the_gap_lies,
 )
 from .protocol import ADD, ARMIJO, AVERAGE, EXACT
 from .workers import Method, WorkerProgram, allreduce_plan
@@ -82,6 +84,9 @@ METHODS = {
 }
 
 
+#: iterations after which a certified gap that has stopped falling, with the primal converged, stops a run with
+#: its diagnosis (`algorithms.stall`)
+STALL_PATIENCE = 200
 
 
 class Evaluator:
@@ -91,19 +96,23 @@ class Evaluator:
     of (1)), objective (pocket primal), rel_dual (eq. 28), rel_primal (pocket), duality_gap (pocket primal + dual),
     gap_per_cn (eq. 27 with the pocket primal: the duality gap over C n), rel_gap (the certified relative duality
     gap of `svmsim.core.metrics`, with gap_upper = the pocket primal and gap_lower = -f(alpha)), accuracies of the
-    pocket w."""
+    pocket w. A certified gap that stalls while the pocket primal has converged adds a ``diagnosis`` naming where
+    the gap lies (the run stops); an uncertified reference leaves rel_dual and rel_primal NaN (never a stop
+    target)."""
 
     def __init__(self, X, y, C: float, loss: str, X_test=None, y_test=None):
         self.X, self.y, self.C, self.loss = X, y, float(C), loss
         self.s, self.upper = loss_constants(loss, C)
         self.X_test, self.y_test = X_test, y_test
         self.ref = reference_optimum(X, y, C, loss)
+        self.stall = CertificateStall(STALL_PATIENCE, explain=lambda: where_the_gap_lies(X, y, self.alpha, C, loss))
+        self.alpha = None
         self.pocket_primal, self.pocket_w, self.pocket_iteration = math.inf, np.zeros(X.shape[1]), 0
 
     def metrics(self, w: np.ndarray, alpha: np.ndarray | None, iteration: int, eta: float | None = None) -> dict:
         """Metrics of the pair (w = X^T Y alpha, alpha); alpha None: a primal method's w, with the dual point of the
         L2 loss's optimality conditions alpha_i = 2C max(0, 1 - y_i w^T x_i) (feasible: U = inf)."""
-        f_star = self.ref.f_star
+        f_star = self.ref.f_star if self.ref.certified else math.nan     # an uncertified reference is no target
         margins = np.asarray(self.X @ w).ravel() * self.y
         primal = primal_objective(self.X, self.y, w, self.C, self.loss, margins)
         if alpha is None:
@@ -120,6 +129,10 @@ class Evaluator:
                "gap_per_cn": (best + dual) / (self.C * self.X.shape[0]),
                "rel_gap": relative_gap(best, -dual), "gap_upper": best, "gap_lower": -dual,
                "train_accuracy": float(np.mean(np.asarray(self.X @ self.pocket_w).ravel() * self.y > 0))}
+        self.alpha = alpha
+        why = self.stall.update(iteration, best + dual, best)
+        if why:
+            out["diagnosis"] = why
         if eta is not None:
             out["eta"] = eta
         if self.X_test is not None and self.y_test is not None and len(self.y_test):
@@ -129,9 +142,12 @@ class Evaluator:
 
     def info(self) -> dict:
         r = self.ref
+        source = (f"svmsim dual coordinate descent, {r.epochs} epochs, certified by its duality gap" if r.certified
+                  else f"none: svmsim's dual coordinate descent failed its certificate after {r.epochs} epochs "
+                       f"({r.cause}); rel_dual and rel_primal are NaN")
         return {"C": self.C, "loss": self.loss, "s": self.s, "U": self.upper if math.isfinite(self.upper) else "inf",
-                "f_star": r.f_star, "f_star_rel_uncertainty": r.rel_uncertainty,
-                "f_star_source": f"svmsim dual coordinate descent, {r.epochs} epochs, certified by its duality gap"}
+                "f_star": r.f_star if r.certified else math.nan, "f_star_rel_uncertainty": r.rel_uncertainty,
+                "f_star_source": source}
 
 
 def build_distributed(name: str, params: DistributedParams, problem):
@@ -166,7 +182,9 @@ def build_distributed(name: str, params: DistributedParams, problem):
 
     def evaluate(obs):
         alpha, w, it, last = gather(obs)
-        return evaluator.metrics(w, alpha, it, eta=float(last[0]))
+        in_rows = np.empty(ds.n)
+        in_rows[order] = alpha                 # alpha_i beside row i of X (the workers hold them by block)
+        return evaluator.metrics(w, in_rows, it, eta=float(last[0]))
 
     def declared(obs):
         """Every completed iteration's all-reduce, and the steps of the one under way."""

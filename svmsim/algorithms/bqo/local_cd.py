@@ -171,8 +171,11 @@ def shrinking_epoch(indptr, indices, data, y, qd, alpha, active, n_active, w, s,
             pg = grad
         pg_max = max(pg_max, pg)
         pg_min = min(pg_min, pg)
-        if abs(pg) > PG_TOLERANCE and qd[i] > 0.0:
-            a_new = min(max(alpha[i] - grad / qd[i], 0.0), upper)
+        if abs(pg) > PG_TOLERANCE:
+            if qd[i] > 0.0:
+                a_new = min(max(alpha[i] - grad / qd[i], 0.0), upper)
+            else:                  # an all-zero row of the L1 loss (Q_ii = 0): the gradient is -1, go to the bound
+                a_new = upper if grad < 0.0 else 0.0
             delta = a_new - alpha[i]
             if delta != 0.0:
                 alpha[i] = a_new

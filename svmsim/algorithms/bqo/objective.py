@@ -17,9 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..stall import CertificateStall
 from .local_cd import ShrinkingCD
 
-__all__ = ["LOSSES", "Reference", "dual_objective", "loss_constants", "primal_objective", "reference_optimum"]
+__all__ = ["LOSSES", "Reference", "dual_objective", "loss_constants", "primal_objective", "reference_optimum",
+           "row_gaps", "where_the_gap_lies"]
 
 #: scenario names of the two losses (the paper's L1-SVM and L2-SVM)
 LOSSES = ("hinge", "squared_hinge")
@@ -51,14 +53,26 @@ def as_csr(X) -> sp.csr_matrix:
     return X
 
 
+#: the reference solver gives up, naming the cause, when its certificate has not improved for this many epochs
+REFERENCE_PATIENCE = 2000
+
+
 @dataclass(frozen=True)
 class Reference:
-    """A certified optimum: f* lies in [lower, upper] = [-f^P(w), f(alpha)] of the best pair found."""
+    """A reference optimum: f* lies in [lower, upper] = [-f^P(w), f(alpha)] of the best pair found. It is
+    `certified` when that interval is within the asked relative tolerance; otherwise `cause` says why not, and it
+    is neither cached nor used as a target."""
 
     dual: float          # f(alpha) of the reference (the estimate of f*; f* <= dual)
     primal: float        # f^P(w) of the reference (f* >= -primal)
     epochs: int
     w: np.ndarray
+    alpha: np.ndarray | None = None   # the dual point of `dual` (kept on disk, so a cached file is re-certified)
+    cause: str | None = None          # None: certified; else why the certificate failed
+
+    @property
+    def certified(self) -> bool:
+        return self.cause is None
 
     @property
     def f_star(self) -> float:
@@ -70,7 +84,41 @@ class Reference:
         return (self.primal + self.dual) / abs(self.dual) if self.dual else math.inf
 
 
+def row_gaps(X, y: np.ndarray, alpha: np.ndarray, C: float, loss: str) -> np.ndarray:
+    """Each row's share of the duality gap f^P(w) + f(alpha) at w = X^T Y alpha (every share >= 0; they sum to the
+    gap): C xi_i - alpha_i (1 - m_i) for L1, C xi_i^2 + alpha_i^2 / (4C) - alpha_i (1 - m_i) for L2, m_i =
+    y_i w^T x_i. Where the gap lies tells why a certificate does not close."""
+    w = np.asarray(X.T @ (y * alpha)).ravel()
+    m = y * np.asarray(X @ w).ravel()
+    xi = np.maximum(0.0, 1.0 - m)
+    if loss == "hinge":
+        return C * xi - alpha * (1.0 - m)
+    return C * xi * xi + alpha * alpha / (4.0 * C) - alpha * (1.0 - m)
+
+
+def where_the_gap_lies(X, y: np.ndarray, alpha: np.ndarray, C: float, loss: str) -> str | None:
+    """A sentence on the rows that carry the duality gap of (alpha, X^T Y alpha): the all-zero rows' share (their
+    Q_ii is 0 for L1, the case a coordinate step divides by), and how few rows carry 90% of it."""
+    X = as_csr(X)
+    rows = row_gaps(X, y, alpha, C, loss)
+    total = float(rows.sum())
+    if not total > 0:
+        return None
+    parts = []
+    empty = np.diff(X.indptr) == 0
+    if empty.any() and rows[empty].sum() >= 0.01 * total:
+        parts.append(f"{int(empty.sum())} all-zero rows (Q_ii = 0) carry {rows[empty].sum() / total:.0%} of the gap")
+    order = np.argsort(rows)[::-1]
+    k = int(np.searchsorted(np.cumsum(rows[order]), 0.9 * total)) + 1
+    parts.append(f"{min(k, rows.size)} of {rows.size} rows carry 90% of the gap (largest: row {int(order[0])}, "
+                 f"{rows[order[0]]:.3g} of {total:.3g})")
+    return "; ".join(parts)
+
+
 _CACHE: dict[tuple, Reference] = {}
+
+#: the on-disk format: bumped when an older file may hold a reference that this version would not certify
+_FORMAT = "v2"
 
 
 def _fingerprint(X: sp.csr_matrix, y: np.ndarray) -> str:
@@ -91,23 +139,38 @@ def _cache_file(key: tuple):
     if base == "":
         return None
     root = Path(base) if base else Path.home() / ".cache" / "svmsim"
-    return root / "references" / (f"{key[0]}-C{key[1]!r}-{key[2]}-tol{key[3]!r}.npz")
+    return root / "references" / (f"{key[0]}-C{key[1]!r}-{key[2]}-tol{key[3]!r}-{_FORMAT}.npz")
 
 
-def _load(path) -> Reference | None:
+def _load(path, X, y: np.ndarray, C: float, loss: str, rel_tol: float) -> Reference | None:
+    """A kept reference, certified again on the data (its primal at w and its dual at alpha recomputed); None when
+    the file is unreadable, of another shape, or its certificate fails."""
     try:
         with np.load(path) as z:
-            return Reference(dual=float(z["dual"]), primal=float(z["primal"]), epochs=int(z["epochs"]), w=z["w"])
+            w, alpha, epochs = np.asarray(z["w"], np.float64), np.asarray(z["alpha"], np.float64), int(z["epochs"])
     except (OSError, KeyError, ValueError):
         return None
+    if w.shape != (X.shape[1],) or alpha.shape != (X.shape[0],):
+        return None
+    s, upper = loss_constants(loss, C)
+    if not (np.all(alpha >= 0.0) and np.all(alpha <= upper)):
+        return None
+    dual = dual_objective(np.asarray(X.T @ (y * alpha)).ravel(), alpha, s)
+    primal = primal_objective(X, y, w, C, loss)
+    if not primal + dual <= rel_tol * abs(dual):
+        return None
+    return Reference(dual=dual, primal=primal, epochs=epochs, w=w, alpha=alpha)
 
 
 def reference_optimum(X, y: np.ndarray, C: float, loss: str, rel_tol: float = 1e-8, max_epochs: int = 500_000,
                       seed: int = 0) -> Reference:
     """The dual optimum f* of (2), by shuffled dual coordinate descent on one machine with LIBLINEAR's shrinking
-    until the duality gap (on every row) is at most `rel_tol` |f(alpha)|. Kept per data set (a hash of its arrays), C
-    and loss in this process and on disk (see `_cache_file`), so a sweep or a second run computes it once. Tests
-    hold it against LIBLINEAR (scikit-learn's LinearSVC)."""
+    until the duality gap (on every row, all-zero rows included) is at most `rel_tol` |f(alpha)|. Only a certified
+    reference is kept: per data set (a hash of its arrays), C and loss in this process and on disk (see
+    `_cache_file`; a kept file is certified again when read), so a sweep or a second run computes it once. A
+    reference that fails its certificate (its budget ran out, its certificate stalled, non-finite values) comes back
+    with `cause` set and a RuntimeWarning naming the cause, and is not kept. Tests hold it against LIBLINEAR
+    (scikit-learn's LinearSVC)."""
     X = as_csr(X)
     y = np.asarray(y, np.float64)
     key = (_fingerprint(X, y), float(C), loss, float(rel_tol))
@@ -116,37 +179,56 @@ def reference_optimum(X, y: np.ndarray, C: float, loss: str, rel_tol: float = 1e
         return hit
     path = _cache_file(key)
     if path is not None and path.is_file():
-        hit = _load(path)
-        if hit is not None and hit.w.shape == (X.shape[1],):
+        hit = _load(path, X, y, C, loss, rel_tol)
+        if hit is not None:
             _CACHE[key] = hit
             return hit
     s, upper = loss_constants(loss, C)
     cd = ShrinkingCD(X, y, s, upper, seed)
-    best_dual, best_primal, best_w = math.inf, math.inf, cd.w.copy()
+    best_dual, best_primal, best_w, best_alpha = math.inf, math.inf, cd.w.copy(), cd.alpha.copy()
+    stall = CertificateStall(REFERENCE_PATIENCE, unit="epochs",
+                             explain=lambda: where_the_gap_lies(X, y, cd.alpha, C, loss))
+    cause = None
     check = 10
-    while cd.epochs < max_epochs:
-        for _ in range(check):
+    while True:
+        for _ in range(min(check, max_epochs - cd.epochs)):
             cd.epoch()
         w_exact = np.asarray(X.T @ (y * cd.alpha)).ravel()      # no drift from the incremental updates
-        best_dual = min(best_dual, dual_objective(w_exact, cd.alpha, s))
+        dual = dual_objective(w_exact, cd.alpha, s)
+        if dual < best_dual:
+            best_dual, best_alpha = dual, cd.alpha.copy()
         primal = primal_objective(X, y, w_exact, C, loss)
         if primal < best_primal:
             best_primal, best_w = primal, w_exact
+        if not (math.isfinite(dual) and math.isfinite(primal)):
+            cause = "non-finite values (NaN or inf) in the data or the iterates"
+            break
         if best_primal + best_dual <= rel_tol * abs(best_dual):
+            break
+        why = stall.update(cd.epochs, best_primal + best_dual, best_primal)
+        if why:
+            cause = why
+            break
+        if cd.epochs >= max_epochs:
+            where = where_the_gap_lies(X, y, cd.alpha, C, loss)
+            cause = (f"its budget of max_epochs = {max_epochs} epochs ran out while the gap was still falling"
+                     + (f"; {where}" if where else ""))
             break
         cd.unshrink()                          # rows shrunk on a stale gradient get another look
         check = min(2 * check, 1000)
-    ref = Reference(dual=best_dual, primal=best_primal, epochs=cd.epochs, w=best_w)
-    if not ref.rel_uncertainty <= rel_tol:
-        warnings.warn(f"the reference optimum f* is certified only to {ref.rel_uncertainty:.2e} relative after "
-                      f"max_epochs = {max_epochs} epochs (asked: {rel_tol:g}); relative primal and dual errors "
-                      "below that are not meaningful", RuntimeWarning, stacklevel=2)
+    ref = Reference(dual=best_dual, primal=best_primal, epochs=cd.epochs, w=best_w, alpha=best_alpha, cause=cause)
+    if cause is not None:
+        warnings.warn(f"the reference optimum f* is not certified: certified only to {ref.rel_uncertainty:.2e} "
+                      f"relative after {cd.epochs} epochs (asked: {rel_tol:g}); cause: {cause}. It is not cached "
+                      "and not used as a target: relative errors against it (rel_dual, rel_primal) are reported as "
+                      "NaN; stop on the run's own certified gap instead", RuntimeWarning, stacklevel=2)
+        return ref
     _CACHE[key] = ref
     if path is not None:
         try:                                  # written whole under a temporary name, then renamed
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp.npz")
-            np.savez(tmp, dual=ref.dual, primal=ref.primal, epochs=ref.epochs, w=ref.w)
+            np.savez(tmp, dual=ref.dual, primal=ref.primal, epochs=ref.epochs, w=ref.w, alpha=ref.alpha)
             tmp.replace(path)
         except OSError:
             pass                              # a read-only home: the reference is recomputed next time

@@ -82,6 +82,10 @@ def optimum(X, y: np.ndarray, lam: float, risk: str = "hinge", zero_plane: bool 
                        "planes, notes-004 section 2.2, fix 1)")
     n = X.shape[0]
     ref = reference_optimum(X, y, 1.0 / (lam * n), "hinge")
+    if not ref.certified:                     # no target: primal_error and rel_primal are NaN
+        return Optimum(math.nan, ref.rel_uncertainty,
+                       f"none: svmsim's dual coordinate descent at C = 1/(lam n) failed its certificate after "
+                       f"{ref.epochs} epochs ({ref.cause})")
     return Optimum(-lam * ref.f_star, ref.rel_uncertainty,
                    f"svmsim dual coordinate descent at C = 1/(lam n), {ref.epochs} epochs, certified by its "
                    f"duality gap (relative {ref.rel_uncertainty:.1e})")

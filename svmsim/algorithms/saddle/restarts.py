@@ -2,50 +2,20 @@
 6, Lemma 3: the certificate reaches eps only with beta <= OPT, which nobody knows before solving).
 
 The single machine (`estimator.SaddleSVC`) and the server of Saddle-DSVC (`dsvc.SaddleServer`) both feed their
-certified gaps to one `StallWatch` and ask `lower_beta`, so the two restart at the same iterations with the same beta.
+certified gaps to one `StallWatch` (the general stall test, `algorithms.stall`) and ask `lower_beta`, so the two restart at the same iterations with the same beta.
 """
 from __future__ import annotations
 
-from array import array
+from ..stall import STALL_CHECKS, STALL_FACTOR, StallWatch
 
-import numpy as np
+__all__ = ["RESTART_MARGIN", "RESTART_RATIO", "SMOOTHING_REACH", "STALL_CHECKS", "STALL_FACTOR", "StallWatch",
+           "lower_beta"]
 
 #: a restart at least divides beta by RESTART_RATIO, aims RESTART_MARGIN below the gap asked for, and only follows a
 #: plateau within SMOOTHING_REACH * eps * beta of the optimum
 RESTART_RATIO = 2.0
 RESTART_MARGIN = 0.5
 SMOOTHING_REACH = 4.0
-#: ... and happens when, after at least STALL_CHECKS checks and 2T iterations, the best gap of the second half of
-#: the iterations since the last restart is above STALL_FACTOR times the best of the first half
-STALL_CHECKS = 8
-STALL_FACTOR = 0.9
-
-
-class StallWatch:
-    """The certified gaps of a run since its last restart, and beta = "auto"'s test of a stall."""
-
-    def __init__(self):
-        self.iterations, self.gaps = array("d"), array("d")
-        self.start = self.since = 0
-
-    def add(self, iteration: int, gap: float) -> None:
-        self.iterations.append(iteration)
-        self.gaps.append(gap)
-
-    def restart(self, iteration: int) -> None:
-        self.start, self.since = len(self.gaps), iteration
-
-    def stalled(self, patience: int) -> bool:
-        """Whether the gap has stopped improving since the last restart: after at least STALL_CHECKS checks and
-        `patience` iterations, the best gap of the second half of them is above STALL_FACTOR times the best of the
-        first half (a gap falling like 1/t halves when the iterations double, a geometric one falls further, a
-        plateau does not move; the best of each half smooths the noise of single certificates)."""
-        its = np.frombuffer(self.iterations)[self.start:]
-        gaps = np.frombuffer(self.gaps)[self.start:]
-        if its.size < STALL_CHECKS or its[-1] - self.since < patience:
-            return False
-        cut = int(np.searchsorted(its, self.since + (its[-1] - self.since) / 2, side="right"))
-        return 0 < cut < its.size and gaps[cut:].min() > STALL_FACTOR * gaps[:cut].min()
 
 
 def lower_beta(beta: float, info: dict, scale: float, eps: float, asked: float) -> float | None:
