@@ -25,7 +25,8 @@ from .deployment import Deployment, Problem, SingleMachineRun, observations_by_r
 from .engine import make_engine
 from .engine.base import Engine
 from .errors import EngineFailure
-from .faults import FaultPlan, declared_matches
+from .fault_plan import FaultPlan
+from .faults import declared_matches
 from .config import Scenario, load_scenario
 from .schedule.sync import StopReason, SyncScheduler
 from .topology import from_networkx
