@@ -1,7 +1,7 @@
 """The registry of topology kinds: each kind's `TopologySpec` (its builder and typed parameters), how a kind is
 found (built in, registered by `register_topology`, or provided by an installed plugin through the entry-point
-group ``svmsim.topologies``), and the checking of a kind's parameters (`resolve_params`). `svmsim.topology` fills
-`TOPOLOGIES` with the built-in kinds and builds the graphs."""
+group ``svmsim.topologies``), and the checking of a kind's parameters (`resolve_params`). `svmsim.topology_specs`
+fills `TOPOLOGIES` with the built-in kinds, and `svmsim.topology` builds the graphs."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-import networkx as nx
 import numpy as np
 
 from ..errors import TopologyError
@@ -58,7 +57,7 @@ class TopologySpec:
     """
 
     name: str
-    builder: Callable[..., nx.Graph]
+    builder: Callable[..., "networkx.Graph"]
     description: str
     params: Mapping[str, ParamSpec] = field(default_factory=dict)
     min_nodes: int = 2
