@@ -12,6 +12,7 @@ water             the water level: sort, selection (Algorithm 2 corrected), warm
 responses         the model and its maintained responses (train and test), one kernel row per step
 methods           SBP (Algorithm 1, and with a bias), kernel Pegasos, the Perceptron, SDCA: compiled loops
 reference         the certified no-bias SVM and nu = L(w*)/||w*|| (section 1.3 of the notes)
+params            scenario parameters (the ``[algorithm]`` keys; all that registering and validating import)
 kernel_problem    the kernel, lambda, nu, the budget and evaluation points from scenario keys
 build             the single-machine runs of SBP and the response baselines
 baselines_sklearn LIBSVM's SMO (`SVC`, evaluations estimated) and random Fourier features + LIBLINEAR
@@ -21,26 +22,20 @@ distributed       distributed SBP (notes-003 section 6, an extrapolation): serve
 """
 from __future__ import annotations
 
+from ...core.plugins import deferred
 from ..registry import AlgorithmInfo, Conformance, register
-from .baselines_sklearn import LibsvmParams, RFFParams, build_libsvm, build_rff
-from .build import (
-    PegasosParams,
-    PerceptronParams,
-    SBPParams,
-    SDCAParams,
-    build_baseline,
-    build_sbp,
-)
-from .distributed import DSBPParams, build_dsbp
+from .params import DSBPParams, LibsvmParams, PegasosParams, PerceptronParams, RFFParams, SBPParams, SDCAParams
 
 __all__ = ["KernelPegasosClassifier", "KernelPerceptron", "KernelSDCAClassifier", "SBPClassifier"]
 
 _PAPER = "003_abc85793f1499775.txt"
 _SINGLE = ("star", "complete")
+# the builds, imported when a run is built (registering the algorithms and validating a scenario import no numerics)
+_build_baseline = deferred("svmsim.algorithms.sbp.build:build_baseline")
 
 register(AlgorithmInfo(
     name="sbp", family="sbp", paper=f"{_PAPER}, Algorithm 1 (Algorithm 3 with bias = true; both corrected)",
-    distributed=False, Params=SBPParams, build=build_sbp,
+    distributed=False, Params=SBPParams, build=deferred("svmsim.algorithms.sbp.build:build_sbp"),
     description="the kernelized Stochastic Batch Perceptron: supergradient steps on the slack-constrained "
                 "problem (2.3), one kernel row per iteration", topologies=_SINGLE,
     conformance=Conformance(
@@ -48,7 +43,7 @@ register(AlgorithmInfo(
         run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
     name="dsbp", family="sbp", paper=f"{_PAPER}, distributed SBP (notes-003 section 6: an extrapolation, not in the "
-    "paper)", distributed=True, Params=DSBPParams, build=build_dsbp,
+    "paper)", distributed=True, Params=DSBPParams, build=deferred("svmsim.algorithms.sbp.distributed:build_dsbp"),
     description="distributed SBP: clients hold shards of the responses; the water level by Newton rounds of scalars, "
                 "the sampled point broadcast", topologies=("star",),
     conformance=Conformance(
@@ -58,7 +53,7 @@ register(AlgorithmInfo(
                         "compiled loop"})))
 register(AlgorithmInfo(
     name="kernel-pegasos", family="sbp", paper=f"{_PAPER}, baseline Pegasos (section 4)", distributed=False,
-    Params=PegasosParams, build=lambda p, pr: build_baseline("kernel-pegasos", p, pr),
+    Params=PegasosParams, build=lambda p, pr: _build_baseline("kernel-pegasos", p, pr),
     description="kernel Pegasos: SGD on (2.2), step 1/(lam t), a kernel row per margin violation",
     topologies=_SINGLE,
     conformance=Conformance(
@@ -66,14 +61,14 @@ register(AlgorithmInfo(
         run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
     name="kernel-perceptron", family="sbp", paper=f"{_PAPER}, baseline Perceptron (section 4)", distributed=False,
-    Params=PerceptronParams, build=lambda p, pr: build_baseline("kernel-perceptron", p, pr),
+    Params=PerceptronParams, build=lambda p, pr: _build_baseline("kernel-perceptron", p, pr),
     description="the online kernel Perceptron over several epochs, a kernel row per mistake", topologies=_SINGLE,
     conformance=Conformance(
         params={"epochs": 2, "eval_points": 4},
         run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
     name="kernel-sdca", family="sbp", paper=f"{_PAPER}, baseline SDCA (Hsieh et al. 2008)", distributed=False,
-    Params=SDCAParams, build=lambda p, pr: build_baseline("kernel-sdca", p, pr),
+    Params=SDCAParams, build=lambda p, pr: _build_baseline("kernel-sdca", p, pr),
     description="dual coordinate ascent on the no-bias dual (4.1), a kernel row per moved coordinate",
     topologies=_SINGLE,
     conformance=Conformance(
@@ -81,7 +76,7 @@ register(AlgorithmInfo(
         run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
     name="libsvm", family="sbp", paper=f"{_PAPER}, baseline SMO (LIBSVM, second-order working sets)",
-    distributed=False, Params=LibsvmParams, build=build_libsvm,
+    distributed=False, Params=LibsvmParams, build=deferred("svmsim.algorithms.sbp.baselines_sklearn:build_libsvm"),
     description="scikit-learn's SVC (LIBSVM) on doubling SMO budgets; kernel evaluations estimated and bracketed",
     topologies=_SINGLE,
     conformance=Conformance(
@@ -91,7 +86,7 @@ register(AlgorithmInfo(
                     "draws no random numbers)"})))
 register(AlgorithmInfo(
     name="rff", family="sbp", paper=f"{_PAPER}, Appendix A (random Fourier features)", distributed=False,
-    Params=RFFParams, build=build_rff,
+    Params=RFFParams, build=deferred("svmsim.algorithms.sbp.baselines_sklearn:build_rff"),
     description="random Fourier features k = 1, 2, 4, ... with the exact linear SVM (LinearSVC) on 2k features",
     topologies=_SINGLE,
     conformance=Conformance(
