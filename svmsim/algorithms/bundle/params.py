@@ -1,6 +1,6 @@
 """Scenario parameters of paper 004's methods (the ``[algorithm]`` keys), and the shape of pragam-b's root probe
-(`projection`) that they name: declarations only, read when the family registers its algorithms and a scenario is validated;
-`build` and `liblinear` make the runs."""
+(`projection`) that they name: declarations only, read when the family registers its algorithms and a scenario
+is validated; `build` and `liblinear` make the runs."""
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field

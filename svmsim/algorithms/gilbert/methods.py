@@ -18,12 +18,11 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field
 from sklearn.exceptions import ConvergenceWarning
 
-from .registry import AlgorithmInfo, Conformance, register
-from .saddle.certificate import HullDiagnosis, hull_lower_bound
-from .sklearn_api import LinearBinaryClassifier, binary_fit_data
+from ..saddle.certificate import HullDiagnosis, hull_lower_bound
+from ..sklearn_api import LinearBinaryClassifier, binary_fit_data
+from .params import DGilbertParams, GilbertParams
 
 __all__ = ["GilbertSVC", "GilbertParams"]
 
@@ -135,15 +134,8 @@ class GilbertSVC(LinearBinaryClassifier):
         return self
 
 
-class GilbertParams(BaseModel):
-    """``[algorithm]`` keys of gilbert (hard margin only; it has no parameters of its own)."""
-
-    model_config = ConfigDict(extra="forbid")
-    eps: float = Field(1e-3, gt=0, lt=1, description="target certified relative gap (also the stop.gap default)")
-
-
 def build_gilbert(params: GilbertParams, problem):
-    from ..deployment import SingleMachineRun
+    from ...deployment import SingleMachineRun
 
     ds = problem.dataset
 
@@ -154,17 +146,6 @@ def build_gilbert(params: GilbertParams, problem):
         return {"coef": est.coef_[0], "intercept": float(est.intercept_[0]), "estimator": est}
 
     return SingleMachineRun(fit=fit, info={"n": ds.n, "d": ds.d})
-
-
-register(AlgorithmInfo(
-    name="gilbert", family="saddle", paper="000_ff8faf4b278c4a32.txt, baseline (notes-000 section 4)",
-    distributed=False, Params=GilbertParams, build=build_gilbert,
-    description="Gilbert's algorithm: hard-margin SVM as the nearest point of the Minkowski difference",
-    topologies=("star",),
-    conformance=Conformance(
-        params={"eps": 0.001},
-        skips={"seed": "deterministic: its run does not depend on the seed (Gilbert's algorithm has no random "
-                       "choice)"})))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -180,8 +161,8 @@ register(AlgorithmInfo(
 
 from dataclasses import dataclass  # noqa: E402
 
-from ..comm.message import MessageBatch, Outbox, frozen_ids  # noqa: E402
-from ..program import NodeProgram, RoleSpec  # noqa: E402
+from ...comm.message import MessageBatch, Outbox, frozen_ids  # noqa: E402
+from ...program import NodeProgram, RoleSpec  # noqa: E402
 
 
 def dgilbert_scalars_per_iteration(k: int, d: int) -> int:
@@ -280,14 +261,6 @@ class GilbertClient(NodeProgram):
         return st, out
 
 
-class DGilbertParams(BaseModel):
-    """``[algorithm]`` keys of dgilbert."""
-
-    model_config = ConfigDict(extra="forbid")
-    clients: int = Field(20, ge=1, description="number of clients k")
-    eps: float = Field(1e-3, gt=0, lt=1, description="target certified relative gap, for the bound lines")
-
-
 def certificate(X, y: np.ndarray, x: np.ndarray, X_test=None, y_test=None) -> dict:
     """Hull-distance bounds of a point x of the Minkowski difference, and the accuracies of its bisector."""
     proj = np.asarray(X @ x).ravel()
@@ -304,7 +277,7 @@ def certificate(X, y: np.ndarray, x: np.ndarray, X_test=None, y_test=None) -> di
 
 
 def build_dgilbert(params: DGilbertParams, problem):
-    from ..deployment import Deployment, server_client_layout
+    from ...deployment import Deployment, server_client_layout
 
     ds = problem.dataset
     k = params.clients
@@ -338,14 +311,3 @@ def build_dgilbert(params: DGilbertParams, problem):
                       bound=lambda eps: {"upper": k * ds.d / eps, "lower": k * min(ds.d, 1.0 / eps)},
                       comm_unit=("kd", float(k * ds.d)), model=model,
                       info={"k": k, "scalars_per_iteration": dgilbert_scalars_per_iteration(k, ds.d)})
-
-
-register(AlgorithmInfo(
-    name="dgilbert", family="saddle", paper="000_ff8faf4b278c4a32.txt, baseline (Liu et al. 2016)",
-    distributed=True, Params=DGilbertParams, build=build_dgilbert,
-    description="Distributed Gilbert: server + k clients, k*d + 2k + 2 + 2d scalars per iteration",
-    topologies=("star",),
-    conformance=Conformance(
-        params={"clients": 5, "eps": 0.001},
-        skips={"compiled": "its node programs offer no compiled step (NodeProgram.kernel returns None), so there is no "
-                        "compiled loop"})))
