@@ -48,6 +48,7 @@ def __getattr__(name: str):
     # validating a scenario import none of its numerics (the builds above are `deferred`)
     if name.startswith("__"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.methods"), name)
+    methods = importlib.import_module(f"{__name__}.methods")
+    value = methods if name == "methods" else getattr(methods, name)
     globals()[name] = value
     return value
