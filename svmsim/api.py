@@ -13,7 +13,9 @@ An algorithm is a package of its own (nothing in svmsim changes):
   data), the topology, the evaluation, the declared count of scalars (held against the meter), the model;
 * its **registration**: ``register(AlgorithmInfo(name=..., Params=..., build=..., scheduler=..., conformance=
   Conformance(params=...)))``, in a module that a scenario names (``[algorithm] module = "mypkg.algo"``) or that an
-  installed distribution lists in the entry-point group ``svmsim.algorithms``.
+  installed distribution lists in the entry-point group ``svmsim.algorithms``. ``build=deferred("mypkg.run:build")``
+  names the build without importing it, so that listing the algorithm and validating its scenarios stay light (the
+  built-in families do so).
 
 Then ``svmsim run``, ``svmsim sweep``, ``svmsim list algorithms NAME`` and ``svmsim check NAME`` work on it, on every
 engine. Topologies, partition schemes, fault kinds and engines of one's own register the same way
@@ -26,6 +28,7 @@ from __future__ import annotations
 from .algorithms.registry import (ANY_TOPOLOGY, AlgorithmInfo, Conformance, algorithm_names, get_algorithm,
                                   load_module, register)
 from .comm.message import Inbox, MessageBatch, Outbox, frozen_ids
+from .core.plugins import deferred
 from .data import Dataset, partition
 from .deployment import (Deployment, Problem, ServerClientLayout, SingleMachineRun, observations_by_role,
                          server_client_layout)
@@ -51,6 +54,7 @@ __all__ = [
     "build_topology", "partition", "Dataset",
     # registration
     "AlgorithmInfo", "Conformance", "register", "get_algorithm", "algorithm_names", "load_module", "ANY_TOPOLOGY",
+    "deferred",
     # topologies and partition schemes of one's own (entry-point groups svmsim.topologies, svmsim.partitions)
     "TopologySpec", "ParamSpec", "register_topology", "register_partition",
     # fault kinds of one's own (entry-point group svmsim.faults)

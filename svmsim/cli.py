@@ -433,7 +433,7 @@ def _cmd_list(args) -> int:
         for name, error in sorted(plugin_errors().items()):
             out.append(f"  {name:<18} (cannot be loaded) {error}")
     if what in ("all", "topologies"):
-        from .topology import topology_kinds, topology_spec
+        from .topology_specs import topology_kinds, topology_spec
 
         out.append("topologies:")
         for name in topology_kinds():
@@ -502,11 +502,13 @@ def _cmd_list(args) -> int:
     if what in ("all", "metrics"):
         out += _metric_lines()
     if what in ("all", "datasets"):
-        from .data import BUILTIN_DATASETS, list_datasets
+        from .data import BUILTIN_DATASETS
 
         out.append("datasets (built in): " + ", ".join(sorted(BUILTIN_DATASETS)) + ", synthetic")
         data_dir = args.data_dir or os.environ.get("SVMSIM_DATA_DIR")
         if data_dir:
+            from .data import list_datasets
+
             try:
                 rows = list_datasets(data_dir)
                 out.append(f"datasets in {data_dir}:")

@@ -27,7 +27,8 @@ from .data import make_dataset
 from .deployment import Deployment, Problem, SingleMachineRun, observations_by_role
 from .engine.base import Engine
 from .errors import EngineFailure
-from .faults import FaultPlan, declared_matches
+from .fault_plan import FaultPlan
+from .faults import declared_matches
 from .config import Scenario, load_scenario
 from .schedule.sync import StopReason, SyncScheduler
 from .topology import from_networkx

@@ -6,7 +6,8 @@ the node attribute ``"label"``.
 
 Main entry points:
 
-* :func:`build_topology` -- build a graph of a registered kind (see :data:`TOPOLOGIES`);
+* :func:`build_topology` -- build a graph of a registered kind (see :data:`TOPOLOGIES`; the built-in kinds are
+  declared in `svmsim.topology_specs`, their builders are the ``build_<kind>`` functions here);
 * :func:`from_networkx`, :func:`check_connected`, :func:`ensure_usable` -- accept and validate user graphs;
 * :func:`metropolis_hastings_weights`, :func:`uniform_weights`, :func:`lazy_random_walk` -- mixing matrices;
 * :func:`spectral_gap`, :func:`mixing_time`, :func:`topology_summary` -- analysis;
@@ -27,10 +28,10 @@ import scipy.sparse
 import scipy.sparse.csgraph
 
 from svmsim.core.array_graph import ArrayGraph, held_edges
-from svmsim.core.topology_kinds import (TOPOLOGIES, ParamSpec, TopologySpec, get_spec, register_topology,
-                                        resolve_params, topology_kinds, topology_spec)
 from svmsim.errors import TopologyError
 from svmsim.numerics.sampling import k_out_draws
+from svmsim.topology_specs import (TOPOLOGIES, ParamSpec, TopologySpec, get_spec, register_topology, resolve_params,
+                                   topology_kinds, topology_spec)
 
 __all__ = [
     "ParamSpec",
@@ -142,15 +143,15 @@ def _resample_connected(
     )
 
 
-def _build_star(n: int, seed: int) -> nx.Graph:
+def build_star(n: int, seed: int) -> nx.Graph:
     return _canonical_graph(n, np.column_stack([np.zeros(n - 1, dtype=np.int64), np.arange(1, n)]))
 
 
-def _build_ring(n: int, seed: int) -> nx.Graph:
+def build_ring(n: int, seed: int) -> nx.Graph:
     return _canonical_graph(n, np.column_stack([np.arange(n), (np.arange(n) + 1) % n]))
 
 
-def _build_tree(n: int, seed: int, branching: int) -> nx.Graph:
+def build_tree(n: int, seed: int, branching: int) -> nx.Graph:
     """The first n nodes of a balanced tree in heap (breadth-first) numbering, as networkx's `balanced_tree`:
     node 0 is the root and the parent of node i is (i - 1) // branching."""
     if branching < 1:
@@ -158,18 +159,18 @@ def _build_tree(n: int, seed: int, branching: int) -> nx.Graph:
     return _canonical_graph(n, np.column_stack([(np.arange(1, n) - 1) // branching, np.arange(1, n)]))
 
 
-def _build_hypercube(n: int, seed: int) -> nx.Graph:
+def build_hypercube(n: int, seed: int) -> nx.Graph:
     """Node i is linked to i XOR 2^j for every j with i XOR 2^j < n: the hypercube for n a power of two, its first
     n nodes otherwise (connected: clearing i's bits one at a time walks to node 0)."""
     return _canonical_graph(n, ((i, i ^ (1 << j)) for i in range(n) for j in range(max(1, n - 1).bit_length())
                                 if i < i ^ (1 << j) < n))
 
 
-def _build_complete(n: int, seed: int) -> nx.Graph:
+def build_complete(n: int, seed: int) -> nx.Graph:
     return _canonical_graph(n, ((i, j) for i in range(n) for j in range(i + 1, n)))
 
 
-def _build_line(n: int, seed: int) -> nx.Graph:
+def build_line(n: int, seed: int) -> nx.Graph:
     return _canonical_graph(n, np.column_stack([np.arange(n - 1), np.arange(1, n)]))
 
 
@@ -181,7 +182,7 @@ def _square_factors(n: int) -> tuple[int, int]:
     return rows, n // rows
 
 
-def _build_grid(n: int, seed: int, rows: int | None, cols: int | None, periodic: bool) -> nx.Graph:
+def build_grid(n: int, seed: int, rows: int | None, cols: int | None, periodic: bool) -> nx.Graph:
     for name, value in (("rows", rows), ("cols", cols)):
         if value is not None and not 1 <= value <= n:
             raise _range_error("grid", name, value, f"1 <= {name} <= n_nodes ({n})")
@@ -217,7 +218,7 @@ def _build_grid(n: int, seed: int, rows: int | None, cols: int | None, periodic:
     return G
 
 
-def _build_random_k_out(n: int, seed: int, k: int) -> nx.Graph:
+def build_random_k_out(n: int, seed: int, k: int) -> nx.Graph:
     if not 1 <= k <= n - 1:
         raise _range_error("random_k_out", "k", k, f"1 <= k <= n_nodes-1 ({n - 1})")
 
@@ -230,7 +231,7 @@ def _build_random_k_out(n: int, seed: int, k: int) -> nx.Graph:
     return _resample_connected("random_k_out", seed, make, "use a larger k (k >= 2 is connected w.h.p.)")
 
 
-def _build_erdos_renyi(n: int, seed: int, p: float | None) -> nx.Graph:
+def build_erdos_renyi(n: int, seed: int, p: float | None) -> nx.Graph:
     if p is None:
         p = min(1.0, 2.0 * math.log(n) / n)
     if not 0.0 <= p <= 1.0:
@@ -245,7 +246,7 @@ def _build_erdos_renyi(n: int, seed: int, p: float | None) -> nx.Graph:
     return G
 
 
-def _build_small_world(n: int, seed: int, k: int, p: float) -> nx.Graph:
+def build_small_world(n: int, seed: int, k: int, p: float) -> nx.Graph:
     if not 2 <= k <= n - 1 or k % 2:
         raise _range_error("small_world", "k", k, f"even k with 2 <= k <= n_nodes-1 ({n - 1})")
     if not 0.0 <= p <= 1.0:
@@ -260,7 +261,7 @@ def _build_small_world(n: int, seed: int, k: int, p: float) -> nx.Graph:
     return _canonical_graph(n, H.edges())
 
 
-def _build_expander(n: int, seed: int, degree: int) -> nx.Graph:
+def build_expander(n: int, seed: int, degree: int) -> nx.Graph:
     if not 2 <= degree <= n - 1:
         raise _range_error("expander", "degree", degree, f"2 <= degree <= n_nodes-1 ({n - 1})")
     if (n * degree) % 2:
@@ -311,7 +312,7 @@ def _read_edge_list(path: str) -> nx.Graph:
     return nx.read_edgelist(path, comments="#", nodetype=nodetype, data=False, create_using=nx.Graph)
 
 
-def _build_edge_list(n: int | None, seed: int, path: str | None) -> nx.Graph:
+def build_edge_list(n: int | None, seed: int, path: str | None) -> nx.Graph:
     if path is None or not str(path).strip():
         raise TopologyError("topology 'edge_list' needs parameter 'path' (a text file with one edge 'u v' per line)")
     G = from_networkx(_read_edge_list(path), validate=False)
@@ -322,70 +323,6 @@ def _build_edge_list(n: int | None, seed: int, path: str | None) -> nx.Graph:
         )
     G.graph["path"] = path
     return G
-
-
-TOPOLOGIES.update({
-    spec.name: spec
-    for spec in (
-        TopologySpec("star", _build_star, "Star: node 0 is the hub (server), nodes 1..N-1 are leaves (clients)."),
-        TopologySpec("ring", _build_ring, "Cycle 0-1-...-(N-1)-0.", min_nodes=3),
-        TopologySpec(
-            "tree",
-            _build_tree,
-            "Balanced tree in heap numbering: node 0 is the root, the parent of node i is (i-1) // branching.",
-            {"branching": ParamSpec(int, 2, "children per inner node", "branching >= 1")},
-        ),
-        TopologySpec("complete", _build_complete, "Complete graph: every pair of nodes is connected."),
-        TopologySpec("hypercube", _build_hypercube,
-                     "Hypercube: node i is linked to i XOR 2^j (below N); carries the binomial all-reduce."),
-        TopologySpec("line", _build_line, "Path 0-1-...-(N-1)."),
-        TopologySpec("path", _build_line, "Alias of 'line': path 0-1-...-(N-1)."),
-        TopologySpec(
-            "grid",
-            _build_grid,
-            "2-D grid (row-major ids r*cols+c), optionally periodic (torus).",
-            {
-                "rows": ParamSpec(int, None, "number of rows; default: most square factorisation of N",
-                                  "divisor of n_nodes"),
-                "cols": ParamSpec(int, None, "number of columns; default: n_nodes // rows", "divisor of n_nodes"),
-                "periodic": ParamSpec(bool, False, "wrap around both dimensions (torus)", "true or false"),
-            },
-        ),
-        TopologySpec(
-            "random_k_out",
-            _build_random_k_out,
-            "Each node picks k distinct random out-neighbours; undirected union (gossip-style overlay).",
-            {"k": ParamSpec(int, 2, "out-neighbours picked by each node", "1 <= k <= n_nodes-1")},
-        ),
-        TopologySpec(
-            "erdos_renyi",
-            _build_erdos_renyi,
-            "Erdos-Renyi G(N, p), resampled (seed, seed+1, ...) until connected.",
-            {"p": ParamSpec(float, None, "edge probability; default: min(1, 2 ln(N)/N)", "0 <= p <= 1")},
-        ),
-        TopologySpec(
-            "small_world",
-            _build_small_world,
-            "Connected Watts-Strogatz small world: ring lattice with k neighbours, rewired with prob. p.",
-            {
-                "k": ParamSpec(int, 4, "each node joins its k nearest ring neighbours", "even, 2 <= k <= n_nodes-1"),
-                "p": ParamSpec(float, 0.1, "rewiring probability", "0 <= p <= 1"),
-            },
-        ),
-        TopologySpec(
-            "expander",
-            _build_expander,
-            "Random degree-regular graph (an expander w.h.p.), resampled until connected.",
-            {"degree": ParamSpec(int, 4, "degree of every node", "2 <= degree <= n_nodes-1, n_nodes*degree even")},
-        ),
-        TopologySpec(
-            "edge_list",
-            _build_edge_list,
-            "Read from a text file with one edge 'u v' per line ('#' comments); nodes relabelled in sorted order.",
-            {"path": ParamSpec(str, None, "path of the edge list file", "an existing text file", required=True)},
-        ),
-    )
-})
 
 
 # ----------------------------------------------------------------------------------------------------------------

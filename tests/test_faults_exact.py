@@ -9,12 +9,13 @@ import math
 import numpy as np
 import pytest
 
-import svmsim.faults as faults_module
+import svmsim.fault_plan as fault_plan_module
 from svmsim.comm import MessageBatch
 from svmsim.core.streams import STREAM_CHURN, STREAM_FAULT, counter_uniform, stream_keys
 from svmsim.core.timing import Distribution, churn_gap
 from svmsim.errors import ScenarioError
-from svmsim.faults import FAULT_KEYS, FaultModel, FaultTally, Outage
+from svmsim.fault_plan import FaultTally
+from svmsim.faults import FAULT_KEYS, FaultModel, Outage
 
 
 def error(**kw) -> str:
@@ -530,7 +531,7 @@ def test_churn_transitions_at_a_round_boundary(monkeypatch):
         calls.append(int(counter))
         return float(mean_down) if counter % 2 == 1 else 1.0 / up_rate
 
-    monkeypatch.setattr(faults_module, "churn_gap", gap)
+    monkeypatch.setattr(fault_plan_module, "churn_gap", gap)
     plan = FaultModel(churn_rate=1 / 3, churn_downtime=2.0).bind(2, 0)
     got = down_sets(plan, 16, 2)
     assert got == [{0, 1} if r in (3, 4, 8, 9, 13, 14) else set() for r in range(16)]

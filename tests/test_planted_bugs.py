@@ -69,7 +69,7 @@ def test_breast_cancer_maps_malignant_4_to_plus_one(tmp_path):
 def test_a_ledger_that_differs_from_the_declared_count_is_reported(data_env, monkeypatch, capsys):
     """Planted bug 4: `ledger_matches_declared` always True passed every test. An algorithm whose declared count
     is one scalar off gets False in its summary, and the CLI says so."""
-    import svmsim.algorithms.gilbert as gilbert
+    import svmsim.algorithms.gilbert.methods as gilbert
 
     real = gilbert.dgilbert_scalars_per_iteration
     monkeypatch.setattr(gilbert, "dgilbert_scalars_per_iteration", lambda k, d: real(k, d) + 1)

@@ -60,7 +60,7 @@ def test_large_graph_topology_facts_come_from_a_sparse_solver_and_agree_with_the
     """Above SPECTRAL_MAX_NODES the spectral gaps come from ARPACK with relative error bounds of at most
     GAP_ACCURACY that hold against the dense spectrum (the same bits on every call), and the diameter is a BFS-sweep
     lower bound, marked as one."""
-    import svmsim.algorithms.pushsum as pushsum
+    import svmsim.algorithms.pushsum.methods as pushsum
     from svmsim.topology import build_topology
 
     G = build_topology(kind, n, seed=3, **params)
@@ -87,7 +87,7 @@ def test_large_graph_topology_facts_come_from_a_sparse_solver_and_agree_with_the
 def test_the_sparse_solver_refines_a_gap_to_the_accuracy_asked(monkeypatch, accuracy):
     """The first loose ARPACK solve is refined from its Ritz vectors until the gap's error bound is within
     GAP_ACCURACY of it: asked for 1e-8, the gaps agree with the dense spectrum to 1e-8."""
-    from svmsim.algorithms import pushsum
+    from svmsim.algorithms.pushsum import methods as pushsum
     from svmsim.topology import build_topology
 
     G = build_topology("small_world", 600, seed=5, k=4, p=0.1)
@@ -121,7 +121,7 @@ def test_the_smallest_eigenvalue_is_solved_loosely_and_refined_where_it_decides(
     graph of degree 10): its first solve is loose (FIRST_SMALLEST_TOL), and it is refined only when its interval
     reaches the gap's error (forced here by asking for a 1e-8 accuracy); the gap is within its bound of the dense
     one either way."""
-    from svmsim.algorithms import pushsum
+    from svmsim.algorithms.pushsum import methods as pushsum
     from svmsim.topology import build_topology
 
     G = (_bipartite_matchings(300, 10, 0) if graph == "bipartite"
@@ -150,7 +150,7 @@ def test_the_gadget_evaluation_scores_models_in_blocks_with_the_same_bits(monkey
     import numpy as np
     import scipy.sparse as sp
 
-    import svmsim.algorithms.gadget as gadget
+    import svmsim.algorithms.gadget.methods as gadget
 
     rng = np.random.default_rng(0)
     X = sp.random(300, 20, density=0.3, random_state=1, format="csr")

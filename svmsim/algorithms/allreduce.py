@@ -8,17 +8,13 @@ replicated model identically from the total.
 * `AllreduceWorker`, the node program's base (its numba state carries the collective's fields, see
   `comm.collectives.state_with_collective`, and a per-member ``work`` count that feeds the modelled time);
 * the layout a scenario gives such a run: K workers, the all-reduce pattern checked against the topology, the
-  partition, and the ledger's declared count of an iteration under way.
+  partition, and the ledger's declared count of an iteration under way (the ``[algorithm]`` keys and topologies
+  such runs share are declared in `allreduce_params`).
 """
 from __future__ import annotations
 
-import json
-from typing import Annotated
-
 import numba
 import numpy as np
-from pydantic import BeforeValidator, Field
-from pydantic_core import PydanticCustomError
 
 from ..comm.collectives import (
     PATTERNS,
@@ -31,6 +27,7 @@ from ..comm.collectives import (
 from ..comm.patterns import get_pattern
 from ..errors import DataError, InfeasibleParameterError, TopologyError
 from ..program import NodeProgram, SyncKernel, kernel_step
+from .allreduce_params import WORKER_TOPOLOGIES, AllreducePattern, pattern_field
 
 __all__ = [
     "COMPLETE",
@@ -124,34 +121,9 @@ class AllreduceWorker(NodeProgram):
 # the layout of a run
 # ---------------------------------------------------------------------------------------------------------------
 
-#: the topology kinds a run of all-reduce workers accepts (the pattern's links are checked against it)
-WORKER_TOPOLOGIES = ("complete", "star", "ring", "tree", "hypercube", "line", "edge_list", "grid", "random_k_out",
-                     "erdos_renyi", "small_world", "expander")
-
 #: the all-reduce pattern that `allreduce = "auto"` picks for a topology kind (each pattern's `auto_kinds`; a
 #: pattern may also accept a kind by its parameters, as the torus takes a periodic grid: `Pattern.fits`)
 PATTERN_FOR_TOPOLOGY = {kind: name for name in PATTERNS for kind in get_pattern(name).auto_kinds}
-
-
-def _known_pattern(value):
-    """``auto`` or a registered pattern (`comm.patterns`), refused like a ``Literal`` choice otherwise (any other
-    value, of any type)."""
-    allowed = ("auto", *PATTERNS)
-    if not isinstance(value, str) or value not in allowed:
-        shown = [repr(a) for a in allowed]
-        raise PydanticCustomError("literal_error", "Input should be {expected}",
-                                  {"expected": ", ".join(shown[:-1]) + " or " + shown[-1]})
-    return value
-
-
-#: an ``allreduce`` key of an algorithm's parameters: "auto" or the name of a registered pattern
-AllreducePattern = Annotated[str, BeforeValidator(_known_pattern)]
-
-
-def pattern_field(description: str):
-    """The pydantic field of an `AllreducePattern` key (default "auto"; its allowed values named from the registry)."""
-    return Field("auto", description=description,
-                 json_schema_extra={"allowed": ", ".join(json.dumps(a) for a in ("auto", *PATTERNS))})
 
 
 def check_problem(ds, workers: int) -> None:

@@ -91,13 +91,16 @@ class AlgorithmInfo:
     paper: the paper and the algorithm number it implements (free text for an algorithm of one's own).
     distributed: True for server/client or peer algorithms run by a scheduler; False for single-machine solvers.
     Params: pydantic model of its parameters (extra keys forbidden), validated from the ``[algorithm]`` table.
-    build: callable ``build(params, problem) -> Deployment | SingleMachineRun`` (see `svmsim.deployment`).
+    build: callable ``build(params, problem) -> Deployment | SingleMachineRun`` (see `svmsim.deployment`); a
+        ``deferred("package.module:build_fn")`` (`core.plugins.deferred`) names it without importing it, so that
+        registering the algorithm, listing it and validating its scenarios import none of its numerics.
     description: one line for listings.
     topologies: topology kinds it runs on (``("star",)`` for server-client algorithms; `ANY_TOPOLOGY` for peers that
         run on any connected graph, the kinds of topology plugins included).
     memory: optional ``memory(params, problem) -> (bytes, what, allowed)``: the run's peak memory estimated from
         the parameters and the loaded problem before anything is built (the runner refuses a run that would not
         fit, `core.resources.check_memory`); `what` says what the estimate is made of, `allowed` what to change.
+        May be `deferred` as `build` may.
     scheduler: ``"sync"`` (synchronous rounds; its programs are `NodeProgram`s) or ``"gossip"`` (asynchronous
         gossip on virtual time; its programs are `GossipProgram`s). ``[schedule] kind = "auto"`` takes it.
     finishes_by_itself: whether a run ends without a stopping rule (every node stops by the algorithm's own rule, or

@@ -1,7 +1,8 @@
 """The ``[sweep]`` table of a scenario file: its schema and checks (`svmsim.sweep` plans and runs the sweep).
 
 ``load_scenario`` checks the table of a sweep file and otherwise ignores it, so that ``svmsim validate`` and
-``svmsim run`` accept sweep files.
+``svmsim run`` accept sweep files. The models are built on first use (``defer_build``): a scenario without a
+``[sweep]`` table does not pay for them.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ class Variant(BaseModel):
     dotted keys or tables of the file it leaves out (``unset``, e.g. ``["topology", "schedule"]`` for a
     single-machine baseline beside a peer algorithm)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     label: str = Field(min_length=1)
     algorithm: dict[str, Any] | None = None
     set: dict[str, Any] = Field(default_factory=dict)
@@ -40,7 +41,7 @@ XAxis = Literal["comm_units", "scalars", "wall_time", "iteration", "round", "mod
 class Figure(BaseModel):
     """One more curve figure of a sweep (``[[sweep.figures]]``): metric `y` against `x`, one panel per grid point."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     y: str = Field(min_length=1)
     x: XAxis = "iteration"
 
@@ -48,7 +49,7 @@ class Figure(BaseModel):
 class SweepSpec(BaseModel):
     """The ``[sweep]`` table of a scenario file (see `svmsim.sweep` for each key)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     variants: list[Variant] = Field(default_factory=list)
     plot: str = "objective"
@@ -141,4 +142,5 @@ def check_sweep_table(table: Any, where: str) -> SweepSpec:
 class _SweepFile(BaseModel):
     """The root that error messages name keys from (``sweep.title``, ``sweep.variants[0].label``)."""
 
+    model_config = ConfigDict(defer_build=True)
     sweep: SweepSpec

@@ -30,7 +30,7 @@ from typing import Any, Callable
 from ..errors import PluginError
 
 __all__ = ["GROUPS", "entry_points", "load_entry_point", "provide", "import_module", "external_paths",
-           "ray_runtime_env"]
+           "ray_runtime_env", "Deferred", "deferred"]
 
 #: kind of piece -> its entry-point group
 GROUPS = {"algorithms": "svmsim.algorithms", "topologies": "svmsim.topologies", "partitions": "svmsim.partitions",
@@ -134,6 +134,45 @@ def import_module(name: str, base: str | Path | None = None, what: str = "module
     except Exception as exc:  # noqa: BLE001 - the module's own error, said as the plugin's
         raise PluginError(f"{what} = {name!r} was found but importing it failed: {type(exc).__name__}: {exc}") \
             from exc
+
+
+class Deferred:
+    """A function named ``"package.module:function"`` and imported at its first call, so that a declaration (an
+    algorithm's registration, a topology kind's spec) can name its implementation without importing its numerics:
+    validating a scenario or listing what exists then stays fast. ``__module__`` and ``__name__`` are the target's,
+    as registries read them; `resolve` returns the function itself."""
+
+    def __init__(self, ref: str):
+        module, _, name = ref.partition(":") if isinstance(ref, str) else ("", "", "")
+        if not _MODULE_NAME.fullmatch(module) or not name.isidentifier():
+            raise ValueError(f"deferred({ref!r}): allowed: 'package.module:function'")
+        self.ref, self.__module__, self.__name__, self._target = ref, module, name, None
+
+    def resolve(self) -> Callable:
+        """The function itself (imported on first use)."""
+        if self._target is None:
+            self._target = getattr(importlib.import_module(self.__module__), self.__name__)
+        return self._target
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.resolve()(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"deferred({self.ref!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Deferred) and other.ref == self.ref
+
+    def __hash__(self) -> int:
+        return hash(self.ref)
+
+    def __reduce__(self):
+        return Deferred, (self.ref,)
+
+
+def deferred(ref: str) -> Deferred:
+    """The function ``"package.module:function"``, imported at its first call (`Deferred`)."""
+    return Deferred(ref)
 
 
 def external_paths() -> list[str]:

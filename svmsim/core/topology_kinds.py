@@ -1,16 +1,17 @@
 """The registry of topology kinds: each kind's `TopologySpec` (its builder and typed parameters), how a kind is
 found (built in, registered by `register_topology`, or provided by an installed plugin through the entry-point
-group ``svmsim.topologies``), and the checking of a kind's parameters (`resolve_params`). `svmsim.topology` fills
-`TOPOLOGIES` with the built-in kinds and builds the graphs."""
+group ``svmsim.topologies``), and the checking of a kind's parameters (`resolve_params`). `svmsim.topology_specs`
+fills `TOPOLOGIES` with the built-in kinds, and `svmsim.topology` builds the graphs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..errors import TopologyError
 from .params import ParamSpec, check_params
+
+if TYPE_CHECKING:                                  # pragma: no cover
+    import networkx
 
 __all__ = ["ParamSpec", "TopologySpec", "TOPOLOGIES", "register_topology", "topology_kinds", "topology_spec",
            "get_spec", "resolve_params"]
@@ -32,7 +33,7 @@ class TopologySpec:
     """
 
     name: str
-    builder: Callable[..., nx.Graph]
+    builder: Callable[..., "networkx.Graph"]
     description: str
     params: Mapping[str, ParamSpec] = field(default_factory=dict)
     min_nodes: int = 2

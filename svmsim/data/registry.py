@@ -34,18 +34,12 @@ from svmsim.data.libsvm import (
     to_pm1,
 )
 from svmsim.data.partition import train_test_split_indices
+from svmsim.data.catalog import BUILTIN_DATASETS, SCALINGS
 from svmsim.data.synthetic import SYNTHETIC_KINDS
 from svmsim.errors import DataError, ScenarioError
 
 DATA_DIR_ENV = "SVMSIM_DATA_DIR"
 MANIFEST_NAME = "MANIFEST.tsv"
-
-#: Built-in data sets that need no file (loaded through scikit-learn), with a one-line description.
-BUILTIN_DATASETS = {
-    "iris": "sklearn iris, setosa -> -1 vs. the other two classes -> +1, features scaled to [-1, 1]; n=150, d=4",
-    "breast_cancer_sklearn": "sklearn breast cancer, benign -> +1, malignant -> -1, features scaled to [-1, 1]; "
-    "n=569, d=30",
-}
 
 _NOT_DATA_SUFFIXES = (".tsv", ".md", ".json", ".csv", ".sha256", ".py", ".toml", ".yaml", ".yml")
 
@@ -248,13 +242,6 @@ def scale_to_unit_box(X: np.ndarray, reference: np.ndarray | None = None) -> np.
         return np.where(hi > lo, 2.0 * (X - lo) / span - 1.0, 0.0)
 
 
-#: Feature scalings of `load_dataset` (fitted on the training set, applied to both sets).
-SCALINGS = {
-    "none": "the features as stored",
-    "unit_box": "each feature linearly to [-1, 1] by its training range (LIBSVM's svm-scale; sparse input "
-                "becomes dense)",
-    "max_abs": "each feature divided by its largest training |value| (keeps sparse input sparse)",
-}
 #: `unit_box` makes sparse input dense; above this many entries it asks for `max_abs` instead
 DENSE_SCALING_LIMIT = 200_000_000
 

@@ -8,6 +8,9 @@ Geometry shared by the dense generators: a random unit normal ``u`` and an offse
 gets a side (+1/-1, each with probability 1/2), a distance to ``H`` drawn uniformly from ``[beta*D, D]`` (the
 smallest distance is set to exactly ``beta*D`` and the largest to exactly ``D``, so min/max distance = beta),
 and a uniformly random position inside the slice of the unit ball parallel to ``H`` at that distance.
+
+The sparse generators import scipy when they run: a scenario's ``[data]`` keys are checked against the
+generators' signatures (`SYNTHETIC_KINDS`), and validating one imports no scipy.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
 from svmsim.errors import ScenarioError
 
@@ -169,8 +171,10 @@ def make_sparse_nonseparable(
     return (X, y, info) if return_info else (X, y)
 
 
-def _sparse_rows(n: int, d: int, k: int, rng) -> sp.csr_matrix:
+def _sparse_rows(n: int, d: int, k: int, rng) -> "scipy.sparse.csr_matrix":
     """n rows with k non-zeros each on a uniformly random support, values uniform in the unit ball of it."""
+    import scipy.sparse as sp
+
     indices = np.empty((n, k), dtype=np.int32)
     chunk = max(1, (1 << 22) // d)
     for start in range(0, n, chunk):  # loop over blocks of rows only, to bound memory
@@ -192,6 +196,8 @@ def make_tiny_margin(n: int, d: int, density: float = 0.05, positive_fraction: f
     normal u, so the classes are separated by a plane with nothing but the quantile's spacing as margin.
     ``info``: normal, threshold, margin (half the gap between the classes' projections).
     """
+    import scipy.sparse as sp
+
     density = _check_unit("density", density, lo_open=True)
     positive_fraction = _check_unit("positive_fraction", positive_fraction, lo_open=True)
     n, d = _check_size(n, d, density=density)
@@ -278,6 +284,7 @@ def make_bmrm_lower_bound(d: int = 64, zero_plane: bool = True, seed: int = 0, r
     rows of M = -A with offsets b = 0 in paper 004's form R(w) = max_{alpha in Q2} <alpha, b - M w>. Only the
     bundle family (pragam, ls-bmrm, qp-bmrm) reads it as this instance; every other algorithm refuses it (one
     class)."""
+    import scipy.sparse as sp
     from scipy.linalg import hadamard
 
     if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 2 or d & (d - 1):

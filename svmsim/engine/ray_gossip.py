@@ -98,7 +98,8 @@ from ..comm.meter import Ledger
 from ..core.streams import STREAM_EDGE, stream_keys
 from ..core.timing import Clock, LatencyModel
 from ..errors import ScenarioError, SvmsimError
-from ..faults import FaultModel, FaultTally
+from ..fault_plan import FaultTally
+from ..faults import FaultModel
 from ..program import Group, RoleSpec
 from ..schedule.gossip import GossipOutcome, GossipProgress, GossipStopReason, check_gossip_groups
 from ..schedule.windows import smallest_latency

@@ -134,7 +134,8 @@ class GossipScheduler:
     def __init__(self, engine, groups: list[Group], meter: Meter, topology: nx.Graph, *, clock: Clock | None = None,
                  latency: LatencyModel | None = None, faults=None, seed: int = 0, round_time: float | None = None,
                  compiled: bool | None = None):
-        from ..faults import FaultModel, FaultPlan
+        from ..fault_plan import FaultPlan
+        from ..faults import FaultModel
 
         self.engine = engine
         self.groups = groups

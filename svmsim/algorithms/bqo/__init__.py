@@ -22,23 +22,23 @@ workers     the worker node programs (BQO and its baselines; TRON), the methods'
 tron        distributed TRON's compiled round step: trust-region Newton with CG (tron.cpp's constants)
 objective   primal (1), dual (2), and a certified reference optimum f*
 estimator   `DualCDSVC`, the single machine's dual coordinate descent as a scikit-learn estimator
-build       scenario parameters, the deployment, the evaluator (pocket, relative primal / dual, eq. 27)
+params      scenario parameters (the ``[algorithm]`` keys; all that registering and validating import)
+build       the deployment, the evaluator (pocket, relative primal / dual, eq. 27)
 =========== =====================================================================================================
 """
 from __future__ import annotations
 
-from ..allreduce import WORKER_TOPOLOGIES
+import importlib
+
+from ...core.plugins import deferred
+from ..allreduce_params import WORKER_TOPOLOGIES
 from ..registry import AlgorithmInfo, Conformance, register
-from .build import (
-    METHODS,
-    BQOAParams,
-    BQOParams,
-    DistributedParams,
-    DualCDParams,
-    TronParams,
-    build_distributed,
-    build_dual_cd,
-)
+from .params import BQOAParams, BQOParams, DistributedParams, DualCDParams, TronParams
+
+#: the family's other public names -> their module, imported on first use (registering the algorithms and
+#: validating a scenario of this family import no numerics: the builds are `deferred`)
+_HOME = {"METHODS": "build", "build_distributed": "build", "build_dual_cd": "build", "DualCDSVC": "estimator"}
+_build_distributed = deferred("svmsim.algorithms.bqo.build:build_distributed")
 
 __all__ = ["METHODS", "BQOAParams", "BQOParams", "DistributedParams", "DualCDSVC", "build_distributed"]
 
@@ -46,7 +46,7 @@ _PAPER = "001_52f94dd34c309c94.txt"
 
 
 def _builder(name):
-    return lambda params, problem: build_distributed(name, params, problem)
+    return lambda params, problem: _build_distributed(name, params, problem)
 
 
 #: the metrics bqo-e, bqo-a, disdca, dsvm-ave report (`AlgorithmInfo.metrics`; [stop] below is checked against them)
@@ -110,7 +110,7 @@ register(AlgorithmInfo(
 register(AlgorithmInfo(
     name="dual-cd", metrics=_METRICS_DUAL_CD,
     family="bqo", paper=f"{_PAPER}, the local solver on one machine (Hsieh et al. 2008)",
-    distributed=False, Params=DualCDParams, build=build_dual_cd,
+    distributed=False, Params=DualCDParams, build=deferred("svmsim.algorithms.bqo.build:build_dual_cd"),
     description="dual coordinate descent on one machine (LIBLINEAR's method without shrinking; DualCDSVC)",
     topologies=WORKER_TOPOLOGIES,
     conformance=Conformance(
@@ -119,8 +119,8 @@ register(AlgorithmInfo(
 
 
 def __getattr__(name: str):
-    if name == "DualCDSVC":              # the scikit-learn estimator, imported on first use
-        from .estimator import DualCDSVC
-
-        return DualCDSVC
+    if name in _HOME:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

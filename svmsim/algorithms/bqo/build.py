@@ -1,4 +1,4 @@
-"""Scenario parameters of paper 001's methods and the runs they build (the registry's `build`).
+"""The runs paper 001's methods build from their scenario parameters (`params`; the registry's `build`).
 
 Every distributed method runs K workers (nodes 0..K-1, named worker-0..) doing one all-reduce per iteration over
 the `allreduce` pattern; the pattern's edges must be edges of the scenario's topology (a switched cluster is
@@ -12,11 +12,10 @@ import math
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from ...core.metrics import relative_gap
 from ...program import RoleSpec
-from ..allreduce import AllreducePattern, check_problem, declared_scalars, pattern_field, worker_layout
+from ..allreduce import check_problem, declared_scalars, worker_layout
 from ..stall import CertificateStall
 from .objective import (
     as_csr,
@@ -26,6 +25,7 @@ from .objective import (
     reference_optimum,
     where_the_gap_lies,
 )
+from .params import BQOAParams, BQOParams, DistributedParams, DualCDParams, TronParams
 from .protocol import ADD, ARMIJO, AVERAGE, EXACT
 from .workers import Method, WorkerProgram, allreduce_plan
 
@@ -39,40 +39,6 @@ __all__ = [
     "build_distributed",
     "build_dual_cd",
 ]
-
-class DistributedParams(BaseModel):
-    """``[algorithm]`` keys shared by paper 001's distributed methods."""
-
-    model_config = ConfigDict(extra="forbid")
-    workers: int = Field(16, ge=1, description="number of machines K (the paper uses 16)")
-    C: float = Field(1.0, gt=0, description="loss weight C of the primal (1); the paper uses C = 1")
-    loss: Literal["hinge", "squared_hinge"] = Field("hinge", description="hinge (L1-SVM) or squared_hinge (L2-SVM)")
-    allreduce: AllreducePattern = pattern_field(
-        "all-reduce pattern (any registered in svmsim.comm.patterns); auto: the topology's own (star, ring, tree; "
-        "binomial on a hypercube; ring on complete; torus on a periodic grid)")
-    branching: int = Field(2, ge=1, description="the tree all-reduce's branching (not the binomial's)")
-    passes: int = Field(1, ge=1, description="local coordinate-descent passes per iteration (the paper uses 1)")
-
-
-class BQOParams(DistributedParams):
-    """``[algorithm]`` keys of bqo-e."""
-
-    tau: float = Field(1e-3, gt=0, description="tau of H = Q~ + (s + tau) I for the L1 loss (L2 uses 0)")
-
-
-class BQOAParams(BQOParams):
-    """``[algorithm]`` keys of bqo-a."""
-
-    armijo_beta: float = Field(0.5, gt=0, lt=1, description="Armijo's backtracking factor beta")
-    armijo_sigma: float = Field(0.1, gt=0, lt=1, description="Armijo's sufficient-decrease sigma")
-
-
-class TronParams(DistributedParams):
-    """``[algorithm]`` keys of tron (the L2-SVM only: its primal must be differentiable)."""
-
-    loss: Literal["squared_hinge"] = Field("squared_hinge", description="squared_hinge only (a Newton method "
-                                                                        "needs the differentiable L2 loss)")
-    passes: int = Field(1, ge=1, le=1, description="not used by TRON (kept for a shared grid)")
 
 
 #: name -> (step rule, Params, the local curvature's scale sigma(K), uses tau)
@@ -246,14 +212,6 @@ def _build_tron(params, problem):
               "messages_per_allreduce": p.messages(), "rounds_per_allreduce": p.rounds(),
               "step": "trust-region Newton, one all-reduce per gradient and per CG step (d + 1 scalars)",
               **evaluator.info()})
-
-
-class DualCDParams(BaseModel):
-    """``[algorithm]`` keys of dual-cd (one machine)."""
-
-    model_config = ConfigDict(extra="forbid")
-    C: float = Field(1.0, gt=0, description="loss weight C of the primal (1)")
-    loss: Literal["hinge", "squared_hinge"] = Field("hinge", description="hinge (L1-SVM) or squared_hinge (L2-SVM)")
 
 
 def build_dual_cd(params: DualCDParams, problem):

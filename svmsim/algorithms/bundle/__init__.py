@@ -23,17 +23,24 @@ protocol    the worker's compiled step: local part, one all-reduce, update, for 
 workers     the worker node program and its all-reduce plan
 objective   J, J with bias, the Lipschitz constant of grad D, the certified J*
 estimator   `PragamSVC` and `BMRMSVC`, the single-machine forms as scikit-learn estimators
-build       scenario parameters, the deployment, the evaluator (best iterate, err_t, certificates)
+params      scenario parameters (the ``[algorithm]`` keys; all that registering and validating import)
+build       the deployment, the evaluator (best iterate, err_t, certificates)
 liblinear   LIBLINEAR (scikit-learn's LinearSVC) on a growing epoch budget, in J's units
 =========== =====================================================================================================
 """
 from __future__ import annotations
 
-from ..allreduce import WORKER_TOPOLOGIES
+import importlib
+
+from ...core.plugins import deferred
+from ..allreduce_params import WORKER_TOPOLOGIES
 from ..registry import AlgorithmInfo, Conformance, register
-from .build import (BMRMParams, PegasosNParams, PragamBParams, PragamParams,
-                    QPBMRMParams, build_bundle)
-from .liblinear import LiblinearParams, build_liblinear
+from .params import BMRMParams, LiblinearParams, PegasosNParams, PragamBParams, PragamParams, QPBMRMParams
+
+#: the family's other public names -> their module, imported on first use (registering the algorithms and
+#: validating a scenario of this family import no numerics: the builds are `deferred`)
+_HOME = {"build_bundle": "build", "PragamSVC": "estimator", "BMRMSVC": "estimator"}
+_build_bundle = deferred("svmsim.algorithms.bundle.build:build_bundle")
 
 __all__ = ["BMRMSVC", "PragamSVC", "build_bundle"]
 
@@ -41,7 +48,7 @@ _PAPER = "004_042fe5751a405c12.txt"
 
 
 def _builder(name):
-    return lambda params, problem: build_bundle(name, params, problem)
+    return lambda params, problem: _build_bundle(name, params, problem)
 
 
 #: the metrics pragam and ls-bmrm report (`AlgorithmInfo.metrics`; [stop] below is checked against them)
@@ -115,9 +122,9 @@ register(AlgorithmInfo(
         params={"workers": 2, "lam": 0.01},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="liblinear", metrics=_METRICS_LIBLINEAR,
-    family="bundle", paper=f"{_PAPER}, baseline liblinear (Hsieh et al. 2008)", distributed=False,
-    Params=LiblinearParams, build=build_liblinear,
+    name="liblinear", family="bundle", paper=f"{_PAPER}, baseline liblinear (Hsieh et al. 2008)", distributed=False,
+    metrics=_METRICS_LIBLINEAR,
+    Params=LiblinearParams, build=deferred("svmsim.algorithms.bundle.liblinear:build_liblinear"),
     description="LIBLINEAR's dual coordinate descent (scikit-learn's LinearSVC, C = 1/(lam n), no bias) on a "
                 "doubling epoch budget, in J's units", topologies=WORKER_TOPOLOGIES,
     conformance=Conformance(
@@ -126,8 +133,8 @@ register(AlgorithmInfo(
 
 
 def __getattr__(name: str):
-    if name in ("PragamSVC", "BMRMSVC"):           # the scikit-learn estimators, imported on first use
-        from . import estimator
-
-        return getattr(estimator, name)
+    if name in _HOME:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Scenario parameters of paper 004's methods and the runs they build (the registry's `build`).
+"""The runs paper 004's methods build from their scenario parameters (`params`; the registry's `build`).
 
 Every method runs K workers (nodes 0..K-1) with one all-reduce per iteration over the `allreduce` pattern (the
 layout of `algorithms.allreduce`, shared with paper 001); K = 1 is the paper's single machine. The evaluator (never
@@ -12,22 +12,16 @@ import math
 import warnings
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from ...core.metrics import relative_gap
 from ...errors import DataError, InfeasibleParameterError
 from ...program import RoleSpec
 from ...comm.patterns import get_pattern
-from ..allreduce import (
-    AllreducePattern,
-    check_pattern_edges,
-    check_problem,
-    declared_scalars,
-    pattern_field,
-    worker_layout,
-)
+from ..allreduce import check_pattern_edges, check_problem, declared_scalars, worker_layout
 from ..bqo.objective import as_csr
 from .objective import band_lower_bound, lipschitz, objective, optimum
+from .params import (PROBE_WIDTH, BMRMParams, BundleParams, PegasosNParams, PragamBParams, PragamParams,
+                     QPBMRMParams)
 from .protocol import (
     DOMAIN_BIAS,
     DOMAIN_BOX,
@@ -40,7 +34,6 @@ from .protocol import (
     extra_scalars,
     probe_plan,
 )
-from .projection import PROBE_WIDTH
 from .workers import BundleProgram, bundle_plan
 
 __all__ = ["BMRMParams", "BundleParams", "Evaluator", "PegasosNParams", "PragamBParams", "PragamParams", "QPBMRMParams",
@@ -49,58 +42,6 @@ __all__ = ["BMRMParams", "BundleParams", "Evaluator", "PegasosNParams", "PragamB
 #: registry name -> (method, bias)
 METHODS = {"pragam": (PRAGAM, False), "pragam-b": (PRAGAM, True), "ls-bmrm": (LS_BMRM, False),
            "qp-bmrm": (QP_BMRM, False), "pegasos-n": (PEGASOS_N, False)}
-
-
-class BundleParams(BaseModel):
-    """``[algorithm]`` keys shared by paper 004's methods."""
-
-    model_config = ConfigDict(extra="forbid")
-    lam: float = Field(1e-4, gt=0, description="regularisation lambda of J(w) = lam/2 |w|^2 + mean hinge (the "
-                                               "paper's a9a value is 2^-18 = 3.8147e-06; C = 1/(lam n))")
-    workers: int = Field(1, ge=1, description="machines K holding blocks of the examples (1: the paper's single "
-                                              "machine); the iterates are the same for every K")
-    allreduce: AllreducePattern = pattern_field(
-        "all-reduce pattern (any registered in svmsim.comm.patterns); auto: the topology's own (star, ring, tree; "
-        "binomial on a hypercube; ring on complete; torus on a periodic grid)")
-    branching: int = Field(2, ge=1, description="the tree all-reduce's branching (not the binomial's)")
-    band_certificate: bool = Field(False, description="also report rel_band_gap: the gap against a lower bound from "
-                                                      "the best iterate's margin band (certified; not metered)")
-
-
-class PragamParams(BundleParams):
-    """``[algorithm]`` keys of pragam and pragam-b."""
-
-    lipschitz_safety: float = Field(1e-6, ge=0, description="L = (1 + safety) sigma_max(X)^2 / lam (Algorithm 1 "
-                                                            "needs an over-estimate; sigma_max by ARPACK)")
-
-
-class PragamBParams(PragamParams):
-    """``[algorithm]`` keys of pragam-b: those of pragam and the pattern of its root probes."""
-
-    probe_allreduce: AllreducePattern = pattern_field(
-        f"pragam-b over K > 1 workers: the pattern of its root probes' all-reduce of {PROBE_WIDTH} scalars; auto: "
-        f"the all-reduce's own, or the binomial tree where that has rings of more than {PROBE_WIDTH} workers (a "
-        "ring all-reduce needs a scalar per member)")
-
-
-class BMRMParams(BundleParams):
-    """``[algorithm]`` keys of ls-bmrm."""
-
-
-class QPBMRMParams(BundleParams):
-    """``[algorithm]`` keys of qp-bmrm."""
-
-    max_bundle: int = Field(2000, ge=2, description="planes kept; when full, planes with alpha = 0 leave, or all "
-                                                    "are aggregated into one")
-    qp_tol: float = Field(1e-3, gt=0, lt=1, description="the inner QP stops at a duality gap <= qp_tol times the "
-                                                        "current certified outer gap")
-    qp_max_steps: int = Field(100_000, ge=1, description="SMO steps per inner solve before it counts as failed")
-
-
-class PegasosNParams(BundleParams):
-    """``[algorithm]`` keys of pegasos-n."""
-
-    project: bool = Field(True, description="project onto the ball of radius 1/sqrt(lam) after each step")
 
 
 def problem_risk(ds) -> str:

@@ -8,20 +8,12 @@ import time
 import warnings
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from ..allreduce import check_problem
 from ..bqo.objective import as_csr
+from .params import LiblinearParams
 
 __all__ = ["LiblinearParams", "build_liblinear"]
-
-
-class LiblinearParams(BaseModel):
-    """``[algorithm]`` keys of liblinear."""
-
-    model_config = ConfigDict(extra="forbid")
-    lam: float = Field(1e-4, gt=0, description="lambda of J (C = 1/(lam n))")
-    max_epochs: int = Field(4096, ge=1, description="the largest epoch budget (budgets double from 1)")
 
 
 def build_liblinear(params: LiblinearParams, problem):

@@ -20,6 +20,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .params import PROBE_COMBINE, PROBE_WIDTH
+
 __all__ = ["equality_root", "project_bias", "project_box", "project_simplex"]
 
 
@@ -206,13 +208,9 @@ def project_simplex(target, out, ones, uppers, live, kinks, capped):
 
 # ---------------------------------------------------------------------------------------------------------------
 # the root of the bias projection when the examples are spread over K workers (notes-004 section 6: "distributed
-# 1-D root finding for nu, each probe a scalar all-reduce"; our design, an extrapolation as the section says)
+# 1-D root finding for nu, each probe a scalar all-reduce"; our design, an extrapolation as the section says); what
+# a probe all-reduces, PROBE_WIDTH scalars combined by PROBE_COMBINE, is declared in `params`
 # ---------------------------------------------------------------------------------------------------------------
-
-#: what a probe all-reduces: g(nu) and its slopes to the right and to the left (sums), the nearest kinks below and
-#: above nu (max and min)
-PROBE_WIDTH = 5
-PROBE_COMBINE = ("sum", "sum", "sum", "max", "min")
 
 
 @numba.njit(cache=True, nogil=True)

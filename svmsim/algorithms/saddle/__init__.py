@@ -29,7 +29,8 @@ rounds         the clients' per-round arithmetic of Algorithm 4
 protocol       the compiled server and client steps of Algorithm 4 (tags, widths, named state)
 estimator      `SaddleSVC`, the scikit-learn estimator
 dsvc           `SaddleServer`, `SaddleClient` (node programs) and the message counts and bounds
-build          scenario parameters and the runs they build
+params         scenario parameters (the ``[algorithm]`` keys; all that registering and validating import)
+build          the runs the parameters build
 ============== ==================================================================================================
 
 The numeric core is shared: the single-machine estimator runs it fused over all points, the clients run it per
@@ -37,12 +38,20 @@ segment over their shards, and both produce the same iterates for the same seed.
 """
 from __future__ import annotations
 
+import importlib
+
+from ...core.plugins import deferred
 from ..registry import AlgorithmInfo, Conformance, register
-from .build import SaddleDSVCParams, SaddleParams, build_saddle_dsvc, build_saddle_svc
-from .certificate import SaddleEvaluator, capped_min, hull_lower_bound
-from .dsvc import (SaddleClient, SaddleServer, dsvc_bound, dsvc_check_scalars, dsvc_scalars,
-                   dsvc_scalars_per_iteration, dsvc_setup_scalars)
-from .preprocess import CoordinateStream, Rotation, SaddleConstants, resolve_cap, saddle_constants
+from .params import SaddleDSVCParams, SaddleParams
+
+#: the family's other public names -> their module, imported on first use (registering the algorithms and
+#: validating a scenario of this family import no numerics: the builds are `deferred`)
+_HOME = {"build_saddle_svc": "build", "build_saddle_dsvc": "build", "SaddleEvaluator": "certificate",
+         "capped_min": "certificate", "hull_lower_bound": "certificate", "SaddleClient": "dsvc",
+         "SaddleServer": "dsvc", "dsvc_bound": "dsvc", "dsvc_check_scalars": "dsvc", "dsvc_scalars": "dsvc",
+         "dsvc_scalars_per_iteration": "dsvc", "dsvc_setup_scalars": "dsvc", "CoordinateStream": "preprocess",
+         "Rotation": "preprocess", "SaddleConstants": "preprocess", "resolve_cap": "preprocess",
+         "saddle_constants": "preprocess", "SaddleSVC": "estimator"}
 
 __all__ = [
     "SaddleSVC", "Rotation", "SaddleConstants", "saddle_constants", "resolve_cap", "CoordinateStream",
@@ -62,18 +71,18 @@ _METRICS_SADDLE_DSVC = ("beta", "cap_reports", "dual_objective", "duality_gap", 
 
 
 register(AlgorithmInfo(
-    name="saddle-svc", metrics=_METRICS_SADDLE_SVC,
-    family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 1-2", distributed=False,
-    Params=SaddleParams, build=build_saddle_svc,
+    name="saddle-svc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 1-2", distributed=False,
+    metrics=_METRICS_SADDLE_SVC,
+    Params=SaddleParams, build=deferred("svmsim.algorithms.saddle.build:build_saddle_svc"),
     description="Saddle-SVC: hard-margin / nu-SVM by randomized primal-dual saddle steps (single machine)",
     topologies=("star",),
     conformance=Conformance(
         params={"eps": 0.05},
         run={"iterations": 60, "observe_every": 20})))
 register(AlgorithmInfo(
-    name="saddle-dsvc", metrics=_METRICS_SADDLE_DSVC,
-    family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 3-4", distributed=True,
-    Params=SaddleDSVCParams, build=build_saddle_dsvc,
+    name="saddle-dsvc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 3-4", distributed=True,
+    metrics=_METRICS_SADDLE_DSVC,
+    Params=SaddleDSVCParams, build=deferred("svmsim.algorithms.saddle.build:build_saddle_dsvc"),
     description="Saddle-DSVC: one server, k clients, 9k scalars per iteration (+8k per nu-projection pass; "
                 "+ a certificate check every check_every iterations with beta = 'auto')",
     topologies=("star",),
@@ -83,8 +92,8 @@ register(AlgorithmInfo(
 
 
 def __getattr__(name: str):
-    if name == "SaddleSVC":            # the scikit-learn estimator, imported on first use (validating a scenario
-        from .estimator import SaddleSVC   # of this family then imports no scikit-learn)
-
-        return SaddleSVC
+    if name in _HOME:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

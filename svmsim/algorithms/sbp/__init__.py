@@ -12,6 +12,7 @@ water             the water level: sort, selection (Algorithm 2 corrected), warm
 responses         the model and its maintained responses (train and test), one kernel row per step
 methods           SBP (Algorithm 1, and with a bias), kernel Pegasos, the Perceptron, SDCA: compiled loops
 reference         the certified no-bias SVM and nu = L(w*)/||w*|| (section 1.3 of the notes)
+params            scenario parameters (the ``[algorithm]`` keys; all that registering and validating import)
 kernel_problem    the kernel, lambda, nu, the budget and evaluation points from scenario keys
 build             the single-machine runs of SBP and the response baselines
 baselines_sklearn LIBSVM's SMO (`SVC`, evaluations estimated) and random Fourier features + LIBLINEAR
@@ -21,22 +22,16 @@ distributed       distributed SBP (notes-003 section 6, an extrapolation): serve
 """
 from __future__ import annotations
 
+from ...core.plugins import deferred
 from ..registry import AlgorithmInfo, Conformance, register
-from .baselines_sklearn import LibsvmParams, RFFParams, build_libsvm, build_rff
-from .build import (
-    PegasosParams,
-    PerceptronParams,
-    SBPParams,
-    SDCAParams,
-    build_baseline,
-    build_sbp,
-)
-from .distributed import DSBPParams, build_dsbp
+from .params import DSBPParams, LibsvmParams, PegasosParams, PerceptronParams, RFFParams, SBPParams, SDCAParams
 
 __all__ = ["KernelPegasosClassifier", "KernelPerceptron", "KernelSDCAClassifier", "SBPClassifier"]
 
 _PAPER = "003_abc85793f1499775.txt"
 _SINGLE = ("star", "complete")
+# the builds, imported when a run is built (registering the algorithms and validating a scenario import no numerics)
+_build_baseline = deferred("svmsim.algorithms.sbp.build:build_baseline")
 
 #: the metrics sbp reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
 _METRICS_SBP = ("epochs", "evaluator_kernel_evaluations", "hinge", "inner_products", "kernel_evaluations", "level",
@@ -59,9 +54,9 @@ _METRICS_RFF = ("features", "inner_products", "kernel_evaluations", "objective",
 
 
 register(AlgorithmInfo(
-    name="sbp", metrics=_METRICS_SBP,
-    family="sbp", paper=f"{_PAPER}, Algorithm 1 (Algorithm 3 with bias = true; both corrected)",
-    distributed=False, Params=SBPParams, build=build_sbp,
+    name="sbp", family="sbp", paper=f"{_PAPER}, Algorithm 1 (Algorithm 3 with bias = true; both corrected)",
+    metrics=_METRICS_SBP,
+    distributed=False, Params=SBPParams, build=deferred("svmsim.algorithms.sbp.build:build_sbp"),
     description="the kernelized Stochastic Batch Perceptron: supergradient steps on the slack-constrained "
                 "problem (2.3), one kernel row per iteration", topologies=_SINGLE,
     conformance=Conformance(
@@ -70,7 +65,7 @@ register(AlgorithmInfo(
 register(AlgorithmInfo(
     name="dsbp", metrics=_METRICS_DSBP,
     family="sbp", paper=f"{_PAPER}, distributed SBP (notes-003 section 6: an extrapolation, not in the "
-    "paper)", distributed=True, Params=DSBPParams, build=build_dsbp,
+    "paper)", distributed=True, Params=DSBPParams, build=deferred("svmsim.algorithms.sbp.distributed:build_dsbp"),
     description="distributed SBP: clients hold shards of the responses; the water level by Newton rounds of scalars, "
                 "the sampled point broadcast", topologies=("star",),
     conformance=Conformance(
@@ -79,35 +74,35 @@ register(AlgorithmInfo(
         skips={"compiled": "its node programs offer no compiled step (NodeProgram.kernel returns None), so there is no "
                         "compiled loop"})))
 register(AlgorithmInfo(
-    name="kernel-pegasos", metrics=_METRICS_KERNEL_PEGASOS,
-    family="sbp", paper=f"{_PAPER}, baseline Pegasos (section 4)", distributed=False,
-    Params=PegasosParams, build=lambda p, pr: build_baseline("kernel-pegasos", p, pr),
+    name="kernel-pegasos", family="sbp", paper=f"{_PAPER}, baseline Pegasos (section 4)", distributed=False,
+    metrics=_METRICS_KERNEL_PEGASOS,
+    Params=PegasosParams, build=lambda p, pr: _build_baseline("kernel-pegasos", p, pr),
     description="kernel Pegasos: SGD on (2.2), step 1/(lam t), a kernel row per margin violation",
     topologies=_SINGLE,
     conformance=Conformance(
         params={"epochs": 2, "eval_points": 4},
         run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
-    name="kernel-perceptron", metrics=_METRICS_KERNEL_PEGASOS,
-    family="sbp", paper=f"{_PAPER}, baseline Perceptron (section 4)", distributed=False,
-    Params=PerceptronParams, build=lambda p, pr: build_baseline("kernel-perceptron", p, pr),
+    name="kernel-perceptron", family="sbp", paper=f"{_PAPER}, baseline Perceptron (section 4)", distributed=False,
+    metrics=_METRICS_KERNEL_PEGASOS,
+    Params=PerceptronParams, build=lambda p, pr: _build_baseline("kernel-perceptron", p, pr),
     description="the online kernel Perceptron over several epochs, a kernel row per mistake", topologies=_SINGLE,
     conformance=Conformance(
         params={"epochs": 2, "eval_points": 4},
         run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
-    name="kernel-sdca", metrics=_METRICS_KERNEL_PEGASOS,
-    family="sbp", paper=f"{_PAPER}, baseline SDCA (Hsieh et al. 2008)", distributed=False,
-    Params=SDCAParams, build=lambda p, pr: build_baseline("kernel-sdca", p, pr),
+    name="kernel-sdca", family="sbp", paper=f"{_PAPER}, baseline SDCA (Hsieh et al. 2008)", distributed=False,
+    metrics=_METRICS_KERNEL_PEGASOS,
+    Params=SDCAParams, build=lambda p, pr: _build_baseline("kernel-sdca", p, pr),
     description="dual coordinate ascent on the no-bias dual (4.1), a kernel row per moved coordinate",
     topologies=_SINGLE,
     conformance=Conformance(
         params={"epochs": 2, "eval_points": 4},
         run={"data": {"name": "heart_scale"}, "iterations": 10 ** 9})))
 register(AlgorithmInfo(
-    name="libsvm", metrics=_METRICS_LIBSVM,
-    family="sbp", paper=f"{_PAPER}, baseline SMO (LIBSVM, second-order working sets)",
-    distributed=False, Params=LibsvmParams, build=build_libsvm,
+    name="libsvm", family="sbp", paper=f"{_PAPER}, baseline SMO (LIBSVM, second-order working sets)",
+    metrics=_METRICS_LIBSVM,
+    distributed=False, Params=LibsvmParams, build=deferred("svmsim.algorithms.sbp.baselines_sklearn:build_libsvm"),
     description="scikit-learn's SVC (LIBSVM) on doubling SMO budgets; kernel evaluations estimated and bracketed",
     topologies=_SINGLE,
     conformance=Conformance(
@@ -116,9 +111,9 @@ register(AlgorithmInfo(
         skips={"seed": "deterministic: its run does not depend on the seed (LIBSVM's SVC without probability estimates "
                     "draws no random numbers)"})))
 register(AlgorithmInfo(
-    name="rff", metrics=_METRICS_RFF,
-    family="sbp", paper=f"{_PAPER}, Appendix A (random Fourier features)", distributed=False,
-    Params=RFFParams, build=build_rff,
+    name="rff", family="sbp", paper=f"{_PAPER}, Appendix A (random Fourier features)", distributed=False,
+    metrics=_METRICS_RFF,
+    Params=RFFParams, build=deferred("svmsim.algorithms.sbp.baselines_sklearn:build_rff"),
     description="random Fourier features k = 1, 2, 4, ... with the exact linear SVM (LinearSVC) on 2k features",
     topologies=_SINGLE,
     conformance=Conformance(

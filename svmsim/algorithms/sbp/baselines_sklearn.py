@@ -21,28 +21,12 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import Field
 
 from ...errors import InfeasibleParameterError
-from .kernel_problem import KernelParamsModel, KernelProblem
+from .kernel_problem import KernelProblem
+from .params import LibsvmParams, RFFParams
 
 __all__ = ["LibsvmParams", "RFFParams", "build_libsvm", "build_rff", "sklearn_kernel"]
-
-
-class LibsvmParams(KernelParamsModel):
-    """``[algorithm]`` keys of libsvm."""
-
-    first_budget: int = Field(256, ge=1, description="the first SMO iteration budget; budgets double until SMO "
-                                                     "converges (one fit at the full budget: curve = false)")
-    curve: bool = Field(True, description="fit on doubling budgets to draw the error against cost; false: one fit")
-    tol: float = Field(1e-3, gt=0, description="LIBSVM's stopping tolerance (its default)")
-    cache_mb: float = Field(1000.0, gt=0, description="LIBSVM's kernel cache in MB")
-
-
-class RFFParams(KernelParamsModel):
-    """``[algorithm]`` keys of rff."""
-
-    max_features: int = Field(1024, ge=1, description="the largest k (2k features); k doubles from 1")
 
 
 def sklearn_kernel(kp: KernelProblem) -> dict:

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Literal
 
 import numpy as np
-from pydantic import Field, field_validator
 
 from ...core.streams import STREAM_PROGRAM, stream_keys
 from ...deployment import SingleMachineRun
 from ...errors import InfeasibleParameterError
-from .kernel_problem import KernelParamsModel, KernelProblem, evaluation_points
+from .kernel_problem import KernelProblem, evaluation_points
 from .methods import (
     PEGASOS,
     PERCEPTRON,
@@ -28,6 +26,7 @@ from .methods import (
     sbp_iterations,
     sbp_scalars,
 )
+from .params import PegasosParams, PerceptronParams, SBPParams, SDCAParams
 from .reference import NoBiasSolution, nu_from_lambda
 from .responses import Responses, coef_total, renormalise, responses
 from .water import water_level_bias, water_level_sorted
@@ -43,39 +42,6 @@ __all__ = [
     "model_metrics",
     "resolve_nu",
 ]
-
-
-class SBPParams(KernelParamsModel):
-    """``[algorithm]`` keys of sbp."""
-
-    nu: float | Literal["auto"] = Field(
-        "auto", description="the slack budget nu of (2.3), in [0, 1] (water volume n nu; 0: the separable form "
-                            "(3.2)); auto: L(w*)/||w*|| of the certified no-bias solution at lam (notes-003 1.3; up "
-                            "to 20 000 points); a9a: 1.10e-2 (paper 003's Table 2, Adult)")
-    bias: bool = Field(False, description="an unregularised bias (section 3.6, Algorithm 3 corrected)")
-
-    @field_validator("nu")
-    @classmethod
-    def _nu_range(cls, value):
-        if value != "auto" and not (0.0 <= value <= 1.0):
-            raise ValueError(f"nu = {value!r} is out of range; allowed: a number in [0, 1] (the average slack at "
-                             "||w|| <= 1; with K <= 1 every response lies in [-1, 1], so nu >= 1 covers every point "
-                             "and SBP returns the mean classifier) or 'auto'")
-        return value
-
-
-class PegasosParams(KernelParamsModel):
-    """``[algorithm]`` keys of kernel-pegasos."""
-
-    project: bool = Field(True, description="project onto the ball of radius 1/sqrt(lam) after each step")
-
-
-class PerceptronParams(KernelParamsModel):
-    """``[algorithm]`` keys of kernel-perceptron."""
-
-
-class SDCAParams(KernelParamsModel):
-    """``[algorithm]`` keys of kernel-sdca."""
 
 
 def resolve_nu(nu, kp: KernelProblem, seed: int = 0) -> tuple[float, NoBiasSolution | None]:

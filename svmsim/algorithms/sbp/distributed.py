@@ -30,7 +30,6 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 import scipy.sparse as sp
-from pydantic import Field
 
 from ...comm.message import MessageBatch, Outbox, frozen_ids
 from ...core.streams import STREAM_PROGRAM, counter_uniform, stream_keys
@@ -38,21 +37,16 @@ from ...errors import InfeasibleParameterError, ProtocolError
 from ...numerics.csr import CSR_INDEX
 from ...numerics.kernels import KernelData, kernel_data
 from ...program import NodeProgram, RoleSpec
-from .build import SBPParams, model_metrics, resolve_nu
+from .build import model_metrics, resolve_nu
 from .kernel_problem import KernelProblem
 from .methods import nth_below
+from .params import DSBPParams
 from .responses import Responses, apply_row, coef_now, coef_total, responses
 from .water import NEWTON_MAX_PASSES, water_level_sorted
 
 __all__ = ["DSBPParams", "SBPClient", "SBPServer", "build_dsbp"]
 
 _HEADER = 5             # scalars before a sparse row's indices and values in `update` and `row`
-
-
-class DSBPParams(SBPParams):
-    """``[algorithm]`` keys of dsbp."""
-
-    clients: int = Field(4, ge=1, description="clients k holding shards of the training points")
 
 
 def _encode_row(data: KernelData, i: int, head: tuple) -> np.ndarray:

@@ -4,38 +4,14 @@ iteration budget in epochs, and the log-spaced evaluation points of the paper's 
 from __future__ import annotations
 
 import math
-from typing import Literal
-
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import DataError, InfeasibleParameterError
 from ...numerics.kernels import KernelData, KernelParams, kernel_data, kernel_params
+from .params import KernelParamsModel
 
 __all__ = ["KernelParamsModel", "KernelProblem", "evaluation_points", "kernel_problem"]
-
-
-class KernelParamsModel(BaseModel):
-    """``[algorithm]`` keys shared by paper 003's methods."""
-
-    model_config = ConfigDict(extra="forbid")
-    kernel: Literal["gaussian", "linear", "polynomial"] = Field(
-        "gaussian", description="K(x, z): gaussian exp(-||x - z||^2 / (2 sigma2)), linear <x, z>, polynomial "
-                                "(gamma <x, z> + coef0)^degree")
-    sigma2: float | Literal["scale"] = Field(
-        "scale", description="the Gaussian's sigma^2 (paper 003's Table 2: a9a 10); scale: d Var(X) / 2 (the "
-                             "Gaussian that scikit-learn's gamma = 'scale' gives)")
-    gamma: float = Field(1.0, gt=0, description="the polynomial kernel's gamma")
-    coef0: float = Field(0.0, description="the polynomial kernel's coef0")
-    degree: int = Field(3, ge=1, description="the polynomial kernel's degree")
-    lam: float | None = Field(None, gt=0, description="lambda of (2.2), lam/2 ||w||^2 + mean hinge; default 1/n "
-                                                      "(the paper's no-bias setting, C = 1/(lam n) = 1)")
-    epochs: float = Field(10.0, gt=0, description="iterations = epochs * n (the paper runs every method 10 epochs)")
-    eval_points: int = Field(30, ge=1, description="evaluation points, log-spaced in iterations up to the budget")
-    track_test: bool = Field(True, description="keep the test responses up to date (n_test kernel evaluations "
-                                               "per row, counted apart as the evaluator's) for the test error at "
-                                               "every evaluation point")
 
 
 class KernelProblem:

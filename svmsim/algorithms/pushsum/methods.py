@@ -37,24 +37,22 @@ from `gossip_topology_info`: the spectral gap of the gossip chain, 1/gap, the mi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import networkx as nx
 import numba
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..comm.message import MessageBatch, Outbox
-from ..core.names import NodeNames
-from ..core.streams import STREAM_PROGRAM, counter_uniform, stream_keys
-from ..errors import DataError, InfeasibleParameterError, ScenarioError, TopologyError
-from ..numerics.csr import part_row_sums, sorted_position
-from ..numerics.prefetch import prefetch, prefetch_row
-from ..numerics.vectors import pairwise_sum, segment_cumsum
-from ..program import GossipKernel, GossipProgram, NodeRows, RoleSpec, frozen_view
-from ..topology import (MIXING_RULES, build_topology, check_connected, metropolis_hastings_weights,
-                        mixing_probabilities, mixing_rows, neighbour_csr)
-from .registry import ANY_TOPOLOGY, AlgorithmInfo, Conformance, register
+from ...comm.message import MessageBatch, Outbox
+from ...core.names import NodeNames
+from ...core.streams import STREAM_PROGRAM, counter_uniform, stream_keys
+from ...errors import DataError, InfeasibleParameterError, ScenarioError, TopologyError
+from ...numerics.csr import part_row_sums, sorted_position
+from ...numerics.prefetch import prefetch, prefetch_row
+from ...numerics.vectors import pairwise_sum, segment_cumsum
+from ...program import GossipKernel, GossipProgram, NodeRows, RoleSpec, frozen_view
+from ...topology import (MIXING_RULES, build_topology, check_connected, metropolis_hastings_weights,
+                         mixing_probabilities, mixing_rows, neighbour_csr)
+from .params import PushSumParams
 
 __all__ = ["PushSum", "PushSumParams", "build_pushsum", "pushsum_wake", "pushsum_receive", "mass", "tag_widths",
            "gossip_topology_info", "VARIANTS", "MIXINGS", "TAGS", "SPECTRAL_MAX_NODES", "MIXING_TIME_EPS"]
@@ -625,35 +623,10 @@ def mass(observations: list[dict]) -> tuple[np.ndarray, float]:
 # Scenario algorithm
 # ----------------------------------------------------------------------------------------------------------------
 
-class PushSumParams(BaseModel):
-    """``[algorithm]`` keys of pushsum (runs on the gossip scheduler: see ``[schedule]``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    nodes: int = Field(20, ge=2, description="number of nodes (a graph given in Python sets it; it must then match)")
-    variant: Literal["pushsum", "running-sum", "pairwise"] = Field("pushsum", description="see the module docs")
-    mixing: Literal["neighbour", "metropolis", "uniform"] = Field("neighbour", description="target distribution")
-    share: float = Field(0.5, gt=0, lt=1, description="fraction of (s, w) pushed per tick")
-    values: Literal["data_mean", "random"] = Field("data_mean", description="what each node averages")
-    dim: int | None = Field(None, ge=1, description="length of the random vectors (values = \"random\"; default 10)")
-    weighted: bool = Field(False, description="weight nodes by their number of points (values = \"data_mean\")")
-    max_wakes: int | None = Field(None, ge=1, description="each node stops after this many clock ticks")
-
-    @model_validator(mode="after")
-    def _keys_that_apply(self) -> "PushSumParams":
-        if self.values == "random" and self.dim is None:
-            self.dim = 10
-        if self.dim is not None and self.values != "random":
-            raise ValueError(f"dim = {self.dim} applies to values = \"random\" only (with data_mean the data set's "
-                             "dimension is used)")
-        if self.weighted and self.values != "data_mean":
-            raise ValueError("weighted = true applies to values = \"data_mean\" only (random values have no points)")
-        return self
-
 
 def _values(params: PushSumParams, problem, n: int) -> tuple[list, int]:
     """Per-node data and the dimension d."""
-    from ..data import partition
+    from ...data import partition
 
     if params.values == "random":                      # the data set is not read
         rng = np.random.default_rng([problem.seed, 0x5EED])
@@ -677,7 +650,7 @@ def _values(params: PushSumParams, problem, n: int) -> tuple[list, int]:
 
 
 def build_pushsum(params: PushSumParams, problem):
-    from ..deployment import Deployment
+    from ...deployment import Deployment
 
     if problem.topology is not None:
         G = problem.topology
@@ -790,7 +763,7 @@ BASE_BYTES, NODE_BYTES, NODE_SCALAR_BYTES, EDGE_BYTES = 204 * 2 ** 20, 250, 16, 
 
 def topology_size(problem, nodes: int) -> tuple[int, int]:
     """(nodes, undirected edges) of the run's topology, without building it."""
-    from ..topology import expected_edges
+    from ...topology import expected_edges
 
     if problem.topology is not None:
         return problem.topology.number_of_nodes(), problem.topology.number_of_edges()
@@ -806,19 +779,3 @@ def pushsum_memory(params: PushSumParams, problem) -> tuple[int, str, str]:
         need += 2 * 2 * edges * d * 8
     return need, (f"{n:,} nodes holding {d} scalars each, {edges:,} edges of the {problem.topology_kind} topology"), \
         "fewer nodes, a shorter value (dim), or a sparser topology"
-
-
-#: the metrics pushsum reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
-_METRICS = ("consensus_error", "consensus_rms", "objective", "weight_at_nodes")
-
-
-register(AlgorithmInfo(
-    name="pushsum", metrics=_METRICS,
-    family="gossip", paper="002_a14c5840ff10f4b6.txt, Algorithm 1 (Kempe et al. 2003); notes-002 s. 2",
-    distributed=True, Params=PushSumParams, build=build_pushsum, memory=pushsum_memory,
-    description="Push-Sum gossip averaging (also running-sum and pairwise averaging), d+1 scalars per push",
-    topologies=ANY_TOPOLOGY,
-    scheduler="gossip", finishes_by_itself=lambda params: params.max_wakes is not None,
-    conformance=Conformance(
-        params={"nodes": 9, "values": "random", "dim": 3, "max_wakes": 25},
-        variants=({"variant": "pairwise"}, {"variant": "running-sum"}))))

@@ -72,17 +72,15 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numba
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field
 
-from ..comm.message import MessageBatch, Outbox, constant_ids, frozen_ids
-from ..program import NodeProgram, RoleSpec
-from .references import csvm_primal
-from .registry import AlgorithmInfo, Conformance, register
+from ...comm.message import MessageBatch, Outbox, constant_ids, frozen_ids
+from ...program import NodeProgram, RoleSpec
+from ..references.methods import csvm_primal
+from .params import HogwildParams
 
 __all__ = ["HogwildParams", "HogwildServer", "HogwildClient", "SampleStream", "hogwild_scalars"]
 
@@ -422,23 +420,10 @@ class HogwildClient(NodeProgram):
 # Scenario parameters and registration
 # ---------------------------------------------------------------------------------------------------------------
 
-class HogwildParams(BaseModel):
-    """``[algorithm]`` keys of hogwild."""
-
-    model_config = ConfigDict(extra="forbid")
-    clients: int = Field(20, ge=1, description="number of clients k (paper 000 uses 20)")
-    C: float = Field(32.0, gt=0, description="C of the C-SVM (paper 000 Appendix D uses 32)")
-    steps_per_message: int = Field(16, ge=1, description="samples m a client batches into one pull/write")
-    delay: int = Field(0, ge=0, description="extra cycles a write waits before the server applies it")
-    step_scale: float = Field(0.1, gt=0, description="eta0 = step_scale / max_i(|x_i|^2 + 1), the first step size")
-    t0_epochs: float = Field(1.0, gt=0, description="eta_t = eta0/(1 + t/T0) with T0 = t0_epochs * n steps")
-    turn_order: Literal["shuffled", "fixed"] = Field("shuffled", description="client order in each cycle")
-    fit_intercept: bool = Field(True, description="learn the free bias b")
-
 
 def build_hogwild(params: HogwildParams, problem):
-    from ..deployment import Deployment, server_client_layout
-    from ..errors import InfeasibleParameterError
+    from ...deployment import Deployment, server_client_layout
+    from ...errors import InfeasibleParameterError
 
     ds = problem.dataset
     k, d, m = params.clients, ds.d, params.steps_per_message
@@ -489,21 +474,3 @@ def build_hogwild(params: HogwildParams, problem):
                       declared_scalars=declared, bound=None, comm_unit=("kd", float(k * d)), model=model,
                       info={"k": k, "C": params.C, "steps_per_message": m, "delay": params.delay, "n": ds.n,
                             "d": d})
-
-
-#: the metrics hogwild reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
-_METRICS = ("epochs", "objective", "staleness_max", "staleness_mean", "step_size", "test_accuracy",
-            "train_accuracy", "violator_fraction")
-
-
-register(AlgorithmInfo(
-    name="hogwild", metrics=_METRICS,
-    family="hogwild", paper="000_ff8faf4b278c4a32.txt, baseline (Recht et al. 2011)",
-    distributed=True, Params=HogwildParams, build=build_hogwild,
-    description="HOGWILD!: lock-free SGD for the C-SVM on a server, k clients in turns, sparse reads and writes",
-    topologies=("star",),
-    conformance=Conformance(
-        params={"clients": 5, "steps_per_message": 4},
-        run={"data": {"name": "heart_scale"}},
-        skips={"compiled": "its node programs offer no compiled step (NodeProgram.kernel returns None), so there is no "
-                        "compiled loop"})))

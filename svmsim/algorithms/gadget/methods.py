@@ -53,21 +53,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import numba
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..comm.message import MessageBatch, Outbox, frozen_ids
-from ..core.names import NodeNames
-from ..numerics.prefetch import prefetch, prefetch_row
-from ..numerics.vectors import segment_cumsum
-from ..program import GossipKernel, GossipProgram, NodeRows, Ragged, RoleSpec, frozen_view
-from .pegasos import (PAPER_EPS, PAPER_PATIENCE, as_rows, next_index, next_uniform, row_axpy, row_dot,
-                      seed_streams, stopping_update)
-from .registry import AlgorithmInfo, Conformance, register
+from ...comm.message import MessageBatch, Outbox, frozen_ids
+from ...core.names import NodeNames
+from ...numerics.prefetch import prefetch, prefetch_row
+from ...numerics.vectors import segment_cumsum
+from ...program import GossipKernel, GossipProgram, NodeRows, Ragged, RoleSpec, frozen_view
+from ..pegasos.methods import (PAPER_EPS, PAPER_PATIENCE, as_rows, next_index, next_uniform, row_axpy, row_dot,
+                               seed_streams, stopping_update)
+from .params import EVAL_NODES, GadgetParams
 
 __all__ = ["GadgetPeer", "GadgetParams", "gadget_scalars_per_message", "GOSSIP_MODES", "MIXINGS", "build_gadget"]
 
@@ -385,7 +383,7 @@ class GadgetPeer(GossipProgram):
         rows of a shared X and y that the shards' positions pick) and mixing rows."""
         m = node_ids.shape[0]
         if (sizes == 0).any():
-            from ..errors import DataError
+            from ...errors import DataError
 
             empty = node_ids[np.flatnonzero(sizes == 0)]
             raise DataError(f"node {int(empty[0])} has no data points ({empty.size} such node(s)); every GADGET node "
@@ -563,9 +561,6 @@ def _score_columns(S, y, owner):
 #: the evaluation scores the models in column blocks of about this many values (64 MB): memory O(points + nodes),
 #: not points x nodes (30 000 nodes on a9a were 11.8 GB)
 SCORE_BLOCK_VALUES = 2 ** 23
-#: above this many nodes GADGET's per-node means come from a fixed sample of this many nodes' models (eval_nodes):
-#: scoring each model is a pass over the data (10^5 nodes on 2·10^5 points: minutes per evaluation)
-EVAL_NODES = 1000
 
 
 def _scores(X, y, models, owner):
@@ -692,43 +687,13 @@ class ConsensusEvaluator:
 # Scenario parameters, deployment and registration
 # ---------------------------------------------------------------------------------------------------------------
 
-class GadgetParams(BaseModel):
-    """``[algorithm]`` keys of gadget."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    nodes: int = Field(10, ge=2, description="number of nodes m (the paper uses 10)")
-    lam: float = Field(1e-4, gt=0, description="regularisation lambda of Eq. 1 (paper Table 2: 3.07e-5 for a9a)")
-    gossip: Literal["push-sum", "pairwise"] = Field("push-sum", description="Push-Sum shares or pairwise averaging")
-    rounds: int = Field(1, ge=1, description="gossip ticks per local step (R Push-Sum rounds per step)")
-    mixing: Literal["neighbour", "metropolis", "uniform"] = Field(
-        "neighbour", description="row i of B: 1/deg i, Metropolis-Hastings, or 1/(deg i + 1) with self")
-    size_weighted: bool = Field(True, description="Push-Sum weights start at n_i/mean(n): n_i-weighted consensus")
-    project_local: bool = Field(True, description="step (f): project after the local step")
-    project_gossip: bool = Field(True, description="step (h): project after the gossip")
-    eps: float = Field(PAPER_EPS, ge=0, description="paper's stopping rule threshold on |dF| (0: off)")
-    patience: int = Field(PAPER_PATIENCE, ge=1, description="consecutive steps with |dF| <= eps to finish")
-    iterations: int | None = Field(None, ge=1, description="T: local steps after which a node finishes")
-    average: bool = Field(False, description="each node outputs the average of its last T/2 iterates (needs T)")
-    eval_nodes: int = Field(EVAL_NODES, ge=0, description="node models scored for the per-node means (objective, "
-                            "accuracies): every node up to this many, above it a fixed seeded sample of this many "
-                            "(an estimate, reported as nodes_scored; 0: every node); the average model and the "
-                            "consensus use every node")
-
-    @model_validator(mode="after")
-    def _average_needs_iterations(self):
-        if self.average and self.iterations is None:
-            raise ValueError("average = true averages the last half of T local steps, so T must be known; allowed: "
-                             "iterations = T, or average = false")
-        return self
-
 
 def build_gadget(params: GadgetParams, problem):
-    from ..data import partition
-    from ..deployment import Deployment
-    from ..errors import InfeasibleParameterError
-    from ..topology import build_topology, ensure_usable, mixing_rows
-    from .pushsum import gossip_topology_info
+    from ...data import partition
+    from ...deployment import Deployment
+    from ...errors import InfeasibleParameterError
+    from ...topology import build_topology, ensure_usable, mixing_rows
+    from ..pushsum.methods import gossip_topology_info
 
     ds = problem.dataset
     m, d = params.nodes, ds.d
@@ -806,12 +771,6 @@ def build_gadget(params: GadgetParams, problem):
                             **gossip_topology_info(G, params.mixing, 0.5)})
 
 
-def _peer_topologies() -> tuple[str, ...]:
-    from ..topology import TOPOLOGIES
-
-    return tuple(k for k in TOPOLOGIES if k != "star")
-
-
 #: GADGET's memory model (bytes): the interpreter with numba and the libraries, and per node (the loop's, the
 #: meter's and the program's arrays beside the model; per edge it is Push-Sum's EDGE_BYTES)
 GADGET_BASE_BYTES, GADGET_NODE_BYTES = 268 * 2 ** 20, 378
@@ -824,7 +783,7 @@ def gadget_memory(params: GadgetParams, problem) -> tuple[int, str, str]:
     part of the nodes gather their rows), the edges and the evaluation's block of scores. Fitted to peaks measured
     for 10 rounds on a random 2-out overlay (a9a with 10^3 and 3·10^4 nodes; synthetic a9a-shaped sets of two
     points per node with 10^5, 3·10^5 and 10^6 nodes: 0.36 to 2.5 GB, every one within 2 %)."""
-    from .pushsum import EDGE_BYTES, topology_size
+    from ..pushsum.methods import EDGE_BYTES, topology_size
 
     n, edges = topology_size(problem, params.nodes)
     ds = problem.dataset
@@ -834,23 +793,3 @@ def gadget_memory(params: GadgetParams, problem) -> tuple[int, str, str]:
             + 8 * SCORE_BLOCK_VALUES)
     return need, f"{n:,} nodes with a model of {ds.d} scalars and their share of {stored:,} stored data values, " \
         f"{edges:,} edges of the {problem.topology_kind} topology", "fewer nodes or a sparser topology"
-
-
-#: the metrics gadget reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
-_METRICS = ("average_model_objective", "average_model_test_accuracy", "consensus_error", "consensus_max",
-            "finished_nodes", "gossip_messages", "last_dF", "local_steps", "model_norm", "nodes", "nodes_scored",
-            "objective", "objective_max", "objective_min", "objective_std", "steps_max", "steps_mean", "steps_min",
-            "test_accuracy", "test_accuracy_all_nodes", "test_accuracy_shard", "test_accuracy_shard_std",
-            "test_accuracy_std", "train_accuracy", "train_accuracy_std")
-
-
-register(AlgorithmInfo(
-    name="gadget", metrics=_METRICS,
-    family="gadget", paper="002_a14c5840ff10f4b6.txt, Algorithm 2 (GADGET SVM)", distributed=True,
-    Params=GadgetParams, build=build_gadget, memory=gadget_memory,
-    description="GADGET SVM: per-node Pegasos steps on one local sample, Push-Sum or pairwise-averaging gossip",
-    topologies=_peer_topologies(),
-    scheduler="gossip", finishes_by_itself=True,
-    conformance=Conformance(
-        params={"nodes": 7, "lam": 0.01, "eps": 0.0, "iterations": 25},
-        variants=({"gossip": "pairwise"},))))

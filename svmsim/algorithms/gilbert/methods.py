@@ -18,13 +18,12 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field
 from sklearn.exceptions import ConvergenceWarning
 
-from ..core.metrics import relative_gap
-from .registry import AlgorithmInfo, Conformance, register
-from .saddle.certificate import HullDiagnosis, hull_lower_bound
-from .sklearn_api import LinearBinaryClassifier, binary_fit_data
+from ...core.metrics import relative_gap
+from ..saddle.certificate import HullDiagnosis, hull_lower_bound
+from ..sklearn_api import LinearBinaryClassifier, binary_fit_data
+from .params import DGilbertParams, GilbertParams
 
 __all__ = ["GilbertSVC", "GilbertParams"]
 
@@ -137,15 +136,8 @@ class GilbertSVC(LinearBinaryClassifier):
         return self
 
 
-class GilbertParams(BaseModel):
-    """``[algorithm]`` keys of gilbert (hard margin only; it has no parameters of its own)."""
-
-    model_config = ConfigDict(extra="forbid")
-    eps: float = Field(1e-3, gt=0, lt=1, description="target certified relative gap (also the stop.gap default)")
-
-
 def build_gilbert(params: GilbertParams, problem):
-    from ..deployment import SingleMachineRun
+    from ...deployment import SingleMachineRun
 
     ds = problem.dataset
 
@@ -156,26 +148,6 @@ def build_gilbert(params: GilbertParams, problem):
         return {"coef": est.coef_[0], "intercept": float(est.intercept_[0]), "estimator": est}
 
     return SingleMachineRun(fit=fit, info={"n": ds.n, "d": ds.d})
-
-
-#: the metrics gilbert reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
-_METRICS_GILBERT = ("duality_gap", "gap_lower", "gap_upper", "hull_distance", "hull_lower", "margin", "objective",
-                    "rel_gap", "test_accuracy", "time", "train_accuracy")
-#: the metrics dgilbert reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
-_METRICS_DGILBERT = ("duality_gap", "gap_lower", "gap_upper", "hull_distance", "hull_lower", "margin", "objective",
-                     "rel_gap", "test_accuracy", "train_accuracy")
-
-
-register(AlgorithmInfo(
-    name="gilbert", metrics=_METRICS_GILBERT,
-    family="saddle", paper="000_ff8faf4b278c4a32.txt, baseline (notes-000 section 4)",
-    distributed=False, Params=GilbertParams, build=build_gilbert,
-    description="Gilbert's algorithm: hard-margin SVM as the nearest point of the Minkowski difference",
-    topologies=("star",),
-    conformance=Conformance(
-        params={"eps": 0.001},
-        skips={"seed": "deterministic: its run does not depend on the seed (Gilbert's algorithm has no random "
-                       "choice)"})))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -191,8 +163,8 @@ register(AlgorithmInfo(
 
 from dataclasses import dataclass  # noqa: E402
 
-from ..comm.message import MessageBatch, Outbox, frozen_ids  # noqa: E402
-from ..program import NodeProgram, RoleSpec  # noqa: E402
+from ...comm.message import MessageBatch, Outbox, frozen_ids  # noqa: E402
+from ...program import NodeProgram, RoleSpec  # noqa: E402
 
 
 def dgilbert_scalars_per_iteration(k: int, d: int) -> int:
@@ -291,14 +263,6 @@ class GilbertClient(NodeProgram):
         return st, out
 
 
-class DGilbertParams(BaseModel):
-    """``[algorithm]`` keys of dgilbert."""
-
-    model_config = ConfigDict(extra="forbid")
-    clients: int = Field(20, ge=1, description="number of clients k")
-    eps: float = Field(1e-3, gt=0, lt=1, description="target certified relative gap, for the bound lines")
-
-
 def certificate(X, y: np.ndarray, x: np.ndarray, X_test=None, y_test=None) -> dict:
     """Hull-distance bounds of a point x of the Minkowski difference, and the accuracies of its bisector."""
     proj = np.asarray(X @ x).ravel()
@@ -316,7 +280,7 @@ def certificate(X, y: np.ndarray, x: np.ndarray, X_test=None, y_test=None) -> di
 
 
 def build_dgilbert(params: DGilbertParams, problem):
-    from ..deployment import Deployment, server_client_layout
+    from ...deployment import Deployment, server_client_layout
 
     ds = problem.dataset
     k = params.clients
@@ -350,15 +314,3 @@ def build_dgilbert(params: DGilbertParams, problem):
                       bound=lambda eps: {"upper": k * ds.d / eps, "lower": k * min(ds.d, 1.0 / eps)},
                       comm_unit=("kd", float(k * ds.d)), model=model,
                       info={"k": k, "scalars_per_iteration": dgilbert_scalars_per_iteration(k, ds.d)})
-
-
-register(AlgorithmInfo(
-    name="dgilbert", metrics=_METRICS_DGILBERT,
-    family="saddle", paper="000_ff8faf4b278c4a32.txt, baseline (Liu et al. 2016)",
-    distributed=True, Params=DGilbertParams, build=build_dgilbert,
-    description="Distributed Gilbert: server + k clients, k*d + 2k + 2 + 2d scalars per iteration",
-    topologies=("star",),
-    conformance=Conformance(
-        params={"clients": 5, "eps": 0.001},
-        skips={"compiled": "its node programs offer no compiled step (NodeProgram.kernel returns None), so there is no "
-                        "compiled loop"})))

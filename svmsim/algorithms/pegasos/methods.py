@@ -34,18 +34,13 @@ import numpy as np
 import scipy.sparse as sp
 from numba import types
 from numba.extending import overload
-from pydantic import BaseModel, ConfigDict, Field
 from sklearn.exceptions import ConvergenceWarning
 
-from .registry import AlgorithmInfo, Conformance, register
-from .sklearn_api import LinearBinaryClassifier, binary_fit_data
+from ..sklearn_api import LinearBinaryClassifier, binary_fit_data
+from .params import PAPER_EPS, PAPER_PATIENCE, PegasosParams, SGDParams
 
 __all__ = ["PegasosSVC", "SGDSVC", "primal_objective", "hinge_accuracy", "as_rows", "PegasosParams",
            "SGDParams", "PAPER_EPS", "PAPER_PATIENCE"]
-
-#: The paper's stopping rule: |dF| <= 0.001 on PAPER_PATIENCE consecutive steps (notes-002 section 3).
-PAPER_EPS = 1e-3
-PAPER_PATIENCE = 10
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -526,34 +521,9 @@ class SGDSVC(_PrimalLinearSVC):
 # Scenario algorithms
 # ---------------------------------------------------------------------------------------------------------------
 
-class PegasosParams(BaseModel):
-    """``[algorithm]`` keys of pegasos (centralized Pegasos on the whole training set)."""
-
-    model_config = ConfigDict(extra="forbid")
-    lam: float = Field(1e-4, gt=0, description="regularisation lambda of Eq. 1 (paper Table 2: 3.07e-5 for a9a)")
-    iterations: int | None = Field(None, ge=1, description="iterations T; default: epochs * N / batch_size")
-    epochs: float = Field(10.0, gt=0, description="iteration budget in passes over the data when T is not given")
-    batch_size: int = Field(1, ge=1, description="mini-batch k (the paper uses 1)")
-    projection: bool = Field(True, description="project onto the ball of radius 1/sqrt(lam)")
-    average: bool = Field(False, description="report the average of the last half of the iterates")
-    eps: float = Field(PAPER_EPS, ge=0, description="paper's stopping rule threshold on |dF| (0: off)")
-    patience: int = Field(PAPER_PATIENCE, ge=1, description="consecutive steps with |dF| <= eps to stop")
-
-
-class SGDParams(BaseModel):
-    """``[algorithm]`` keys of svm-sgd (Bottou's SVM-SGD on the whole training set)."""
-
-    model_config = ConfigDict(extra="forbid")
-    lam: float = Field(1e-4, gt=0, description="regularisation lambda of Eq. 1")
-    epochs: int = Field(5, ge=1, description="passes over the data")
-    fit_intercept: bool = Field(True, description="learn an unregularised bias")
-    eta0: float | None = Field(None, gt=0, description="initial step; default: Bottou's heuristic")
-    eps: float = Field(0.0, ge=0, description="paper's stopping rule threshold on |dF| (0: off)")
-    patience: int = Field(PAPER_PATIENCE, ge=1, description="consecutive steps with |dF| <= eps to stop")
-
 
 def _single_machine(problem, make_estimator):
-    from ..deployment import SingleMachineRun
+    from ...deployment import SingleMachineRun
 
     ds = problem.dataset
 
@@ -579,29 +549,3 @@ def build_svm_sgd(params: SGDParams, problem):
     return _single_machine(problem, lambda every: SGDSVC(
         lam=params.lam, max_iter=params.epochs, fit_intercept=params.fit_intercept, eta0=params.eta0,
         eps=params.eps, patience=params.patience, check_every=every, random_state=problem.seed))
-
-
-#: the metrics pegasos reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
-_METRICS_PEGASOS = ("objective", "test_accuracy", "time", "train_accuracy")
-#: the metrics svm-sgd reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
-_METRICS_SVM_SGD = ("epoch", "objective", "test_accuracy", "time", "train_accuracy")
-
-
-register(AlgorithmInfo(
-    name="pegasos", metrics=_METRICS_PEGASOS,
-    family="pegasos", paper="002_a14c5840ff10f4b6.txt, centralized baseline (Shalev-Shwartz et al.)",
-    distributed=False, Params=PegasosParams, build=build_pegasos,
-    description="Pegasos: primal sub-gradient SVM, step 1/(lam t), projection onto 1/sqrt(lam) (single machine)",
-    topologies=("star",),
-    conformance=Conformance(
-        params={"lam": 0.01, "iterations": 300},
-        run={"iterations": 200, "observe_every": 50})))
-register(AlgorithmInfo(
-    name="svm-sgd", metrics=_METRICS_SVM_SGD,
-    family="pegasos", paper="002_a14c5840ff10f4b6.txt, baseline (Bottou's SVM-SGD)",
-    distributed=False, Params=SGDParams, build=build_svm_sgd,
-    description="SVM-SGD: hinge-loss SGD with eta = 1/(lam (t + t0)) and an optional bias (single machine)",
-    topologies=("star",),
-    conformance=Conformance(
-        params={"lam": 0.01, "epochs": 2},
-        run={"iterations": 150, "observe_every": 50})))

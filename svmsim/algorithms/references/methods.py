@@ -18,16 +18,14 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..reference import sklearn_nu
-from .registry import AlgorithmInfo, Conformance, register
-from .saddle.certificate import SaddleEvaluator
-from .saddle.preprocess import resolve_cap
+from ...reference import sklearn_nu
+from ..saddle.certificate import SaddleEvaluator
+from ..saddle.preprocess import resolve_cap
+from .params import LinearSVCParams, NuSVCParams, SVCParams
 
 __all__ = ["SVCParams", "NuSVCParams", "LinearSVCParams", "hull_weights", "csvm_primal"]
 
@@ -80,7 +78,7 @@ def _accuracies(ds, w: np.ndarray, b: float) -> dict:
 
 def _hull_run(problem, make_estimator, cap: float, info: dict, dense: bool | None):
     """A single fit of a LIBSVM dual solver, certified on the (reduced) hulls like Saddle-SVC."""
-    from ..deployment import SingleMachineRun
+    from ...deployment import SingleMachineRun
 
     ds = problem.dataset
 
@@ -106,40 +104,12 @@ def _hull_run(problem, make_estimator, cap: float, info: dict, dense: bool | Non
     return run
 
 
-class SVCParams(BaseModel):
-    """``[algorithm]`` keys of sklearn-svc (hard margin)."""
-
-    model_config = ConfigDict(extra="forbid")
-    C: float = Field(1e10, gt=0, description="box constraint; a huge C solves the hard-margin problem")
-    tol: float = Field(1e-6, gt=0, description="LIBSVM's stopping tolerance")
-    dense: bool | None = Field(None, description="fit on a dense copy (default: when > 30% of entries are non-zero)")
-
-
 def build_svc(params: SVCParams, problem):
     from sklearn.svm import SVC
 
     return _hull_run(problem, lambda max_iter: SVC(kernel="linear", C=params.C, tol=params.tol,
                                                  max_iter=max_iter), math.inf,
                      {"C": params.C, "tol": params.tol, "n": problem.dataset.n}, params.dense)
-
-
-class NuSVCParams(BaseModel):
-    """``[algorithm]`` keys of sklearn-nusvc: paper 000's nu (a weight cap) or alpha, mapped to NuSVC's nu."""
-
-    model_config = ConfigDict(extra="forbid")
-    nu: float | None = Field(None, gt=0, le=1, description="weight cap of the nu-SVM (paper 000's nu)")
-    alpha: float | None = Field(None, gt=0, le=1, description="nu = 1/(alpha*min(n1,n2)); the paper uses 0.85")
-    tol: float = Field(1e-3, gt=0, description="LIBSVM's stopping tolerance")
-    dense: bool | None = Field(None, description="fit on a dense copy (default: when > 30% of entries are non-zero)")
-
-    @model_validator(mode="after")
-    def _one_of_nu_alpha(self):
-        if self.nu is not None and self.alpha is not None:
-            raise ValueError("set either nu or alpha, not both")
-        if self.nu is None and self.alpha is None:
-            raise ValueError("set nu or alpha (the nu-SVM needs its weight cap; for the hard margin use "
-                             "sklearn-svc)")
-        return self
 
 
 def build_nusvc(params: NuSVCParams, problem):
@@ -153,21 +123,10 @@ def build_nusvc(params: NuSVCParams, problem):
                      {"cap": cap_value, "sklearn_nu": mu, "tol": params.tol, "n": ds.n}, params.dense)
 
 
-class LinearSVCParams(BaseModel):
-    """``[algorithm]`` keys of sklearn-linearsvc (the C-SVM by LIBLINEAR)."""
-
-    model_config = ConfigDict(extra="forbid")
-    C: float = Field(8.0, gt=0, description="C of the C-SVM (paper 000 Table 4 uses 8)")
-    loss: Literal["squared_hinge", "hinge"] = Field("squared_hinge", description="LIBLINEAR's loss")
-    tol: float = Field(1e-4, gt=0, description="LIBLINEAR's stopping tolerance")
-    max_iter: int = Field(1000, ge=1, description="LIBLINEAR's iteration limit")
-    fit_intercept: bool = Field(True, description="fit a bias term (LIBLINEAR's intercept)")
-
-
 def build_linearsvc(params: LinearSVCParams, problem):
     from sklearn.svm import LinearSVC
 
-    from ..deployment import SingleMachineRun
+    from ...deployment import SingleMachineRun
 
     ds = problem.dataset
 
@@ -188,42 +147,5 @@ def build_linearsvc(params: LinearSVCParams, problem):
     return run
 
 
-#: the metrics sklearn-svc reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
-_METRICS_SKLEARN_SVC = ("duality_gap", "fit_time", "gap_lower", "gap_upper", "hull_distance", "hull_lower", "margin",
-                        "n_support", "objective", "rel_gap", "test_accuracy", "train_accuracy")
-#: the metrics sklearn-nusvc reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
-_METRICS_SKLEARN_NUSVC = ("dual_objective", "duality_gap", "fit_time", "gap_lower", "gap_upper", "hull_distance",
-                          "hull_lower", "margin", "n_support", "objective", "rel_gap", "test_accuracy",
-                          "train_accuracy")
-#: the metrics sklearn-linearsvc reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
-_METRICS_SKLEARN_LINEARSVC = ("fit_time", "objective", "test_accuracy", "train_accuracy")
 
 
-_PAPER = "000_ff8faf4b278c4a32.txt, reference solvers (notes-000 section 4)"
-register(AlgorithmInfo(
-    name="sklearn-svc", metrics=_METRICS_SKLEARN_SVC,
-    family="references", paper=_PAPER, distributed=False, Params=SVCParams, build=build_svc,
-    description="scikit-learn SVC (LIBSVM), linear kernel, huge C: the exact hard-margin reference",
-    conformance=Conformance(
-        params={},
-        skips={"seed": "deterministic: its run does not depend on the seed (LIBSVM's SVC without probability "
-                       "estimates draws no random numbers)"})))
-register(AlgorithmInfo(
-    name="sklearn-nusvc", metrics=_METRICS_SKLEARN_NUSVC,
-    family="references", paper=_PAPER, distributed=False, Params=NuSVCParams,
-    build=build_nusvc,
-    description="scikit-learn NuSVC (LIBSVM), linear kernel, nu = 2/(n nu_paper): the nu-SVM reference",
-    conformance=Conformance(
-        params={"alpha": 0.85},
-        skips={"seed": "deterministic: its run does not depend on the seed (LIBSVM's NuSVC without probability "
-                       "estimates draws no random numbers)"})))
-register(AlgorithmInfo(
-    name="sklearn-linearsvc", metrics=_METRICS_SKLEARN_LINEARSVC,
-    family="references", paper=_PAPER, distributed=False, Params=LinearSVCParams,
-    build=build_linearsvc,
-    description="scikit-learn LinearSVC (LIBLINEAR): the C-SVM users run today (paper 000 Table 4, C = 8)",
-    conformance=Conformance(
-        params={"max_iter": 200},
-        skips={"seed": "deterministic: its run does not depend on the seed on the small data (random_state only "
-                       "shuffles LIBLINEAR's dual coordinate descent, which dual='auto' does not choose when there "
-                       "are more points than features)"})))
