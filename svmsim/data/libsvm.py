@@ -12,12 +12,14 @@ import gzip
 import lzma
 import os
 from pathlib import Path
-from typing import IO, Iterable
+from typing import TYPE_CHECKING, IO, Iterable
 
 import numpy as np
-import scipy.sparse as sp
 
 from svmsim.errors import DataError
+
+if TYPE_CHECKING:                                  # pragma: no cover
+    import scipy.sparse as sp
 
 #: Compression suffixes recognised by :func:`open_maybe_compressed`, with their openers.
 COMPRESSION_SUFFIXES = {".xz": lzma.open, ".bz2": bz2.open, ".gz": gzip.open}
@@ -69,6 +71,8 @@ def load_libsvm(
     test file are read with one convention by :func:`load_libsvm_files`. Raises :class:`DataError` when the file
     is missing, cannot be decompressed, or is not valid LIBSVM text.
     """
+    import scipy.sparse as sp
+
     p = Path(path)
     if not p.exists():
         raise DataError(f"LIBSVM file '{p}' does not exist")
@@ -106,6 +110,8 @@ def load_libsvm_files(paths, n_features: int | None = None) -> tuple[list[sp.csr
     matrices (all with the same number of columns: ``n_features``, else the widest file's), the raw labels and
     the index base (0 or 1). Each file read on its own would pick its own convention, and a 1-based test file
     beside a 0-based training file would have every column shifted by one."""
+    import scipy.sparse as sp
+
     loaded = [(Path(p), *load_libsvm(p, zero_based=True)) for p in paths]
     base = 0 if any(X.nnz and int(X.indices.min()) == 0 for _, X, _ in loaded) else 1
     width = max(X.shape[1] - base for _, X, _ in loaded)

@@ -17,10 +17,9 @@ import inspect
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 
 from svmsim.data.libsvm import (
     COMPRESSION_SUFFIXES,
@@ -37,6 +36,9 @@ from svmsim.data.partition import train_test_split_indices
 from svmsim.data.catalog import BUILTIN_DATASETS, SCALINGS
 from svmsim.data.synthetic import SYNTHETIC_KINDS
 from svmsim.errors import DataError, ScenarioError
+
+if TYPE_CHECKING:                                  # pragma: no cover
+    import scipy.sparse as sp
 
 DATA_DIR_ENV = "SVMSIM_DATA_DIR"
 MANIFEST_NAME = "MANIFEST.tsv"
@@ -84,6 +86,8 @@ class Dataset:
     @property
     def is_sparse(self) -> bool:
         """True when ``X`` is a scipy sparse matrix."""
+        import scipy.sparse as sp
+
         return sp.issparse(self.X)
 
     def __repr__(self) -> str:
@@ -248,6 +252,8 @@ DENSE_SCALING_LIMIT = 200_000_000
 
 def scale_dataset(ds: "Dataset", scaling: str) -> "Dataset":
     """`ds` with its features scaled by `scaling` (a key of :data:`SCALINGS`), fitted on the training set."""
+    import scipy.sparse as sp
+
     if scaling not in SCALINGS:
         raise ScenarioError(f"scale = {scaling!r} is not a feature scaling; allowed: "
                             + ", ".join(f"{k!r} ({v})" for k, v in SCALINGS.items()))
@@ -304,6 +310,8 @@ def _map_test_labels(y_raw, positive: float, train_values, name: str, test_name:
 
 def _with_columns(X: sp.csr_matrix, d: int) -> sp.csr_matrix:
     """X with d columns and 32-bit indices (what scikit-learn's LIBSVM wrappers accept)."""
+    import scipy.sparse as sp
+
     X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=(X.shape[0], d))
     X.has_sorted_indices = True
     return X
@@ -449,6 +457,8 @@ FEATURE_FLOOR = 1e-100
 
 
 def _values(X) -> np.ndarray:
+    import scipy.sparse as sp
+
     return X.data if sp.issparse(X) else np.asarray(X, dtype=np.float64).ravel()
 
 
@@ -457,6 +467,8 @@ def check_values(ds: Dataset, scale: str = "none") -> Dataset:
     training set without features (a LIBSVM file of labels only) or whose every value is zero; a value that is not
     finite (a scaling of huge values can make one); a largest magnitude above :data:`FEATURE_LIMIT` or below
     :data:`FEATURE_FLOOR`, in the training or the test set."""
+    import scipy.sparse as sp
+
     where = f"data set '{ds.name}'" + (f" (after scale = '{scale}')" if scale != "none" else "")
     fix = "scale the data (data.scale = 'max_abs' divides each feature by its largest |value|)"
     if ds.X.shape[1] == 0 or (sp.issparse(ds.X) and ds.X.nnz == 0 and ds.source not in ("sklearn", "synthetic")):
