@@ -184,3 +184,17 @@ def test_every_command_is_on_the_cli_page(generated):
     page = generated["cli.md"]
     for name in commands:
         assert f"## `svmsim {name}` {{#{name}}}" in page and f"usage: svmsim {name}" in page, name
+
+
+# -- the performance figures generated from the benchmarks' results (tools/gen_performance.py) -----------------
+
+def test_the_performance_figures_page_is_what_the_results_generate():
+    spec = importlib.util.spec_from_file_location("gen_performance", ROOT / "tools" / "gen_performance.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    text = gen.page()
+    assert (ROOT / "docs" / "performance" / "figures.md").read_text() == text, \
+        "docs/performance/figures.md is stale: run python tools/gen_performance.py"
+    for result in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
+        anchor = result.stem.replace("_", "-")
+        assert f"## {result.stem} {{#{anchor}}}" in text and "Measured: " in text.split(f"{{#{anchor}}}")[1][:300]

@@ -466,7 +466,10 @@ def _topologies(info) -> str:
 def _reports(info) -> str:
     if not info.metrics:
         return "not declared"
-    return ", ".join(f"[`{m}`](metrics.md#{m.replace('_', '-')})" for m in info.metrics)
+    from svmsim.core.metrics import is_registered
+
+    return ", ".join(f"[`{m}`](metrics.md#{m.replace('_', '-')})" if is_registered(m) else f"`{m}`"
+                     for m in info.metrics)
 
 
 def algorithms_page() -> str:
