@@ -167,14 +167,17 @@ def test_validate_list_and_help(shared_data_dir):
 
 def test_list_engines_explains_every_engine_key(capsys):
     from svmsim.config.sections import EngineSection
+    from svmsim.engine.kinds import RAY_KEYS
 
     assert main(["list", "engines"]) == 0
     said = capsys.readouterr().out.splitlines()
-    assert said[0] == "engines: inproc, ray, ray-cgraph"
-    keys = {line.split()[0]: line for line in said[2:]}
-    assert list(keys) == list(EngineSection.model_fields)
+    assert said[0] == "engines ([engine] name = NAME, and the engine's keys):"
+    assert [line.split()[0] for line in said[1:4]] == ["inproc", "ray", "ray-cgraph"]
+    assert said[4] == "  Ray keys of [engine]:"
+    keys = {line.split()[0]: line for line in said[5:]}
+    assert list(keys) == list(RAY_KEYS) == [k for k in EngineSection.model_fields if k != "name"]
     assert "deterministic (time windows: the in-process run bit for bit" in keys["gossip"]
-    assert keys["actors"].startswith("    actors     (default 2) Ray: host actors")
+    assert keys["actors"].startswith("    actors           (default 2) Ray: host actors")
 
 
 def test_list_algorithms_name_explains_every_key(capsys):

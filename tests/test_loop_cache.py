@@ -71,7 +71,7 @@ def test_an_edit_to_a_source_of_the_loop_gives_a_new_module(cache_dir, monkeypat
 
     def edited(path):
         data = real(path)
-        return data + b"\n# edited\n" if str(path).endswith("pushsum.py") else data
+        return data + b"\n# edited\n" if Path(path).as_posix().endswith("pushsum/methods.py") else data
 
     monkeypatch.setattr(Path, "read_bytes", edited)
     other = loop_cache.cached_loop(event_kernels, *KERNELS["pushsum"], False)

@@ -191,7 +191,8 @@ def _invalid(info: Any) -> str | None:
         return f"topologies = {info.topologies!r} is not a tuple of topology kinds"
     if info.conformance is not None and not isinstance(info.conformance, Conformance):
         return f"conformance = {info.conformance!r} is not a Conformance"
-    if isinstance(info.metrics, str) or not all(isinstance(m, str) for m in info.metrics):
+    if info.metrics is not None and (isinstance(info.metrics, str)
+                                     or not all(isinstance(m, str) for m in info.metrics)):
         return f"metrics = {info.metrics!r} is not a tuple of metric names"
     if not (isinstance(info.finishes_by_itself, bool) or callable(info.finishes_by_itself)):
         return f"finishes_by_itself = {info.finishes_by_itself!r}; allowed: True, False or f(params) -> bool"

@@ -229,6 +229,8 @@ def make_awkward_sparse(n: int, d: int, density: float = 0.1, zero_rows: float =
     rows come in a random order. ``info``: zero_rows (their indices), duplicate_of (index pairs (copy, original)),
     constant_column (its index, or None), and the generator's plane.
     """
+    import scipy.sparse as sp
+
     zero_rows = _check_unit("zero_rows", zero_rows)
     duplicates = _check_unit("duplicates", duplicates)
     if not (math.isfinite(constant)):
