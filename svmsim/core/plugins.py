@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from ..errors import PluginError
 
-__all__ = ["GROUPS", "entry_points", "load_entry_point", "provide", "import_module", "external_paths",
+__all__ = ["lazy_attributes", "GROUPS", "entry_points", "load_entry_point", "provide", "import_module", "external_paths",
            "ray_runtime_env", "Deferred", "deferred"]
 
 #: kind of piece -> its entry-point group
@@ -204,3 +204,19 @@ def _top_modules(folder: str) -> list[str]:
         elif entry.is_dir() and entry.name.isidentifier() and (entry / "__init__.py").is_file():
             out.append(entry.name)
     return [m for m in out if m.removesuffix(".py") in sys.modules]
+
+
+def lazy_attributes(package: str, namespace: dict, submodule: str = "methods") -> Callable[[str], Any]:
+    """A module-level ``__getattr__`` for a family package whose ``__init__`` registers its algorithms and keeps
+    its numerics in `submodule`: a name the package does not define is read from `submodule` (the submodule itself
+    under its own name), imported on first use and then kept in `namespace`, so that registering the family and
+    validating a scenario import none of its numerics. Use: ``__getattr__ = lazy_attributes(__name__, globals())``."""
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module = importlib.import_module(f"{package}.{submodule}")
+        value = module if name == submodule else getattr(module, name)
+        namespace[name] = value
+        return value
+
+    return __getattr__

@@ -6,9 +6,7 @@ their numba kernels, the evaluation and the build; read its docstring beside not
 """
 from __future__ import annotations
 
-import importlib
-
-from ...core.plugins import deferred
+from ...core.plugins import deferred, lazy_attributes
 from ...topology_specs import TOPOLOGIES
 from ..registry import AlgorithmInfo, Conformance, register
 from .params import GadgetParams
@@ -39,12 +37,5 @@ register(AlgorithmInfo(
         variants=({"gossip": "pairwise"},))))
 
 
-def __getattr__(name: str):
-    # everything else of the family is in `methods`, imported on first use: registering its algorithms and
-    # validating a scenario import none of its numerics (the builds above are `deferred`)
-    if name.startswith("__"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    methods = importlib.import_module(f"{__name__}.methods")
-    value = methods if name == "methods" else getattr(methods, name)
-    globals()[name] = value
-    return value
+# everything else of the family is in `methods`, imported on first use (the builds above are `deferred`)
+__getattr__ = lazy_attributes(__name__, globals())
