@@ -96,19 +96,16 @@ def register_fault(kind: FaultKind) -> FaultKind:
 
 def fault_kinds() -> list[str]:
     """Every fault kind a scenario may name: built in, registered, and installed plugins' (none imported)."""
-    from .plugins import entry_points
+    from .plugins import registered_names
 
-    return list(FAULT_KINDS) + sorted(set(entry_points("faults")) - set(FAULT_KINDS))
+    return registered_names("faults", FAULT_KINDS)
 
 
 def fault_kind(name: str) -> FaultKind | None:
     """The kind `name`, loading its plugin on first use; None for a kind nothing provides."""
-    if isinstance(name, str) and name not in FAULT_KINDS:
-        from .plugins import entry_points, provide
+    from .plugins import find_registered
 
-        if name in entry_points("faults"):
-            provide("faults", name, register_fault, lambda k: k in FAULT_KINDS, FaultKind)
-    return FAULT_KINDS.get(name) if isinstance(name, str) else None
+    return find_registered("faults", FAULT_KINDS, name, register_fault, FaultKind)
 
 
 def resolve_fault_params(name: str, params: Any) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from ..errors import PluginError
 
-__all__ = ["lazy_attributes", "GROUPS", "entry_points", "load_entry_point", "provide", "import_module", "external_paths",
+__all__ = ["lazy_attributes", "registered_names", "find_registered", "GROUPS", "entry_points", "load_entry_point", "provide", "import_module", "external_paths",
            "ray_runtime_env", "Deferred", "deferred"]
 
 #: kind of piece -> its entry-point group
@@ -220,3 +220,19 @@ def lazy_attributes(package: str, namespace: dict, submodule: str = "methods") -
         return value
 
     return __getattr__
+
+
+def registered_names(kind: str, table: dict) -> list[str]:
+    """The names a registry of `kind` knows: those in `table` (built in or registered), then its installed plugins'
+    entry points (none imported)."""
+    return list(table) + sorted(set(entry_points(kind)) - set(table))
+
+
+def find_registered(kind: str, table: dict, name: Any, register: Callable[[Any], Any], what: type) -> Any:
+    """`table[name]`, loading the plugin that provides it on first use (`provide`); None for a name nothing
+    provides."""
+    if not isinstance(name, str):
+        return None
+    if name not in table and name in entry_points(kind):
+        provide(kind, name, register, lambda k: k in table, what)
+    return table.get(name)

@@ -70,19 +70,16 @@ def register_topology(spec: TopologySpec) -> TopologySpec:
 
 def topology_kinds() -> list[str]:
     """Every topology kind a scenario may name: built in, registered, and installed plugins' (none imported)."""
-    from .plugins import entry_points
+    from .plugins import registered_names
 
-    return list(TOPOLOGIES) + sorted(set(entry_points("topologies")) - set(TOPOLOGIES))
+    return registered_names("topologies", TOPOLOGIES)
 
 
 def topology_spec(kind: str) -> TopologySpec | None:
     """The spec of `kind`, loading its plugin on first use; None for a kind nothing provides."""
-    if isinstance(kind, str) and kind not in TOPOLOGIES:
-        from .plugins import entry_points, provide
+    from .plugins import find_registered
 
-        if kind in entry_points("topologies"):
-            provide("topologies", kind, register_topology, lambda k: k in TOPOLOGIES, TopologySpec)
-    return TOPOLOGIES.get(kind) if isinstance(kind, str) else None
+    return find_registered("topologies", TOPOLOGIES, kind, register_topology, TopologySpec)
 
 
 def get_spec(kind: Any) -> TopologySpec:

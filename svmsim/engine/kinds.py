@@ -82,9 +82,9 @@ def register_engine(kind: EngineKind) -> EngineKind:
 
 def engine_names() -> list[str]:
     """Every engine a scenario may name: built in, registered, and installed plugins' (none imported)."""
-    from ..core.plugins import entry_points
+    from ..core.plugins import registered_names
 
-    return list(ENGINE_KINDS) + sorted(set(entry_points("engines")) - set(ENGINE_KINDS))
+    return registered_names("engines", ENGINE_KINDS)
 
 
 def ray_engine_names() -> list[str]:
@@ -94,12 +94,9 @@ def ray_engine_names() -> list[str]:
 
 def engine_kind(name: str) -> EngineKind | None:
     """The engine `name`, loading its plugin on first use; None for a name nothing provides."""
-    if isinstance(name, str) and name not in ENGINE_KINDS:
-        from ..core.plugins import entry_points, provide
+    from ..core.plugins import find_registered
 
-        if name in entry_points("engines"):
-            provide("engines", name, register_engine, lambda k: k in ENGINE_KINDS, EngineKind)
-    return ENGINE_KINDS.get(name) if isinstance(name, str) else None
+    return find_registered("engines", ENGINE_KINDS, name, register_engine, EngineKind)
 
 
 def get_engine_kind(name: str) -> EngineKind:
