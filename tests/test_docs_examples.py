@@ -73,10 +73,17 @@ def _commands(body: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    """A fresh folder holding the shipped scenarios, where examples write their run directories."""
+    """A fresh folder holding the shipped scenarios, where examples write their run directories. The examples run
+    there, so a relative ``SVMSIM_DATA_DIR`` (CI's ``../shared/data``) is made absolute for them first."""
     d = tmp_path_factory.mktemp("docs-examples")
     (d / "scenarios").symlink_to(ROOT / "scenarios")
-    return d
+    named = os.environ.get("SVMSIM_DATA_DIR")
+    if named and not Path(named).is_absolute():
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("SVMSIM_DATA_DIR", str(Path(named).resolve()))
+            yield d
+        return
+    yield d
 
 
 def _env() -> dict:

@@ -125,7 +125,7 @@ def build(params: GossipPegasosParams, problem) -> Deployment:
 ALGORITHM = register(AlgorithmInfo(
     name="gossip-pegasos", family="svmsim-extras", paper="Pegasos steps with gossip averaging",
     distributed=True, Params=GossipPegasosParams, build=build,
-    topologies=ANY_TOPOLOGY,
+    topologies=ANY_TOPOLOGY, metrics=("objective", "train_accuracy", "test_accuracy"),
     description="gossip Pegasos: a Pegasos step per clock tick, the model pushed to a random neighbour, averaged",
     scheduler="gossip", finishes_by_itself=True,
     conformance=Conformance(

@@ -119,6 +119,7 @@ def build(params: SubgradParams, problem) -> Deployment:
 ALGORITHM = register(AlgorithmInfo(
     name="subgrad-svm", family="svmsim-extras", paper="full-batch subgradient descent, step 1/(lam t)",
     distributed=True, Params=SubgradParams, build=build, topologies=("star",),
+    metrics=("objective", "train_accuracy", "test_accuracy"),
     description="distributed subgradient SVM: server broadcasts w, clients answer their shard's hinge subgradient",
     conformance=Conformance(
         params={"clients": 5},
