@@ -1,19 +1,21 @@
-"""Plots of a run: objective, certified gap and accuracy against communication, with the paper's bounds.
+"""Plots of a run and of a sweep: objective, certified gap, consensus and accuracy against communication, with the
+paper's bounds; the cost against 1/eps; scaling fits.
 
-Labels of metrics come from the registry (`svmsim.core.metrics`): a curve is called "certified" only when the
-metric is a certificate."""
+What a run's and a sweep's curves show (scales, series, reference lines, panels left out) is decided by the pure
+functions of `svmsim.plotspec`; this module draws their specs. Labels of metrics come from the registry
+(`svmsim.core.metrics`): a curve is called "certified" only when the metric is a certificate."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
 
 from .core.metrics import label as metric_label
+from .plotspec import CONSENSUS_PANEL, GAP_PANEL, FigureSpec, Panel, run_figure, sweep_figure
 
-__all__ = ["plot_run", "plot_cost_vs_eps", "plot_sweep_curves", "plot_scaling", "GAP_PANEL"]
-
-#: the metrics drawn in a run's panel of relative measures, with their colours
-GAP_PANEL = {"rel_gap": "C3", "gap_per_cn": "C5", "rel_dual": "C1", "rel_primal": "C2", "consensus_error": "C0"}
+__all__ = ["plot_run", "plot_cost_vs_eps", "plot_sweep_curves", "plot_scaling", "draw_figure", "GAP_PANEL",
+           "CONSENSUS_PANEL"]
 
 
 def _pyplot():
@@ -25,72 +27,70 @@ def _pyplot():
     return plt
 
 
-def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | None = None,
-             comm_unit: tuple[str, float] | None = None, eps: float | None = None) -> Path:
-    """Panels against communication (scalars, or the paper's unit such as k*d): the objective, the relative
-    measures (log scale, with the target eps: the certified relative gap, paper 001's gap over C n, the relative
-    dual and primal errors, Push-Sum's consensus error; `GAP_PANEL`, labelled by the metric registry), and
-    train/test accuracy, each only when the run reports it (no empty panel). The bounds k(d + sqrt(d/eps)) and
-    k*min(d, 1/eps) are drawn once, as vertical lines in the gap panel, labelled as the orders they are (no
-    constants)."""
+def draw_figure(spec: FigureSpec, path: Path) -> Path:
+    """Draw a `FigureSpec` (`svmsim.plotspec`) as it is: every decision (scales, series, reference lines, notes) is
+    the spec's; this only turns it into matplotlib calls and writes the PNG."""
     plt = _pyplot()
-
-    def col(name):
-        return np.array([m.get(name, np.nan) if m.get(name) is not None else np.nan for m in metrics], dtype=float)
-
-    scalars = col("scalars")
-    distributed = np.nanmax(scalars) > 0 if scalars.size else False
-    if distributed:
-        unit_name, unit = comm_unit if comm_unit else ("scalars", 1.0)
-        x = scalars / unit
-        xlabel = f"communication ({unit_name})" if unit_name != "scalars" else "communication (scalars)"
-    else:
-        unit = 1.0
-        x = col("iteration")
-        xlabel = "iteration"
-    relative = {name: col(name) for name in GAP_PANEL}
-    has = {"objective": np.isfinite(col("objective")).any(), "gap": any((v > 0).any() for v in relative.values()),
-           "accuracy": np.isfinite(col("train_accuracy")).any() or np.isfinite(col("test_accuracy")).any()}
-    shown = [k for k in ("objective", "gap", "accuracy") if has[k]] or ["objective"]   # no empty panel
-    fig, axes = plt.subplots(1, len(shown), figsize=(5 * len(shown), 4.2), squeeze=False)
-    axes = list(axes[0])
-    panel = dict(zip(shown, axes))
-    if "objective" in panel:
-        ax = panel["objective"]
-        ax.plot(x, col("objective"), marker=".", label="objective")
-        if np.isfinite(col("hull_lower")).any() and "dual_objective" not in metrics[-1]:
-            ax.plot(x, col("hull_lower"), marker=".", linestyle="--", label="lower bound (certified)")
-        ax.set_ylabel("objective")
-    if "gap" in panel:
-        ax = panel["gap"]
-        for (name, color), values in zip(GAP_PANEL.items(), relative.values()):
-            if (values > 0).any():
-                ax.semilogy(x, np.where(values > 0, values, np.nan), marker=".", color=color,
-                            label=f"{metric_label(name)} ({name})")
-        if eps:
-            ax.axhline(eps, color="gray", linestyle=":", label=f"eps = {eps:g}")
-        ax.set_ylabel("relative measure")
-    if "accuracy" in panel:
-        ax = panel["accuracy"]
-        ax.plot(x, col("train_accuracy"), marker=".", label="train accuracy")
-        if np.isfinite(col("test_accuracy")).any():
-            ax.plot(x, col("test_accuracy"), marker=".", label="test accuracy")
-        ax.set_ylabel("accuracy")
-    for a in axes:
-        a.set_xlabel(xlabel)
-    if distributed and bound:                    # once, where the target is read: the gap panel if there is one
-        a = panel.get("gap", axes[0])
-        a.axvline(bound["upper"] / unit, color="C2", linestyle="--", linewidth=1,
-                  label="k(d+sqrt(d/eps)), constants and logs left out")
-        a.axvline(bound["lower"] / unit, color="C4", linestyle=":", linewidth=1,
-                  label="k min(d,1/eps) lower bound, constants left out")
-    for a in axes:
-        a.legend(loc="best", fontsize=8)
-    fig.suptitle(title)
+    n = len(spec.panels)
+    if n == 0:                                   # nothing to draw: one bare axis under the notes that say why
+        spec = FigureSpec([Panel("empty", [])], title=spec.title, notes=spec.notes or ["nothing to draw"],
+                          panel_size=spec.panel_size)
+        n = 1
+    cols = max(1, min(spec.ncols, n))
+    rows = int(np.ceil(n / cols))
+    w, h = spec.panel_size
+    fig, axes = plt.subplots(rows, cols, figsize=(w * cols, h * rows), squeeze=False,
+                             sharex=spec.sharex and n > 1, sharey=spec.sharey and n > 1)
+    for ax, panel in zip(axes.ravel(), spec.panels):
+        _draw_panel(ax, panel)
+    for ax in axes.ravel()[n:]:
+        ax.set_visible(False)
+    text = "\n".join([spec.title] * bool(spec.title) + spec.notes)
+    if text:
+        fig.suptitle("\n".join(textwrap.fill(line, int(16 * w * cols)) for line in text.split("\n")),
+                     fontsize=9 if spec.notes or n > 1 else 12)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return Path(path)
+
+
+def _draw_panel(ax, panel: Panel) -> None:
+    ax.set_xscale(panel.xscale)
+    ax.set_yscale(panel.yscale)
+    for s in panel.series:
+        if s.band is not None:
+            ax.fill_between(s.x, s.band[0], s.band[1], color=s.color, alpha=0.2, linewidth=0,
+                            label=s.band_label)
+        ax.plot(s.x, s.y, color=s.color, linestyle="none" if s.markers_only else s.linestyle, marker=s.marker,
+                label=s.label or None)
+    for line in panel.lines:
+        draw = ax.axvline if line.axis == "x" else ax.axhline
+        draw(line.value, color=line.color, linestyle=line.linestyle, linewidth=1, label=line.label)
+    if panel.notes:                              # under the panel, clear of the data
+        ax.text(0.0, -0.2, "\n".join(textwrap.fill(t, 75) for t in panel.notes), transform=ax.transAxes,
+                fontsize=6.5, va="top", ha="left", color="0.25")
+    if panel.xscale == "linear":
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
+    ax.set_xlabel(panel.xlabel)
+    ax.set_ylabel(panel.ylabel)
+    if panel.title:
+        ax.set_title(panel.title, fontsize=9)
+    ax.grid(True, which="major", alpha=0.3)
+    if any(s.label for s in panel.series) or panel.lines:
+        ax.legend(loc="best", fontsize=7)
+
+
+def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | None = None,
+             comm_unit: tuple[str, float] | None = None, eps: float | None = None,
+             rate: tuple[str, float] | None = None, targets: dict[str, float] | None = None) -> Path:
+    """A run's panels (`svmsim.plotspec.run_figure` decides them): the objective (with the spread over nodes and
+    the certified lower bound, best so far), the relative measures (log, with the target eps, the stop `targets`,
+    the paper's bounds where they fall in the plotted range and the rate reference `rate`), the consensus measures
+    of a gossip run, and accuracy, each only when the run reports it, against communication (a distributed run),
+    kernel evaluations (a single-machine run that counts them) or the iteration."""
+    return draw_figure(run_figure(metrics, title=title, bound=bound, comm_unit=comm_unit, eps=eps, rate=rate,
+                                  targets=targets), path)
 
 
 def plot_cost_vs_eps(rows: list[dict], slopes: list[dict], path: Path, title: str = "",
@@ -217,93 +217,17 @@ def _nested_size(colour: int) -> float:
     return max(3.0, 10.0 - 1.75 * colour)
 
 
-def _is_gap(name: str) -> bool:
-    """Metrics drawn on a log axis: relative errors, gaps, consensus errors."""
-    if name in ("test_error", "train_error"):     # classification errors: a linear axis, as paper 003 draws them
-        return False
-    return name.startswith("rel_") or name.endswith("_gap") or name.endswith("_error")
-
-
-def _spans_decades(ax, decades: float = 2.0) -> bool:
-    """Whether the positive x data of the axes' lines span at least `decades` powers of ten."""
-    xs = np.concatenate([np.asarray(line.get_xdata(), dtype=float) for line in ax.get_lines()] or [np.zeros(0)])
-    xs = xs[np.isfinite(xs) & (xs > 0)]
-    return xs.size > 1 and xs.max() / xs.min() >= 10.0 ** decades
-
-
-def _trial_band(curves: list[tuple[np.ndarray, np.ndarray]], log_x: bool):
-    """Mean and min/max of several trials' curves on one x grid (interpolated in log x when `log_x`), over the x
-    range every trial covers."""
-    lo = max(float(np.nanmin(x)) for x, _ in curves)
-    hi = min(float(np.nanmax(x)) for x, _ in curves)
-    if not hi > lo:
-        return None
-    grid = np.geomspace(lo, hi, 200) if (log_x and lo > 0) else np.linspace(lo, hi, 200)
-    tx = np.log if (log_x and lo > 0) else (lambda v: v)
-    ys = []
-    for x, y in curves:
-        ok = np.isfinite(x) & np.isfinite(y)
-        order = np.argsort(x[ok], kind="stable")
-        ys.append(np.interp(tx(grid), tx(x[ok][order]), y[ok][order]))
-    Y = np.array(ys)
-    return grid, Y.mean(axis=0), Y.min(axis=0), Y.max(axis=0)
-
-
 def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "comm_units", title: str = "",
                       max_panels: int = 12, trials: str | None = None) -> Path:
-    """One panel per grid point, one curve per variant: metric `y` against `x` (communication in the paper's
-    unit by default; single-machine runs, which send nothing, are drawn against wall time instead). With `trials`
-    (a grid key whose values are repetitions, e.g. the seed), the trials share a panel: each variant is drawn as
-    the mean over its trials with the band from their minimum to their maximum."""
-    plt = _pyplot()
-    panels: dict[tuple, list] = {}
-    for point, metrics, unit in runs:
-        key = tuple((k, v) for k, v in point.values.items() if k != trials)
-        panels.setdefault(key, []).append((point.variant, metrics, unit))
-    keys = list(panels)[:max_panels]
-    cols = min(3, len(keys))
-    nrows = int(np.ceil(len(keys) / cols))
-    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 3.9 * nrows), squeeze=False)
-    for ax, key in zip(axes.ravel(), keys):
-        by_variant: dict[str, list] = {}
-        for variant, metrics, unit in panels[key]:
-            xs = np.array([m.get(x, np.nan) for m in metrics], dtype=float)
-            xlabel = x if x != "comm_units" else f"communication ({unit[0] if unit else 'scalars'})"
-            if x in ("comm_units", "scalars") and not (np.nan_to_num(xs) > 0).any():
-                xs = np.array([m.get("wall_time", np.nan) for m in metrics], dtype=float)
-                variant = f"{variant} (wall time, s)"
-            ys = np.array([m.get(y, np.nan) if m.get(y) is not None else np.nan for m in metrics], dtype=float)
-            if _is_gap(y):
-                ys = np.where(ys > 0, ys, np.nan)
-            by_variant.setdefault(variant, []).append((xs, ys))
-            ax.set_xlabel(xlabel)
-        log_x = x in ("kernel_evaluations", "inner_products")
-        for variant, curves in by_variant.items():
-            band = _trial_band(curves, log_x) if (trials and len(curves) > 1) else None
-            if band is None:
-                for i, (xs, ys) in enumerate(curves):
-                    ax.plot(xs, ys, marker="." if len(xs) < 60 else None, label=variant if i == 0 else None)
-                continue
-            grid, mean, lo, hi = band
-            line, = ax.plot(grid, mean, label=f"{variant} (mean of {len(curves)})")
-            ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
-        if _is_gap(y):
-            ax.set_yscale("log")                 # gaps and relative errors span decades
-        if log_x or (x in ("iteration", "wall_time", "modelled_time", "solver_time") and _spans_decades(ax)):
-            ax.set_xscale("log")                 # iterations, times and kernel evaluations span decades
-        else:
-            ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
-        ax.set_ylabel(y)
-        ax.set_title(", ".join(f"{k}={v}" for k, v in key) or ("" if trials else title), fontsize=9)
-        ax.legend(fontsize=7, loc="best")
-    for ax in axes.ravel()[len(keys):]:
-        ax.set_visible(False)
-    if len(keys) > 1 or trials:                  # one panel already carries the title
-        import textwrap
-
-        full = f"{title}: {y} against {x}" + (f" (band: min to max over {trials})" if trials else "")
-        fig.suptitle("\n".join(textwrap.wrap(full, 48 * min(3, len(keys)) + 20)), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    """One panel per grid point, one curve per variant: metric `y` against `x` (communication in the paper's unit
+    by default, in scalars when the runs' units differ; single-machine runs, which send nothing, against wall
+    time), on shared axes (`svmsim.plotspec.sweep_figure` decides them). With `trials` (a grid key whose values are
+    repetitions, e.g. the seed), the trials share a panel: each variant is drawn as the mean over its trials with
+    the band from their minimum to their maximum."""
+    spec = sweep_figure(runs, y=y, x=x, title=title, max_panels=max_panels, trials=trials)
+    if len(spec.panels) > 1 or trials:
+        against = spec.panels[0].xlabel if spec.panels else x
+        spec.title = f"{title}: {y} against {against}" + (f" (band: min to max over {trials})" if trials else "")
+    elif spec.panels and not spec.panels[0].title:
+        spec.panels[0].title, spec.title = title, ""
+    return draw_figure(spec, path)
