@@ -500,8 +500,11 @@ def _write_outputs(tmp: Path, result: RunResult, bound: dict | None, comm_unit) 
     if result.scenario.output.plots and result.metrics:
         from .report import plot_run
 
+        stop = result.scenario.stop
+        targets = {**({"rel_gap": stop.gap} if stop.gap is not None else {}), **(stop.below or {})}
         plot_run(result.metrics, tmp / "convergence.png", title=result.scenario.name, bound=bound,
-                 comm_unit=comm_unit, eps=getattr(result.scenario.algorithm.params, "eps", None))
+                 comm_unit=comm_unit, eps=getattr(result.scenario.algorithm.params, "eps", None),
+                 rate=result.scenario.algorithm.info.rate, targets=targets)
 
 
 def _metric_columns(metrics: list[dict]) -> list[str]:

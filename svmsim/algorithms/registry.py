@@ -113,6 +113,9 @@ class AlgorithmInfo:
         (`svmsim.core.metrics`: ``rel_gap`` only for a certified relative gap). ``[stop] gap`` and ``[stop] below``
         are checked against them when the scenario is validated; None (not declared): only when the run reports its
         first evaluation.
+    rate: the paper's rate of convergence in iterations, ``(metric, p)``: `metric` falls as O(1/k^p) (e.g.
+        ``("rel_gap", 2.0)`` for Pragam's duality gap, ``("rel_gap", 1.0)`` for BMRM's). The run plot draws the
+        reference C/k^p through the metric's first point, labelled as an order (the constant is not the paper's).
     """
 
     name: str
@@ -128,6 +131,7 @@ class AlgorithmInfo:
     finishes_by_itself: bool | Callable[[Any], bool] = False
     conformance: Conformance | None = None
     metrics: tuple[str, ...] | None = None
+    rate: tuple[str, float] | None = None
 
     def __post_init__(self):
         if self.metrics is not None:
@@ -194,6 +198,10 @@ def _invalid(info: Any) -> str | None:
     if info.metrics is not None and (isinstance(info.metrics, str)
                                      or not all(isinstance(m, str) for m in info.metrics)):
         return f"metrics = {info.metrics!r} is not a tuple of metric names"
+    if info.rate is not None and not (isinstance(info.rate, tuple) and len(info.rate) == 2
+                                      and isinstance(info.rate[0], str) and isinstance(info.rate[1], (int, float))
+                                      and info.rate[1] > 0):
+        return f"rate = {info.rate!r} is not a rate; allowed: (metric name, p > 0), the metric falling as O(1/k^p)"
     if not (isinstance(info.finishes_by_itself, bool) or callable(info.finishes_by_itself)):
         return f"finishes_by_itself = {info.finishes_by_itself!r}; allowed: True, False or f(params) -> bool"
     return None

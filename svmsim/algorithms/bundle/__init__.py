@@ -47,6 +47,12 @@ __all__ = ["BMRMSVC", "PragamSVC", "build_bundle"]
 _PAPER = "004_042fe5751a405c12.txt"
 
 
+#: the papers' rates in iterations (`AlgorithmInfo.rate`; notes-004 section 4): Pragam's duality gap O(1/k^2) (the
+#: paper claims it unchanged with the bias), BMRM's O(1/k) (its O(1/eps) bound, tight by the Hadamard instance)
+_RATE_PRAGAM = ("rel_gap", 2.0)
+_RATE_BMRM = ("rel_gap", 1.0)
+
+
 def _builder(name):
     return lambda params, problem: _build_bundle(name, params, problem)
 
@@ -75,7 +81,7 @@ _METRICS_LIBLINEAR = ("band_gap", "best_iteration", "gap", "gap_upper", "gap_x_t
 
 
 register(AlgorithmInfo(
-    name="pragam", metrics=_METRICS_PRAGAM,
+    name="pragam", rate=_RATE_PRAGAM, metrics=_METRICS_PRAGAM,
     family="bundle", paper=f"{_PAPER}, Algorithm 1 (no bias)", distributed=True,
     Params=PragamParams, build=_builder("pragam"),
     description="Pragam: Nesterov's excessive gap on the SVM dual, O(1/sqrt(eps)); one all-reduce of d + 2",
@@ -84,7 +90,7 @@ register(AlgorithmInfo(
         params={"workers": 4, "lam": 0.01},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="pragam-b", metrics=_METRICS_PRAGAM_B,
+    name="pragam-b", rate=_RATE_PRAGAM, metrics=_METRICS_PRAGAM_B,
     family="bundle", paper=f"{_PAPER}, Algorithm 1 with the bias (Q2 with y^T alpha = 0, "
     "Algorithm 2)", distributed=True, Params=PragamBParams, build=_builder("pragam-b"),
     description="Pragam-b: Pragam with the SVM bias, projections by Algorithm 2's O(n) root finder (one machine)",
@@ -94,7 +100,7 @@ register(AlgorithmInfo(
         variants=({"workers": 6, "allreduce": "ring"},),
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="ls-bmrm", metrics=_METRICS_PRAGAM,
+    name="ls-bmrm", rate=_RATE_BMRM, metrics=_METRICS_PRAGAM,
     family="bundle", paper=f"{_PAPER}, section 2 (BMRM with a line search; notes-004 1.5)",
     distributed=True, Params=BMRMParams, build=_builder("ls-bmrm"),
     description="ls-BMRM: cutting planes with a line search in the adjoint, O(1/eps); one all-reduce of d + 2",
@@ -103,7 +109,7 @@ register(AlgorithmInfo(
         params={"workers": 3, "lam": 0.01, "allreduce": "tree"},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="qp-bmrm", metrics=_METRICS_QP_BMRM,
+    name="qp-bmrm", rate=_RATE_BMRM, metrics=_METRICS_QP_BMRM,
     family="bundle", paper=f"{_PAPER}, section 2 (BMRM solving the inner QP (10); Teo et al.)",
     distributed=True, Params=QPBMRMParams, build=_builder("qp-bmrm"),
     description="qp-BMRM: cutting planes with the full inner simplex QP (SMO), O(1/eps); one all-reduce of d + 2",
