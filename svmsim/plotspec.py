@@ -427,8 +427,8 @@ def sweep_figure(runs: list, y: str = "objective", x: str = "comm_units", title:
     """The panels of a sweep's curves (`plot_sweep_curves` draws them): one panel per grid point (the `trials` key
     apart: its runs share a panel, drawn as their mean with a min-to-max band), one curve per variant, metric `y`
     against `x` in one absolute unit on shared axes. `runs`: (point, metrics rows, comm unit) with ``point.values``
-    (the grid coordinates) and ``point.variant``. Single-machine runs, which send nothing, are drawn against wall
-    time. Panels whose curves have one point each are left out (a note names them; if every panel has one point,
+    (the grid coordinates) and ``point.variant``. Single-machine runs, which send nothing, are a horizontal line at
+    their final value beside distributed runs, and drawn against wall time in a panel of their own. Panels whose curves have one point each are left out (a note names them; if every panel has one point,
     the runs' points are drawn together in one panel), identical panels are merged."""
     column, xlabel, notes = _sweep_x(runs, x)
     grouped: dict[tuple, list] = {}
@@ -441,20 +441,20 @@ def sweep_figure(runs: list, y: str = "objective", x: str = "comm_units", title:
     gap = is_gap_metric(y)
     panels: list[Panel] = []
     for key, members in grouped.items():
+        silent = [(v, m) for v, m in members if column in ("comm_units", "scalars")
+                  and not (np.nan_to_num(_column(m, column)) > 0).any()]     # single-machine runs: they send nothing
+        sending = [(v, m) for v, m in members if not any(m is mm for _, mm in silent)]
+        wall = not sending                       # a panel of single-machine runs only: against wall time
         curves: dict[str, list] = {}
-        fallback = 0
-        for variant, metrics in members:
-            xs = _column(metrics, column)
-            if column in ("comm_units", "scalars") and not (np.nan_to_num(xs) > 0).any():
-                xs, variant = _column(metrics, "wall_time"), f"{variant} (wall time, s)"
-                fallback += 1
+        for variant, metrics in members if wall else sending:
+            xs = _column(metrics, "wall_time" if wall else column)
             ys = _column(metrics, y)
             if gap:
                 ys = np.where(ys > 0, ys, np.nan)
             curves.setdefault(variant, []).append((xs, ys))
         series: list[Series] = []
         for i, (variant, cs) in enumerate(curves.items()):
-            band = _trial_band(cs, log_x) if (trials and len(cs) > 1) else None
+            band = _trial_band(cs, log_x and not wall) if (trials and len(cs) > 1) else None
             if band is not None:
                 grid, mean, lo, hi, n = band
                 series.append(Series(f"{variant} (mean of {n})", grid, mean, color=f"C{i % 10}", marker=None,
@@ -466,10 +466,10 @@ def sweep_figure(runs: list, y: str = "objective", x: str = "comm_units", title:
                 if s.points() == 1:
                     s = replace(s, label=f"{s.label} (one point)" if s.label else "", marker="o", markers_only=True)
                 series.append(s)
-        xunit = xlabel if not fallback else ("wall time (s)" if fallback == len(members) else "mixed")
-        panels.append(Panel(_panel_text(key), series, xlabel=xlabel if xunit == "mixed" else xunit,
-                            ylabel=_metric_text(y), title=_panel_text(key),
-                            xunit=xunit))
+        lines = [] if wall else _silent_lines(silent, y, len(curves))
+        xunit = "wall time (s)" if wall else xlabel
+        panels.append(Panel(_panel_text(key), series, xlabel=xunit, ylabel=_metric_text(y), title=_panel_text(key),
+                            xunit=xunit, lines=lines))
     panels = [p for p in panels if p.points() > 0]
     single = [p for p in panels if all(s.points() <= 1 for s in p.series)]
     if single and len(single) < len(panels):
@@ -499,11 +499,28 @@ def sweep_figure(runs: list, y: str = "objective", x: str = "comm_units", title:
     for p in unique:
         p.xscale = xscale
         _finish(p, yscale)
-    sharex = len({p.xunit for p in unique}) == 1 and "mixed" not in {p.xunit for p in unique}
+    sharex = len({p.xunit for p in unique}) == 1
     sharey = gap or _ranges_overlap(unique, yscale)
     cols = max(1, min(3, len(unique)))
     return FigureSpec(unique, title=title, ncols=cols, sharex=sharex, sharey=sharey, notes=notes,
                       panel_size=(5.2, 3.9))
+
+
+def _silent_lines(silent: list, y: str, first_colour: int) -> list[RefLine]:
+    """Single-machine runs in a panel of communication: they have no place on its x axis, so each variant's final
+    `y` (the mean over its runs, e.g. trials) is a horizontal line, labelled as such."""
+    finals: dict[str, list[float]] = {}
+    for variant, metrics in silent:
+        ys = _column(metrics, y)
+        ys = ys[np.isfinite(ys)]
+        if ys.size:
+            finals.setdefault(variant, []).append(float(ys[-1]))
+    out = []
+    for i, (variant, values) in enumerate(finals.items()):
+        many = f", mean of {len(values)} runs" if len(values) > 1 else ""
+        out.append(RefLine("y", float(np.mean(values)), f"{variant}: final {y} (sends nothing{many})",
+                           color=f"C{(first_colour + i) % 10}", linestyle="--", role="reference"))
+    return out
 
 
 def _ranges_overlap(panels: list[Panel], yscale: str) -> bool:

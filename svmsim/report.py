@@ -47,8 +47,9 @@ def draw_figure(spec: FigureSpec, path: Path) -> Path:
         ax.set_visible(False)
     text = "\n".join([spec.title] * bool(spec.title) + spec.notes)
     if text:
-        fig.suptitle("\n".join(textwrap.fill(line, int(16 * w * cols)) for line in text.split("\n")),
-                     fontsize=9 if spec.notes or n > 1 else 12)
+        small = len(text) > 9 * w * cols
+        fig.suptitle("\n".join(textwrap.fill(line, int((14 if small else 10) * w * cols))
+                               for line in text.split("\n")), fontsize=9 if small else 12)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -220,10 +221,10 @@ def _nested_size(colour: int) -> float:
 def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "comm_units", title: str = "",
                       max_panels: int = 12, trials: str | None = None) -> Path:
     """One panel per grid point, one curve per variant: metric `y` against `x` (communication in the paper's unit
-    by default, in scalars when the runs' units differ; single-machine runs, which send nothing, against wall
-    time), on shared axes (`svmsim.plotspec.sweep_figure` decides them). With `trials` (a grid key whose values are
-    repetitions, e.g. the seed), the trials share a panel: each variant is drawn as the mean over its trials with
-    the band from their minimum to their maximum."""
+    by default, in scalars when the runs' units differ; single-machine runs, which send nothing, as a line at their
+    final value, or against wall time in a panel of their own), on shared axes (`svmsim.plotspec.sweep_figure`
+    decides them). With `trials` (a grid key whose values are repetitions, e.g. the seed), the trials share a
+    panel: each variant is drawn as the mean over its trials with the band from their minimum to their maximum."""
     spec = sweep_figure(runs, y=y, x=x, title=title, max_panels=max_panels, trials=trials)
     if len(spec.panels) > 1 or trials:
         against = spec.panels[0].xlabel if spec.panels else x

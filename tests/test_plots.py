@@ -312,3 +312,20 @@ def test_identical_sweep_panels_are_merged():
                         y="rel_gap")
     (panel,) = spec.panels
     assert "identical" in panel.title
+
+
+def test_single_machine_runs_beside_distributed_ones_are_a_line_at_their_final_value():
+    point, rows, unit = _run(3)
+    alone = [{"iteration": i, "scalars": 0, "comm_units": 0.0, "wall_time": 0.01 * i, "objective": 1.0 + 0.5 / i}
+             for i in range(1, 6)]
+    runs = [(point, rows, unit)] + [(SimpleNamespace(values={"k": 3, "seed": s}, variant="pegasos"), alone, None)
+                                    for s in (0, 1)]
+    spec = sweep_figure([(SimpleNamespace(values={"k": 3, "seed": 0}, variant=point.variant), rows, unit)] + runs[1:],
+                        y="objective", trials="seed")
+    check_spec(spec)
+    (panel,) = spec.panels
+    assert [s.label for s in panel.series] == ["saddle-dsvc"]     # nothing drawn at x = wall time on this axis
+    (line,) = panel.lines
+    assert line.axis == "y" and line.value == pytest.approx(1.1) and "sends nothing, mean of 2 runs" in line.label
+    alone_only = sweep_figure(runs[1:], y="objective", trials="seed")
+    assert alone_only.panels[0].xlabel == "wall time (s)"
