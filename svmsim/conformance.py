@@ -318,9 +318,11 @@ def _run_single(info, solver) -> SmallRun:
 # ----------------------------------------------------------------------------------------------------------------
 
 def _is_wall_clock(key: str) -> bool:
-    """Metrics that measure wall-clock time ("time", "wall_time", "fit_time", ...), which no replay repeats;
-    virtual time is part of the run."""
-    return (key == "time" or key.endswith("_time")) and key != "virtual_time"
+    """Metrics that measure wall-clock time ("time", "wall_time", "wall_time_total", "fit_time", ...), which no
+    replay repeats; virtual time is part of the run."""
+    from .core.metrics import WALL_CLOCK_METRICS
+
+    return key in WALL_CLOCK_METRICS or ((key == "time" or key.endswith("_time")) and key != "virtual_time")
 
 
 def _strip_times(row: dict) -> dict:
