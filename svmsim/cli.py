@@ -1,4 +1,4 @@
-"""The `svmsim` command line: run, sweep, validate, check and list.
+"""The `svmsim` command line: run, sweep, validate, check, warmup and list.
 
 Errors in what the user gave (scenario, data, parameters) print one paragraph and exit with status 2; no
 traceback. Status 1 is reserved for failures inside svmsim, 130 for an interrupted run, 3 for a sweep some of
@@ -22,6 +22,7 @@ examples:
   svmsim validate scenarios/quickstart.toml
   svmsim list algorithms
   svmsim check pushsum
+  svmsim warmup saddle-dsvc
 
 data: LIBSVM data sets are read from the directory named by the scenario key data.data_dir or by the
 environment variable SVMSIM_DATA_DIR (plain, .xz, .bz2 or .gz files; 'a9a' finds a9a.xz and its test
@@ -127,6 +128,28 @@ def build_parser() -> argparse.ArgumentParser:
                          "the working directory, then on sys.path; repeatable)")
     ck.add_argument("--only", metavar="CHECKS", help="comma-separated check names to run (default: all)")
     ck.add_argument("--no-variants", action="store_true", help="skip the algorithms' declared variants")
+
+    wu = sub.add_parser(
+        "warmup", help="compile ahead of time what runs of the named algorithms compile (default: all)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="A first run compiles its numba functions (seconds to minutes); numba keeps them on disk "
+                    "(beside svmsim's sources, or under $NUMBA_CACHE_DIR) and svmsim its compiled loops (under "
+                    "$SVMSIM_CACHE_DIR/loops, default ~/.cache/svmsim/loops), so later runs load them in a fraction "
+                    "of a second. warmup fills both caches ahead: for each algorithm it runs the small scenario of "
+                    "its conformance declarations (and of each declared variant) as `svmsim run` would, and for "
+                    "synchronous rounds once more on the compiled rounds. Prints a line per algorithm with the "
+                    "seconds it took and how many of them were compilation, then the total. Data of another kind "
+                    "or parameters that take other code paths may still compile on a first run; a run's "
+                    "compile_time column and summary.json's timing say how much, and its wall_time leaves it out.",
+        epilog="examples:\n"
+               "  svmsim warmup                      (every registered algorithm)\n"
+               "  svmsim warmup saddle-dsvc bqo-e\n"
+               "  svmsim warmup my-subgrad --module mypkg.subgrad")
+    wu.add_argument("names", nargs="*", metavar="ALGORITHM",
+                    help="registered algorithm names (see svmsim list algorithms; default: all of them)")
+    wu.add_argument("--module", action="append", default=[], metavar="MODULE",
+                    help="import this module first (an algorithm of your own that is not installed; repeatable)")
+    wu.add_argument("--no-variants", action="store_true", help="skip the algorithms' declared variants")
 
     ls = sub.add_parser("list", help="list algorithms, topologies, data sets, partitions, fault kinds, engines or "
                                      "metrics")
@@ -369,6 +392,32 @@ def _cmd_check(args) -> int:
     return 1 if counts["failed"] else 0
 
 
+def _cmd_warmup(args) -> int:
+    from .algorithms.registry import load_module
+    from .warmup import check_names, warm_up
+
+    for module in args.module:
+        load_module(module, os.getcwd(), what="--module")
+    names = check_names(args.names)          # an unknown name: exit 2 before anything is compiled
+    width = max(len(n) for n in names)
+
+    def start(i: int, n: int, name: str) -> None:
+        print(f"[{i}/{n}] {name:<{width}} ...", end="", flush=True)
+
+    def done(i: int, n: int, r) -> None:
+        what = (f"compiling {r.compile_seconds:.1f} s ({r.compile_new_seconds:.1f} s afresh); {r.runs} small "
+                f"run{'s' if r.runs != 1 else ''}")
+        print(f" {r.seconds:7.1f} s  " + (f"FAILED (after {r.runs} small runs): {r.error}" if r.error else what),
+              flush=True)
+
+    results = warm_up(names, with_variants=not args.no_variants, on_start=start, on_result=done)
+    failed = [r.algorithm for r in results if r.error]
+    print(f"total {sum(r.seconds for r in results):.1f} s for {len(results)} algorithm"
+          f"{'s' if len(results) != 1 else ''} (compiling {sum(r.compile_seconds for r in results):.1f} s)"
+          + (f"; failed: {', '.join(failed)} (svmsim check NAME says more)" if failed else ""))
+    return 1 if failed else 0
+
+
 def _paper(citation: str) -> str:
     """``000_ff8f....txt, Algorithm 1`` -> ``paper 000, Algorithm 1`` (the papers are not part of svmsim)."""
     return "paper " + re.sub(r"(\d{3})_[0-9a-f]+\.txt", r"\1", citation)
@@ -532,7 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return {"run": _cmd_run, "sweep": _cmd_sweep, "validate": _cmd_validate, "check": _cmd_check,
-                "list": _cmd_list}[args.command](args)
+                "warmup": _cmd_warmup, "list": _cmd_list}[args.command](args)
     except SvmsimError as e:
         msg = str(e)
         first, _, rest = msg.partition("\n")

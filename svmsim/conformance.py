@@ -62,9 +62,10 @@ from .algorithms.registry import AlgorithmInfo, Conformance, get_algorithm
 from .deployment import observations_by_role
 
 __all__ = ["DEFAULT_RUN", "declarations", "variants", "CheckSkipped", "Check", "yield_checks", "check_names",
-           "variant_label", "small_params", "small_problem", "run_small", "SmallRun", "DISTRIBUTED_CHECKS",
-           "SINGLE_CHECKS", "check_grouping", "check_ledger", "check_replay", "check_seed", "check_compiled",
-           "check_restore", "check_params", "Case", "cases", "pytest_cases", "CheckResult", "check_algorithm"]
+           "variant_label", "small_params", "small_problem", "small_scenario", "run_small", "SmallRun",
+           "DISTRIBUTED_CHECKS", "SINGLE_CHECKS", "check_grouping", "check_ledger", "check_replay", "check_seed",
+           "check_compiled", "check_restore", "check_params", "Case", "cases", "pytest_cases", "CheckResult",
+           "check_algorithm"]
 
 # ----------------------------------------------------------------------------------------------------------------
 # Declarations: each algorithm's own (AlgorithmInfo.conformance), over these defaults
@@ -122,11 +123,18 @@ def small_problem(info: AlgorithmInfo, seed: int | None = None):
     from .deployment import Problem
 
     s = run_settings(info)
-    kind, kind_params = s["topology"]
-    if "star" in info.topologies and not info.supports(kind):
-        kind, kind_params = "star", {}
+    kind, kind_params = _small_topology(info)
     return Problem(make_dataset(dict(s["data"])), seed=s["seed"] if seed is None else int(seed),
                    topology_kind=kind, topology_params=dict(kind_params))
+
+
+def _small_topology(info: AlgorithmInfo) -> tuple[str, dict]:
+    """The small run's topology: the declared one (`run_settings`), or a star for a server-client algorithm that
+    does not run on it."""
+    kind, kind_params = run_settings(info)["topology"]
+    if "star" in info.topologies and not info.supports(kind):
+        return "star", {}
+    return kind, dict(kind_params)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -318,9 +326,11 @@ def _run_single(info, solver) -> SmallRun:
 # ----------------------------------------------------------------------------------------------------------------
 
 def _is_wall_clock(key: str) -> bool:
-    """Metrics that measure wall-clock time ("time", "wall_time", "fit_time", ...), which no replay repeats;
-    virtual time is part of the run."""
-    return (key == "time" or key.endswith("_time")) and key != "virtual_time"
+    """Metrics that measure wall-clock time ("time", "wall_time", "wall_time_total", "fit_time", ...), which no
+    replay repeats; virtual time is part of the run."""
+    from .core.metrics import WALL_CLOCK_METRICS
+
+    return key in WALL_CLOCK_METRICS or ((key == "time" or key.endswith("_time")) and key != "virtual_time")
 
 
 def _strip_times(row: dict) -> dict:
@@ -606,6 +616,18 @@ def _minimal_scenario(info: AlgorithmInfo, params: dict) -> dict:
     if "star" not in info.topologies:
         kind, kind_params = s["topology"]
         scenario["topology"] = {"kind": kind, **kind_params}
+    return scenario
+
+
+def small_scenario(info: AlgorithmInfo, params: dict | None = None) -> dict:
+    """The small run as a scenario (a dict in the TOML's shape) that `svmsim.run` runs: the small problem's data,
+    topology and seed (`small_problem`), the declared budget (``iterations``; rounds of virtual time for gossip),
+    evaluated every ``observe_every`` iterations, no progress bar, no plots; `params` default to the declared small
+    parameters."""
+    scenario = _minimal_scenario(info, small_params(info) if params is None else dict(params))
+    kind, kind_params = _small_topology(info)
+    scenario["topology"] = {"kind": kind, **kind_params}
+    scenario["output"]["eval_every"] = int(run_settings(info)["observe_every"])
     return scenario
 
 

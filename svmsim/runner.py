@@ -20,6 +20,7 @@ import numpy as np
 
 from . import rundir
 from .core import jsonio
+from .core.compile_clock import Stopwatch
 from .comm.meter import Ledger, Meter
 from .comm.quantities import by_kind, edge_weighted_total, quantity
 from .core.metrics import stop_reason
@@ -35,8 +36,9 @@ from .topology import from_networkx
 
 __all__ = ["run", "RunResult", "read_run", "recorded", "write_run"]
 
-METRIC_COLUMNS = ("iteration", "round", "messages", "scalars", "bytes", "comm_units", "wall_time", "objective",
-                  "hull_distance", "hull_lower", "rel_gap", "duality_gap", "train_accuracy", "test_accuracy")
+METRIC_COLUMNS = ("iteration", "round", "messages", "scalars", "bytes", "comm_units", "wall_time", "wall_time_total",
+                  "compile_time", "objective", "hull_distance", "hull_lower", "rel_gap", "duality_gap",
+                  "train_accuracy", "test_accuracy")
 
 
 @dataclass
@@ -169,18 +171,21 @@ def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float, previous
 class _Recorder:
     """The one place that records a run's metrics rows and decides the metric-based stops, for every scheduler
     and engine: `add` appends a row (shown on the progress bar at `step`) and returns True to stop, keeping the
-    reason; `reason(scheduler_reason)` is the reason the run stopped."""
+    reason; `reason(scheduler_reason)` is the reason the run stopped. `times` gives a row's wall-clock columns:
+    ``wall_time`` (numba's compilation since the recorder started left out), ``wall_time_total`` and
+    ``compile_time``."""
 
     def __init__(self, scenario: Scenario, progress: bool, total: int | None, max_iterations: int | None = None):
         self.scenario = scenario
         self.rows: list[dict] = []
-        self.started = time.perf_counter()
+        self.clock = Stopwatch()
+        self.started = self.clock.started
         self.bar = _Progress(progress, total, scenario.name, gap=scenario.stop.gap, seconds=scenario.stop.max_seconds)
         self.max_iterations = max_iterations
         self.why: str | None = None
 
-    def wall(self) -> float:
-        return time.perf_counter() - self.started
+    def times(self) -> dict[str, float]:
+        return self.clock.times()
 
     def add(self, step: int, m: dict) -> bool:
         previous = self.rows[-1] if self.rows else None
@@ -229,7 +234,7 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
     def on_iteration(iteration: int, round_: int) -> bool:
         m = deployment.evaluate(observations())
         m.update(iteration=iteration, round=round_, messages=meter.messages, scalars=meter.scalars,
-                 bytes=meter.bytes, comm_units=meter.scalars / unit, wall_time=rec.wall())
+                 bytes=meter.bytes, comm_units=meter.scalars / unit, **rec.times())
         m.update(meter.node_quantity_totals())            # e.g. kernel_evaluations: work metered per node
         if clock is not None:
             m["modelled_time"] = clock.now
@@ -389,7 +394,7 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
         m = deployment.evaluate(observations_by_role(observed, groups))
         m.update(iteration=p.round, round=p.round, virtual_time=p.time, wakes=p.wakes, sent_messages=p.sent,
                  in_flight=p.in_flight, messages=p.messages, scalars=p.scalars, bytes=p.bytes,
-                 comm_units=p.scalars / unit, wall_time=rec.wall())
+                 comm_units=p.scalars / unit, **rec.times())
         if live is not None:
             live.update_totals(p.messages, p.scalars, p.bytes, m)
         return rec.add(p.round, m)
@@ -446,7 +451,7 @@ def _run_single(scenario: Scenario, solver: SingleMachineRun, progress: bool):
 
     def on_check(info: dict) -> bool:
         m = dict(info)
-        m.update(round=0, messages=0, scalars=0, bytes=0, comm_units=0.0, wall_time=rec.wall())
+        m.update(round=0, messages=0, scalars=0, bytes=0, comm_units=0.0, **rec.times())
         return rec.add(int(m["iteration"]), m)
 
     try:
@@ -458,6 +463,15 @@ def _run_single(scenario: Scenario, solver: SingleMachineRun, progress: bool):
     finally:
         rec.close()
     return model, rec.rows, None, (rec.why or "solver finished"), {}
+
+
+def _timing(setup: Stopwatch, set_up: dict, ran: dict) -> dict:
+    """summary.json's ``timing``: where the run's wall-clock seconds went (writing the directory aside). ``seconds``
+    = ``setup_seconds`` (data, reference optimum, build) + ``run_seconds`` (engine, rounds, evaluations) +
+    ``compile_seconds`` (numba's compiler in either, this process; ``compile_new_seconds`` of it compiling afresh,
+    the rest loading from numba's disk cache); ``run_compile_seconds``: the run's part of ``compile_seconds``."""
+    return {"seconds": set_up["wall_time_total"] + ran["wall_time_total"], "setup_seconds": set_up["wall_time"],
+            "run_seconds": ran["wall_time"], **setup.compile_split(), "run_compile_seconds": ran["compile_time"]}
 
 
 def _prepare_run_dir(scenario: Scenario, out_dir: Path | None) -> tuple[Path, Path]:
@@ -647,6 +661,7 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
         final_dir, tmp_dir = _prepare_run_dir(scenario, out_dir)     # not after loading data or a reference solve
     live = None
     own_engine = False
+    setup = Stopwatch()                         # set-up: data, reference, build (compilation counted apart)
     try:
         problem = _problem(scenario, topology)
         if info.memory is not None:             # before anything of the run is built: refuse what cannot fit
@@ -655,7 +670,8 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
             need, what, allowed = info.memory(scenario.algorithm.params, problem)
             check_memory(need, what, allowed)
         built = info.build(scenario.algorithm.params, problem)
-        started = time.perf_counter()
+        set_up = setup.times()
+        running = Stopwatch()
         if isinstance(built, Deployment):
             if isinstance(engine, Engine):
                 eng = engine
@@ -683,10 +699,12 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
             bound_fn, comm_unit, binfo = built.bound, None, built.info
         eps = getattr(scenario.algorithm.params, "eps", None)
         bound = bound_fn(eps) if (bound_fn is not None and eps) else None
+        ran = running.times()
         summary = {"scenario": scenario.name, "algorithm": info.name, "engine": scenario.engine.name,
-                   "seed": scenario.seed, "stop_reason": reason, "wall_time": time.perf_counter() - started,
-                   "final": rows[-1] if rows else {}, "ledger": ledger.totals if ledger else None,
-                   "bound": bound, "comm_unit": comm_unit, "algorithm_info": binfo, **extra}
+                   "seed": scenario.seed, "stop_reason": reason, "wall_time": ran["wall_time"],
+                   "timing": _timing(setup, set_up, ran), "final": rows[-1] if rows else {},
+                   "ledger": ledger.totals if ledger else None, "bound": bound, "comm_unit": comm_unit,
+                   "algorithm_info": binfo, **extra}
         result = RunResult(scenario, model, rows, ledger, reason, final_dir, summary)
         failure = summary.get("engine_failure")
         if failure is not None:          # what was measured stays, under a name that says the run failed

@@ -69,8 +69,8 @@ sqrt(Var_nodes + Var_trials); population stds, so the split is exact). Other col
 ``<c>_std`` over trials. ``trials_columns`` chooses the columns shown in sweep.md (accuracies in percent).
 
 ``warmup = true`` runs each variant's first point for one iteration before the sweep and discards it, so that
-one-time compilation does not inflate the first run's wall time (numba compiles the gossip event loop once per
-process, about a second).
+one-time compilation and cache loading do not inflate the first run's ``wall_time_total`` (its ``wall_time`` leaves
+numba's compilation out in any case; ``svmsim warmup`` fills numba's disk cache ahead for every process).
 
 Every point is validated before the first one runs, so a bad grid fails at once; the sweep directory is
 written atomically like a run directory.

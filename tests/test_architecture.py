@@ -30,6 +30,7 @@ NEVER = [
 ]
 #: importers a NEVER rule does not apply to: (importer, imported prefix) -> why
 ALLOWED = {("svmsim.cli", "svmsim.conformance"): "the command `svmsim check` runs the conformance suite",
+           ("svmsim.warmup", "svmsim.conformance"): "`svmsim warmup` runs the conformance suite's small runs",
            ("svmsim.api", "svmsim.conformance"): "the public API hands the suite to plugin authors (on first use)"}
 
 

@@ -13,6 +13,7 @@ import pytest
 import svmsim
 from svmsim.cli import main
 from svmsim.errors import ScenarioError, TopologyError
+from svmsim.core.metrics import WALL_CLOCK_METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = ROOT / "scenarios" / "quickstart.toml"
@@ -46,7 +47,7 @@ def test_quickstart_writes_a_complete_run_directory(tmp_path):
 def test_same_scenario_and_seed_give_the_same_numbers():
     a = svmsim.run(small(), write=False)
     b = svmsim.run(small(), write=False)
-    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("wall_time", "time")} for r in rows]
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in WALL_CLOCK_METRICS | {"time"}} for r in rows]
     assert strip(a.metrics) == strip(b.metrics)
     assert a.ledger.equals(b.ledger)
     np.testing.assert_array_equal(a.model["coef"], b.model["coef"])

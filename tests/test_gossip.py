@@ -22,6 +22,7 @@ from svmsim.core.timing import Clock, Distribution, LatencyModel
 from svmsim.program import GossipProgram
 from svmsim.schedule.gossip import GossipScheduler, GossipStopReason
 from svmsim.topology import build_topology, neighbours
+from svmsim.core.metrics import WALL_CLOCK_METRICS
 
 ALL_FAULTS = FaultModel(drop=0.1, duplicate=0.05, delay=0.2, delay_time={"kind": "exponential", "mean": 0.3},
                         crash=0.1, crash_time=3.0, recover_time=6.0, recover_state=False, stragglers=0.2,
@@ -437,8 +438,8 @@ def test_a_run_through_peeking_observers_gives_the_snapshots_results(iris, monke
     monkeypatch.setattr(Engine, "peek", Engine.observe)
     monkeypatch.setattr(Engine, "hand_over", Engine.observe)          # the model divides a copy, not the state
     copied = svmsim.run(scenario, write=False)
-    assert [{k: v for k, v in r.items() if k != "wall_time"} for r in peeked.metrics] == \
-        [{k: v for k, v in r.items() if k != "wall_time"} for r in copied.metrics]
+    assert [{k: v for k, v in r.items() if k not in WALL_CLOCK_METRICS} for r in peeked.metrics] == \
+        [{k: v for k, v in r.items() if k not in WALL_CLOCK_METRICS} for r in copied.metrics]
     for key in ("estimates", "average", "target"):
         np.testing.assert_array_equal(peeked.model[key], copied.model[key])
     assert peeked.ledger.equals(copied.ledger)
@@ -476,7 +477,7 @@ def test_pushsum_scenario_runs_reproducibly_with_faults(tmp_path):
                 "stop": {"max_rounds": 60}, "output": {"progress": False, "run_dir": str(tmp_path / "run")}}
     a = svmsim.run(scenario)
     b = svmsim.run(scenario, write=False)
-    strip = lambda rows: [{k: v for k, v in r.items() if k != "wall_time"} for r in rows]
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in WALL_CLOCK_METRICS} for r in rows]
     assert strip(a.metrics) == strip(b.metrics) and a.ledger.equals(b.ledger)
     assert [r["iteration"] for r in a.metrics] == list(range(2, 61, 2))
     assert a.final["consensus_error"] < 0.02 * a.metrics[0]["consensus_error"]

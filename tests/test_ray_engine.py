@@ -30,6 +30,7 @@ from svmsim.engine.ray_engine import (  # noqa: E402
 from svmsim.errors import ScenarioError  # noqa: E402
 from svmsim.program import NodeProgram, RoleSpec  # noqa: E402
 from svmsim.schedule.sync import StopReason, SyncScheduler  # noqa: E402
+from svmsim.core.metrics import WALL_CLOCK_METRICS  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -737,7 +738,7 @@ _LOST_SCENARIO = {"name": "lost", "seed": 0, "data": {"name": "synthetic", "kind
 
 
 def _rows(result):
-    return [{k: v for k, v in row.items() if k != "wall_time"} for row in result.metrics]
+    return [{k: v for k, v in row.items() if k not in WALL_CLOCK_METRICS} for row in result.metrics]
 
 
 @pytest.mark.parametrize("name", ["ray", "ray-cgraph", pytest.param("ray-objects", marks=pytest.mark.slow)])

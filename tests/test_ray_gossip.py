@@ -24,6 +24,7 @@ from svmsim.faults import FaultModel  # noqa: E402
 from svmsim.config import load_scenario  # noqa: E402
 from svmsim.core.timing import Distribution, LatencyModel  # noqa: E402
 from svmsim.schedule.gossip import GossipScheduler, GossipStopReason  # noqa: E402
+from svmsim.core.metrics import WALL_CLOCK_METRICS  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -305,7 +306,7 @@ def test_deterministic_gossip_on_ray_writes_the_in_process_ledger_and_model_byte
     assert info["mode"] == "deterministic" and info["window"] == 0.5 and info["actors"] == actors
     assert info["late_deliveries"] == 0 and info["cross_host_messages"] > 0
     # the observer saw the same rows (all but the wall-clock columns)
-    drop = {"wall_time"}
+    drop = WALL_CLOCK_METRICS
     assert [{k: v for k, v in r.items() if k not in drop} for r in got.metrics] == \
         [{k: v for k, v in r.items() if k not in drop} for r in ref.metrics]
 

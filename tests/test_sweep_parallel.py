@@ -19,6 +19,7 @@ from svmsim import runner
 from svmsim.cli import main
 from svmsim.runner import read_run, recorded
 from svmsim.sweep import SweepInterrupted, plan_sweep, run_sweep
+from svmsim.core.metrics import WALL_CLOCK_METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,14 +53,21 @@ def sweep_file(tmp_path):
     return path
 
 
+def _timed(name: str) -> bool:
+    """A column or key that measures wall-clock time (wall_time, wall_time_total, compile_time, cost_wall_time...)
+    or holds such measures (summary.json's timing)."""
+    name = name.strip()
+    return "wall_time" in name or name in WALL_CLOCK_METRICS or name == "timing"
+
+
 def _mask_table_columns(lines: list[str], sep: str) -> list[str]:
     """Blank the cells of columns whose header names a wall time (one table: header first)."""
     out = []
     wall: set[int] = set()
     for line in lines:
         cells = line.split(sep)
-        if any("wall_time" in c for c in cells):
-            wall = {i for i, c in enumerate(cells) if "wall_time" in c}
+        if any(_timed(c) for c in cells):
+            wall = {i for i, c in enumerate(cells) if _timed(c)}
             out.append(line)
             continue
         out.append(sep.join("" if i in wall else c for i, c in enumerate(cells)))
@@ -68,7 +76,7 @@ def _mask_table_columns(lines: list[str], sep: str) -> list[str]:
 
 def _mask_json(value):
     if isinstance(value, dict):
-        return {k: (None if "wall_time" in k else _mask_json(v)) for k, v in value.items()}
+        return {k: (None if _timed(k) else _mask_json(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [_mask_json(v) for v in value]
     return value
@@ -80,7 +88,7 @@ def _masked(path: Path):
         return _mask_json(json.loads(path.read_text()))
     if path.suffix == ".csv":
         rows = list(csv.reader(io.StringIO(path.read_text())))
-        wall = {i for i, c in enumerate(rows[0]) if "wall_time" in c}
+        wall = {i for i, c in enumerate(rows[0]) if _timed(c)}
         return [rows[0]] + [["" if i in wall else c for i, c in enumerate(r)] for r in rows[1:]]
     if path.suffix == ".md":
         return _mask_table_columns(path.read_text().splitlines(), " | ")

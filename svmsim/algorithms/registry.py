@@ -42,7 +42,8 @@ SCHEDULERS = ("sync", "gossip")
 #: `AlgorithmInfo.topologies` of an algorithm that runs on any connected topology
 ANY_TOPOLOGY = ("any",)
 #: the metrics the runner writes into every evaluation row, whatever the algorithm
-RUN_METRICS = frozenset({"iteration", "round", "messages", "scalars", "bytes", "comm_units", "wall_time"})
+RUN_METRICS = frozenset({"iteration", "round", "messages", "scalars", "bytes", "comm_units", "wall_time",
+                         "wall_time_total", "compile_time"})
 #: ... of a distributed run besides (nodes_up with faults; the metered quantities, `comm.quantities`, are too)
 DISTRIBUTED_METRICS = frozenset({"nodes_up"})
 #: ... of a gossip run besides (virtual time, clock ticks, messages sent and in flight)

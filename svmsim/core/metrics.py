@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Metric", "METRICS", "metric", "is_registered", "label", "stop_reason", "relative_gap"]
+__all__ = ["Metric", "METRICS", "WALL_CLOCK_METRICS", "metric", "is_registered", "label", "stop_reason",
+           "relative_gap"]
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,19 @@ METRICS: tuple[Metric, ...] = (
     Metric("bytes", "count", "B", False, "bytes", "bytes sent so far (the ledger's)"),
     Metric("comm_units", "scalars / the paper's unit", "paper unit", False, "communication (paper's unit)",
            "scalars so far in the paper's unit of communication (e.g. k*d)"),
-    Metric("wall_time", "seconds", "s", False, "wall time", "wall-clock seconds of the run so far, compilation "
-           "excluded"),
+    Metric("wall_time", "wall_time_total - compile_time", "s", False, "wall time",
+           "wall-clock seconds of the run so far, numba's compilation left out (what the run's own work took)"),
+    Metric("wall_time_total", "seconds since the run started", "s", False, "wall time with compilation",
+           "wall-clock seconds of the run so far, numba's compilation included"),
+    Metric("compile_time", "seconds under numba's compiler lock since the run started", "s", False,
+           "compilation time", "seconds the run has spent so far in numba's compiler in this process: compiling "
+           "afresh and loading from numba's disk cache (svmsim warmup fills the cache ahead); not seen on Ray "
+           "hosts"),
 )
+
+#: the metrics that measure wall-clock time: they differ between two runs of the same scenario and seed, while
+#: every other column is the same bit for bit
+WALL_CLOCK_METRICS = frozenset({"wall_time", "wall_time_total", "compile_time"})
 
 _BY_NAME = {m.name: m for m in METRICS}
 
