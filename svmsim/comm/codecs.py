@@ -41,7 +41,7 @@ import numpy as np
 from ..core.params import ParamSpec, allowed_params_text, check_params
 from ..errors import ScenarioError
 
-__all__ = ["Codec", "CODECS", "EF_MODES", "CodecChoice", "CompressionSpec", "register_codec", "codec_names", "get_codec", "resolve_codec_params", "keep_count",
+__all__ = ["Codec", "CODECS", "EF_MODES", "CodecChoice", "CompressionSpec", "tag_matches", "register_codec", "codec_names", "get_codec", "resolve_codec_params", "keep_count",
            "qsgd_bytes", "sparse_bytes", "sign_bytes"]
 
 #: every known codec: the built-in ones (below) and the registered ones
@@ -154,15 +154,38 @@ class CodecChoice:
         return f"{self.codec}({args}){ef}"
 
 
+def tag_matches(name: str, tag: str) -> bool:
+    """Whether the name of a table or a declaration covers message tag `tag`: the tag itself, or its
+    ``name:width`` forms (a collective's tags when it sends several widths)."""
+    return tag == name or (tag.startswith(name) and tag[len(name):len(name) + 1] == ":")
+
+
 @dataclass(frozen=True)
 class CompressionSpec:
-    """A run's codecs: `default` for every float64 payload whose tag `tags` does not name (None: those stay raw)."""
+    """A run's codecs: `default` for every float64 payload whose tag `tags` does not name (None: those stay raw);
+    a table named ``partial`` also covers ``partial:<width>`` (its own table first). `exact`: the tags the algorithm
+    declares exact (`AlgorithmInfo.exact_tags`), which no lossy codec encodes."""
 
     default: CodecChoice | None = None
     tags: Mapping[str, CodecChoice] = field(default_factory=dict)
+    exact: tuple[str, ...] = ()
+
+    def configured(self, tag: str) -> CodecChoice | None:
+        """The choice the tables make for `tag`, before the algorithm's exact tags are taken out."""
+        own = self.tags.get(tag)
+        if own is None and ":" in tag:
+            own = self.tags.get(tag.rsplit(":", 1)[0])
+        return self.default if own is None else own
+
+    def is_exact(self, tag: str) -> bool:
+        return any(tag_matches(name, tag) for name in self.exact)
 
     def choice(self, tag: str) -> CodecChoice | None:
-        return self.tags.get(tag, self.default)
+        """The codec that encodes `tag`: `configured`, except that an exact tag gets no lossy codec (None: raw)."""
+        c = self.configured(tag)
+        if c is not None and not c.lossless and self.is_exact(tag):
+            return None
+        return c
 
     @property
     def lossy(self) -> bool:

@@ -2,15 +2,17 @@
 
 A `CompressionSpec` says which codec (`comm.codecs`) encodes which tag: a default for every float64 payload, and
 per-tag choices that replace it (``none`` keeps a tag raw). Integer and float32 payloads are never encoded: they
-are indices, counts and flags that a lossy codec would corrupt. A `Compressor` holds one run's codec state and
+are indices, counts and flags that a lossy codec would corrupt; nor are the tags an algorithm declares exact
+(`AlgorithmInfo.exact_tags`: replicated results, indices and flags sent as floats). A `Compressor` holds one run's codec state and
 applies the spec to a `MessageBatch`: it returns the batch the receivers read (the decoded rows) with its encoded
 size per message (`MessageBatch.wire_bytes`), which the meter counts as the message's bytes; the scalars stay the
 raw count, the papers' unit.
 
-Channels and state. A codec's state lives on a *channel*: (tag, sender, receiver) for a message to one receiver,
-(tag, sender, all) for a broadcast (one encoding whose copies every receiver reads), and the row width. In the
-protocols that send one row per tag and round (a gather, a broadcast, a star all-reduce) that is the state per
-sender and tag. Error feedback (`error_feedback`):
+Broadcasts, channels and state. A sender that sends the same row to several receivers in one batch (a broadcast,
+stored as one row or as copies) encodes it once, and every receiver reads that one encoding. A codec's state lives
+on a *channel*: (tag, sender, receiver) for a message to one receiver, (tag, sender, all) for a broadcast, and the
+row width. In the protocols that send one row per tag and round (a gather, a broadcast, a star all-reduce) that is
+the state per sender and tag. Error feedback (`error_feedback`):
 
 * ``"ef"`` (Seide et al. 2014; Karimireddy et al. 2019): the channel keeps the residual e (0 at first), sends
   ``c = C(x + e)`` and keeps ``e <- x + e - c``; the receiver reads c.
@@ -84,35 +86,63 @@ class Compressor:
         if plan is None:
             choice = self.spec.choice(batch.tag)
             codec = None if choice is None or choice.codec == "none" else get_codec(choice.codec)
-            plan = self._plans[batch.tag] = (choice, codec, "raw" if codec is None else choice.label())
+            label = "raw" if codec is None else choice.label()
+            if choice is None and self.spec.configured(batch.tag) is not None:
+                label = "raw (an exact tag of the algorithm)"
+            plan = self._plans[batch.tag] = (choice, codec, label)
         choice, codec, label = plan
         raw_bpm = spm * payload.dtype.itemsize
         if codec is None or payload.dtype != np.float64 or m == 0 or spm == 0:
-            self._count(batch.tag, "raw" if codec is None else f"raw ({payload.dtype} payload)", m, spm, raw_bpm,
+            self._count(batch.tag, label if codec is None else f"raw ({payload.dtype} payload)", m, spm, raw_bpm,
                         raw_bpm)
             return batch
         src = batch.src
-        one_row = payload.shape[0] == 1 and m > 1 and bool((src == src[0]).all())
-        if one_row:                                   # a broadcast: one encoding, read by every receiver
-            rows = payload.reshape(1, spm)
-            senders, receivers = src[:1], np.array([_ALL])
+        if payload.shape[0] == 1 and m > 1:          # one row for every message
+            rows, where = payload.reshape(1, spm), np.zeros(m, dtype=np.int64)
+            senders, first = src[:1], np.zeros(1, dtype=np.int64)
+            if not bool((src == src[0]).all()):
+                rows, senders, first, where = self._broadcasts(src, np.repeat(rows, m, axis=0))
         else:
-            rows = batch.rows().reshape(m, spm)
-            senders, receivers = src, batch.dst
+            rows, senders, first, where = self._broadcasts(src, batch.rows().reshape(m, spm))
+        counts = np.bincount(where, minlength=rows.shape[0])
+        receivers = np.where(counts > 1, _ALL, batch.dst[first])
         uniforms = self._uniforms(batch.tag, senders, spm) if codec.stochastic else None
         if choice.error_feedback == "none":
             decoded, bpm = codec.encode(rows, uniforms, **choice.params)
         else:
             decoded, bpm = self._with_feedback(batch, codec, choice, rows, uniforms, senders, receivers)
-        if one_row and choice.error_feedback == "ef21":
-            self._same_receivers(batch, senders[0], spm)
+            if choice.error_feedback == "ef21" and (counts > 1).any():
+                self._same_receivers(batch, senders, receivers, where, spm)
         self._count(batch.tag, label, m, spm, raw_bpm, int(bpm))
         if not codec.lossless:
             self.lossy_messages += m
         decoded = np.asarray(decoded, dtype=np.float64)
-        if decoded.size == payload.size:
+        if decoded.shape[0] == 1 and payload.shape[0] == 1:
             decoded = decoded.reshape(payload.shape)
+        else:
+            decoded = decoded[where]
         return MessageBatch(batch.tag, src, batch.dst, decoded, int(bpm))
+
+    @staticmethod
+    def _broadcasts(src: np.ndarray, rows: np.ndarray):
+        """The distinct (sender, row) pairs of a batch, in order of first appearance: a sender that sends the same
+        row to several receivers encodes it once (a broadcast, however the batch stores it). Returns (distinct
+        rows, their senders, the batch row of each one's first appearance, the distinct row of every batch row)."""
+        m = rows.shape[0]
+        if m == 1:
+            return rows, src, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+        seen: dict[tuple, int] = {}
+        where = np.empty(m, dtype=np.int64)
+        first = []
+        for i, s in enumerate(src.tolist()):
+            key = (s, rows[i].tobytes())
+            j = seen.get(key)
+            if j is None:
+                j = seen[key] = len(first)
+                first.append(i)
+            where[i] = j
+        first = np.asarray(first, dtype=np.int64)
+        return rows[first], src[first], first, where
 
     def _uniforms(self, tag: str, senders: np.ndarray, d: int) -> np.ndarray:
         """d uniforms per row from each sender's stream for `tag`, in row order (a sender's rows take consecutive
@@ -162,17 +192,20 @@ class Compressor:
                 self._state[channels[i]] = new[j]
         return out, bpm
 
-    def _same_receivers(self, batch: MessageBatch, sender: int, d: int) -> None:
-        key = (batch.tag, int(sender), d)
-        dst = np.sort(batch.dst)
-        known = self._receivers.get(key)
-        if known is None:
-            self._receivers[key] = dst
-        elif not np.array_equal(known, dst):
-            raise ProtocolError(
-                f"error_feedback = 'ef21' on tag {batch.tag!r}: node {int(sender)} broadcast to nodes "
-                f"{dst.tolist()} after broadcasting to {known.tolist()}; ef21's receivers keep their copy of g only "
-                "while they receive every message of the channel; allowed: error_feedback = 'ef' for this tag")
+    def _same_receivers(self, batch: MessageBatch, senders, receivers, where, d: int) -> None:
+        """ef21 on a broadcast channel: its receivers must be the same every time (each keeps its copy of g)."""
+        for j in np.flatnonzero(receivers == _ALL).tolist():
+            sender = int(senders[j])
+            key = (batch.tag, sender, d)
+            dst = np.sort(batch.dst[where == j])
+            known = self._receivers.get(key)
+            if known is None:
+                self._receivers[key] = dst
+            elif not np.array_equal(known, dst):
+                raise ProtocolError(
+                    f"error_feedback = 'ef21' on tag {batch.tag!r}: node {sender} broadcast to nodes {dst.tolist()} "
+                    f"after broadcasting to {known.tolist()}; ef21's receivers keep their copy of g only while they "
+                    "receive every message of the channel; allowed: error_feedback = 'ef' for this tag")
 
     def _count(self, tag: str, label: str, m: int, spm: int, raw_bpm: int, bpm: int) -> None:
         st = self.stats.get(tag)
