@@ -113,6 +113,11 @@ class AlgorithmInfo:
         (`svmsim.core.metrics`: ``rel_gap`` only for a certified relative gap). ``[stop] gap`` and ``[stop] below``
         are checked against them when the scenario is validated; None (not declared): only when the run reports its
         first evaluation.
+    exact_tags: message tags whose payload every receiver must read exactly as sent (`comm.compression`): the result
+        of an all-reduce that every worker holds as one replicated copy (a host keeps one copy for all the workers it
+        hosts), or indices, counts and flags sent as floats. A lossy codec never encodes them: ``[compression]``'s
+        default codec leaves them raw, and a ``[compression.tags]`` table that names one with a lossy codec is
+        refused. A name also covers the ``name:width`` tags of a collective that sends several widths.
     """
 
     name: str
@@ -128,6 +133,7 @@ class AlgorithmInfo:
     finishes_by_itself: bool | Callable[[Any], bool] = False
     conformance: Conformance | None = None
     metrics: tuple[str, ...] | None = None
+    exact_tags: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.metrics is not None:
@@ -194,6 +200,8 @@ def _invalid(info: Any) -> str | None:
     if info.metrics is not None and (isinstance(info.metrics, str)
                                      or not all(isinstance(m, str) for m in info.metrics)):
         return f"metrics = {info.metrics!r} is not a tuple of metric names"
+    if isinstance(info.exact_tags, str) or not all(isinstance(t, str) for t in info.exact_tags):
+        return f"exact_tags = {info.exact_tags!r} is not a tuple of message tags"
     if not (isinstance(info.finishes_by_itself, bool) or callable(info.finishes_by_itself)):
         return f"finishes_by_itself = {info.finishes_by_itself!r}; allowed: True, False or f(params) -> bool"
     return None
