@@ -1,7 +1,7 @@
 """Plots of a run: objective, certified gap and accuracy against communication, with the paper's bounds.
 
 Labels of metrics come from the registry (`svmsim.core.metrics`): a curve is called "certified" only when the
-metric is a certificate."""
+metric is a certificate and the run's certificates hold (not when computed from compressed messages)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from .core.metrics import label as metric_label
+from .core.metrics import uncertified_label
 
 __all__ = ["plot_run", "plot_cost_vs_eps", "plot_sweep_curves", "plot_scaling", "GAP_PANEL"]
 
@@ -26,14 +27,16 @@ def _pyplot():
 
 
 def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | None = None,
-             comm_unit: tuple[str, float] | None = None, eps: float | None = None) -> Path:
+             comm_unit: tuple[str, float] | None = None, eps: float | None = None, certified: bool = True) -> Path:
     """Panels against communication (scalars, or the paper's unit such as k*d): the objective, the relative
     measures (log scale, with the target eps: the certified relative gap, paper 001's gap over C n, the relative
     dual and primal errors, Push-Sum's consensus error; `GAP_PANEL`, labelled by the metric registry), and
     train/test accuracy, each only when the run reports it (no empty panel). The bounds k(d + sqrt(d/eps)) and
     k*min(d, 1/eps) are drawn once, as vertical lines in the gap panel, labelled as the orders they are (no
-    constants)."""
+    constants). ``certified=False`` (a run whose certificates do not hold, e.g. computed from compressed
+    messages): no label says "certified"."""
     plt = _pyplot()
+    name_of = metric_label if certified else uncertified_label
 
     def col(name):
         return np.array([m.get(name, np.nan) if m.get(name) is not None else np.nan for m in metrics], dtype=float)
@@ -59,14 +62,15 @@ def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | Non
         ax = panel["objective"]
         ax.plot(x, col("objective"), marker=".", label="objective")
         if np.isfinite(col("hull_lower")).any() and "dual_objective" not in metrics[-1]:
-            ax.plot(x, col("hull_lower"), marker=".", linestyle="--", label="lower bound (certified)")
+            ax.plot(x, col("hull_lower"), marker=".", linestyle="--",
+                    label="lower bound (certified)" if certified else "lower bound (not certified)")
         ax.set_ylabel("objective")
     if "gap" in panel:
         ax = panel["gap"]
         for (name, color), values in zip(GAP_PANEL.items(), relative.values()):
             if (values > 0).any():
                 ax.semilogy(x, np.where(values > 0, values, np.nan), marker=".", color=color,
-                            label=f"{metric_label(name)} ({name})")
+                            label=f"{name_of(name)} ({name})")
         if eps:
             ax.axhline(eps, color="gray", linestyle=":", label=f"eps = {eps:g}")
         ax.set_ylabel("relative measure")
