@@ -319,7 +319,8 @@ _VALUE_BITS = ParamSpec(int, 32, "the width of a kept value on the wire (16: hal
 register_codec(Codec("none", _none, "the payload as it is (raw): exempts a tag from the default codec",
                      lossless=True))
 register_codec(Codec("fp16", _fp16, "IEEE half precision, round to nearest even: 2 bytes per value"))
-register_codec(Codec("bf16", _bf16, "bfloat16, round to nearest even on the float32 bits: 2 bytes per value"))
+register_codec(Codec("bf16", _bf16, "brain floating point (bfloat16), round to nearest even on the float32 bits: 2 "
+                                    "bytes per value"))
 register_codec(Codec(
     "qsgd", _qsgd, "QSGD stochastic quantisation to 2^bits - 1 levels of the row's 2-norm: bits + 1 bits per "
     "value and a float32 norm", {"bits": ParamSpec(int, 4, "bits of level per value (plus one sign bit)",
@@ -329,7 +330,7 @@ register_codec(Codec(
     "topk", _topk, "the k entries of largest magnitude: a value and a 4-byte index each",
     {"fraction": _FRACTION, "k": _K, "value_bits": _VALUE_BITS}, check=_one_of_fraction_k))
 register_codec(Codec(
-    "randk", _randk, "k entries chosen uniformly at random per message: a value and a 4-byte index each",
+    "randk", _randk, "a uniformly random choice of k entries per message: a value and a 4-byte index each",
     {"fraction": _FRACTION, "k": _K, "value_bits": _VALUE_BITS,
      "unbiased": ParamSpec(bool, False, "scale the kept values by d/k (an unbiased estimate; false: the plain, "
                                         "contractive operator error feedback expects)")},

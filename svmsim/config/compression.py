@@ -23,7 +23,7 @@ def _resolve_codec(data: dict, loc: tuple, *, needs_codec: bool) -> dict:
     """A table's ``codec``, its parameters (the keys beside codec and error_feedback) and ``error_feedback``,
     checked and resolved: ``{"codec": name or None, "params": {...}, "error_feedback": mode or None}``. Every
     problem of the table is raised together, each naming its key, the value and what is allowed."""
-    data = dict(data)
+    data = {k: v for k, v in data.items() if v is not None}        # None: not set (an override that unsets a key)
     codec = data.pop("codec", None)
     ef = data.pop("error_feedback", None)
     where = "".join(f"{p}." for p in loc[1:])        # "" for [compression], "tags.<tag>." for a tag's table
@@ -104,7 +104,8 @@ class CompressionSection(SectionModel):
     """``[compression]``: lossy encodings of the messages a run sends (synchronous rounds; see
     `svmsim.comm.compression`). ``codec`` (with its parameters beside it) is the default for every float64 payload;
     a ``[compression.tags.<tag>]`` table sets the codec of one tag instead (``codec = "none"`` keeps it raw).
-    Integer payloads (indices, counts) are never encoded. ``error_feedback`` is ``"none"``, ``"ef"`` or ``"ef21"``.
+    Integer payloads (indices, counts) are never encoded, nor the tags the algorithm declares exact (an all-reduce's
+    replicated result, indices and flags sent as floats). ``error_feedback`` is ``"none"``, ``"ef"`` or ``"ef21"``.
     The ledger's bytes are the encodings' sizes; its scalars stay the raw counts. With a lossy codec, metrics that
     are certificates are computed from compressed messages and are no longer certified (the stop reason and
     ``summary.json`` say so). `svmsim list codecs` lists the codecs and their parameters."""
