@@ -392,6 +392,8 @@ def _describe_algorithm(name: str) -> list[str]:
            f"  module {info.module}" + ("; finishes by itself" if info.finishes_by_itself is True else
                                         "; may finish by itself (depends on its keys)"
                                         if callable(info.finishes_by_itself) else ""),
+           *([f"  exact tags (no lossy [compression] codec): {', '.join(info.exact_tags)}"] if info.exact_tags
+             else []),
            "  [algorithm] keys (name = \"" + info.name + "\" and):"]
     for key, field in info.Params.model_fields.items():
         default = "required" if field.is_required() else f"default {_show(field.get_default(call_default_factory=True))}"

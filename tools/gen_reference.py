@@ -530,6 +530,8 @@ def algorithms_page() -> str:
             ("topologies", _topologies(info)),
             ("finishes by itself", cell(_finishes(info))),
             ("reports", _reports(info)),
+            *([("exact tags", ", ".join(code(t) for t in info.exact_tags)
+                + " (no lossy codec: [compression](scenario.md#compression))")] if info.exact_tags else []),
             ("module", code(info.module)),
         ]) + [""]
         fields = info.Params.model_fields
