@@ -395,3 +395,23 @@ def test_the_cli_refuses_a_bad_table_with_status_2(tmp_path, capsys):
     assert main(["validate", str(path)]) == 2
     assert "[compression] bits = 0 is out of range; allowed: an integer in 1..16" in " ".join(
         capsys.readouterr().err.split())
+
+
+def test_modelled_time_counts_the_encoded_bytes():
+    """[network]'s alpha-beta model charges a message its encoded bytes: on a slow link, top-k messages take less
+    modelled time."""
+    network = {"latency": 0.0, "bandwidth": 1000.0, "compute_rate": 1e12}
+    plain = _run(None, network=network)
+    sparse = _run({"codec": "topk", "k": 1}, network=network)
+    assert sparse.final["modelled_time"] < plain.final["modelled_time"]
+    assert sparse.summary["modelled_time"]["seconds"] == sparse.final["modelled_time"]
+
+
+def test_a_batch_keeps_its_payload_shape():
+    comp = Compressor(CompressionSpec(CodecChoice("fp16")), n_nodes=4, seed=0)
+    flat = MessageBatch("s", np.array([1, 2, 3]), np.array([0, 0, 0]), np.array([0.1, 0.2, 0.3]))
+    out = comp.apply(flat)
+    assert out.payload.shape == (3,) and np.array_equal(out.payload, flat.payload.astype(np.float16).astype(float))
+    copies = MessageBatch("b", np.array([0, 0, 0]), np.array([1, 2, 3]), np.tile([0.1, 0.2], (3, 1)))
+    assert comp.apply(copies).payload.shape == (3, 2)
+    assert comp.summary()["tags"]["b"]["encoded_bytes"] == 3 * 4          # every copy is counted, encoded once

@@ -121,6 +121,8 @@ class Compressor:
             decoded = decoded.reshape(payload.shape)
         else:
             decoded = decoded[where]
+            if payload.shape[0] == m and decoded.size == payload.size:
+                decoded = decoded.reshape(payload.shape)          # (a payload of one scalar per message: 1-d)
         return MessageBatch(batch.tag, src, batch.dst, decoded, int(bpm))
 
     @staticmethod
