@@ -215,7 +215,12 @@ def test_a_plugin_codec_registers_once():
 def test_the_ledgers_bytes_are_the_encodings_and_its_scalars_the_raw_count():
     plain = _run()
     for compression, per_message in (({"codec": "topk", "fraction": 0.25}, lambda d: 3 * (4 + 4)),
+                                      ({"codec": "randk", "k": 5, "value_bits": 16}, lambda d: 5 * (2 + 4)),
                                       ({"codec": "qsgd", "bits": 4}, lambda d: math.ceil(d * 5 / 8) + 4),
+                                      ({"codec": "qsgd", "bits": 16, "error_feedback": "ef21"},
+                                       lambda d: math.ceil(d * 17 / 8) + 4),
+                                      ({"codec": "fp16"}, lambda d: 2 * d),
+                                      ({"codec": "bf16", "error_feedback": "ef"}, lambda d: 2 * d),
                                       ({"codec": "sign", "error_feedback": "ef"}, lambda d: math.ceil(d / 8) + 4)):
         run = _run(compression)
         assert run.ledger.totals["messages"] == plain.ledger.totals["messages"]
