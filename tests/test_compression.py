@@ -356,8 +356,10 @@ def test_inprocess_and_ray_meter_the_same_compressed_ledger(ray_local):
                                      "in 1..16)"),
     ({"codec": "qsgd", "bit": 4}, "[compression] unknown key 'bit' for codec 'qsgd'; allowed keys: codec, "
                                   "error_feedback, tags, and the codec's parameters: bits: int = 4"),
-    ({"codec": "topk"}, "[compression] codec = \"topk\" needs exactly one of 'fraction' (the share of entries kept, "
-                        "in (0, 1]) and 'k' (how many are kept, >= 1); given: neither"),
+    ({"codec": "topk"}, "[compression] codec = \"topk\" needs exactly one of 'fraction' and 'k', given: neither; "
+                        "allowed: fraction = the share of entries kept, in (0, 1], or k = how many are kept, an "
+                        "integer >= 1"),
+    ({"codec": "randk", "k": 2, "fraction": 0.5}, "needs exactly one of 'fraction' and 'k', given: fraction and k"),
     ({"codec": "sign", "error_feedback": "ef3"}, "[compression] error_feedback = \"ef3\" is not an error-feedback "
                                                  "mode; allowed: 'none', 'ef'"),
     ({"error_feedback": "ef"}, "[compression] the table names no codec, so it would encode nothing"),

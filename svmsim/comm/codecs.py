@@ -304,8 +304,8 @@ def _sign(rows: np.ndarray, uniforms) -> tuple[np.ndarray, int]:
 def _one_of_fraction_k(params: dict) -> str | None:
     given = [n for n in ("fraction", "k") if params.get(n) is not None]
     if len(given) != 1:
-        return ("needs exactly one of 'fraction' (the share of entries kept, in (0, 1]) and 'k' (how many are "
-                f"kept, >= 1); given: {', '.join(given) or 'neither'}")
+        return (f"needs exactly one of 'fraction' and 'k', given: {' and '.join(given) or 'neither'}; allowed: "
+                "fraction = the share of entries kept, in (0, 1], or k = how many are kept, an integer >= 1")
     return None
 
 
