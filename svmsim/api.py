@@ -18,15 +18,16 @@ An algorithm is a package of its own (nothing in svmsim changes):
   built-in families do so).
 
 Then ``svmsim run``, ``svmsim sweep``, ``svmsim list algorithms NAME`` and ``svmsim check NAME`` work on it, on every
-engine. Topologies, partition schemes, fault kinds and engines of one's own register the same way
-(`register_topology`, `register_partition`, `register_fault`, `register_engine`; entry-point groups
-``svmsim.topologies``, ``svmsim.partitions``, ``svmsim.faults``, ``svmsim.engines``). The guide "Write your own algorithm" (docs/howto/write-an-algorithm.md) walks through two examples, and
+engine. Topologies, partition schemes, fault kinds, engines and message codecs of one's own register the same way
+(`register_topology`, `register_partition`, `register_fault`, `register_engine`, `register_codec`; entry-point groups
+``svmsim.topologies``, ``svmsim.partitions``, ``svmsim.faults``, ``svmsim.engines``, ``svmsim.codecs``). The guide "Write your own algorithm" (docs/howto/write-an-algorithm.md) walks through two examples, and
 ``examples/svmsim-extras`` is an installable package holding them.
 """
 from __future__ import annotations
 
 from .algorithms.registry import (ANY_TOPOLOGY, AlgorithmInfo, Conformance, algorithm_names, get_algorithm,
                                   load_module, register)
+from .comm.codecs import Codec, register_codec
 from .comm.message import Inbox, MessageBatch, Outbox, frozen_ids
 from .core.plugins import deferred
 from .data import Dataset, partition
@@ -61,6 +62,8 @@ __all__ = [
     "FaultKind", "FaultEffects", "Outage", "register_fault",
     # engines of one's own (entry-point group svmsim.engines)
     "Engine", "InProcessEngine", "EngineKind", "register_engine",
+    # message codecs of one's own (entry-point group svmsim.codecs)
+    "Codec", "register_codec",
     # running and checking
     "run", "load_scenario", "RunResult", "conformance",
     # errors

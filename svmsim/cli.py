@@ -151,11 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="import this module first (an algorithm of your own that is not installed; repeatable)")
     wu.add_argument("--no-variants", action="store_true", help="skip the algorithms' declared variants")
 
-    ls = sub.add_parser("list", help="list algorithms, topologies, data sets, partitions, fault kinds, engines or "
-                                     "metrics")
+    ls = sub.add_parser("list", help="list algorithms, topologies, data sets, partitions, fault kinds, engines, "
+                                     "codecs or metrics")
     ls.add_argument("what", nargs="?", default="all",
                     choices=("all", "algorithms", "topologies", "datasets", "partitions", "faults", "engines",
-                             "metrics"))
+                             "codecs", "metrics"))
     ls.add_argument("name", nargs="?", help="with 'algorithms': one algorithm, each of its keys with its "
                                             "description, default and allowed values")
     ls.add_argument("--data-dir", help="data directory to list (default: $SVMSIM_DATA_DIR); only 'list' takes it: "
@@ -222,6 +222,11 @@ def summary_lines(scenario, result) -> list[str]:
                      + ("" if result.summary.get("ledger_matches_declared") in (None, True)
                         else "  (differs from the algorithm's declared count!)"))
     lines += _fault_lines(result.summary.get("faults"), f)
+    comp = result.summary.get("compression")
+    if comp and comp.get("ratio"):
+        lines.append(f"compressed {comp['raw_bytes']} raw bytes to {comp['encoded_bytes']} ({comp['ratio']:.3g}x "
+                     "smaller)" + ("" if result.summary.get("certified", True) else "; certificates do not hold: "
+                                   "computed from compressed messages"))
     for key, label in (("objective", "objective"), ("hull_distance", "hull dist"), ("rel_gap", "rel. gap"),
                        ("gap_per_cn", "gap/(C n)"), ("consensus_error", "consensus"), ("rel_dual", "rel. dual"),
                        ("train_accuracy", "train acc"), ("test_accuracy", "test acc")):
@@ -436,6 +441,8 @@ def _describe_algorithm(name: str) -> list[str]:
            f"  module {info.module}" + ("; finishes by itself" if info.finishes_by_itself is True else
                                         "; may finish by itself (depends on its keys)"
                                         if callable(info.finishes_by_itself) else ""),
+           *([f"  exact tags (no lossy [compression] codec): {', '.join(info.exact_tags)}"] if info.exact_tags
+             else []),
            "  [algorithm] keys (name = \"" + info.name + "\" and):"]
     for key, field in info.Params.model_fields.items():
         default = "required" if field.is_required() else f"default {_show(field.get_default(call_default_factory=True))}"
@@ -548,6 +555,20 @@ def _cmd_list(args) -> int:
         for key in RAY_KEYS:
             field = EngineSection.model_fields[key]
             out.append(f"    {key:<16} (default {_show(field.default)}) {field.description}")
+    if what in ("all", "codecs"):
+        from .comm.codecs import codec_names, get_codec
+
+        out.append("codecs ([compression] codec = NAME and its keys; [compression.tags.TAG] for one tag):")
+        for name in codec_names():
+            try:
+                codec = get_codec(name)
+            except SvmsimError as exc:
+                out.append(f"  {name:<8} (cannot be loaded) {exc}")
+                continue
+            out.append(f"  {name:<8} {codec.description}")
+            for key, p in codec.params.items():
+                out.append(f"  {'':<8}   {p.describe(key)}: {p.description}" + (f" ({p.allowed})" if p.allowed
+                                                                               else ""))
     if what in ("all", "metrics"):
         out += _metric_lines()
     if what in ("all", "datasets"):

@@ -264,7 +264,7 @@ class FaultPlan:
         if k_dup:
             keep = np.repeat(keep, 1 + duplicated[keep])
         payload = batch.payload if batch.is_broadcast else batch.payload[keep]
-        delivered = MessageBatch(batch.tag, src[keep], dst[keep], payload)
+        delivered = MessageBatch(batch.tag, src[keep], dst[keep], payload, batch.wire_bytes)
         return delivered, (batch.select(dropped) if dropped.any() else None)
 
     def _sender_counters(self, src: np.ndarray) -> np.ndarray:

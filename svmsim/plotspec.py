@@ -338,11 +338,13 @@ def _bound_lines(panel: Panel, bound: dict, unit: float, x: np.ndarray, metrics:
 
 def run_figure(metrics: list[dict], title: str = "", bound: dict | None = None,
                comm_unit: tuple[str, float] | None = None, eps: float | None = None,
-               rate: tuple[str, float] | None = None, targets: dict[str, float] | None = None) -> FigureSpec:
+               rate: tuple[str, float] | None = None, targets: dict[str, float] | None = None,
+               certified: bool = True) -> FigureSpec:
     """The panels of a run's plot (`plot_run` draws them): objective (with the spread over nodes and the certified
     lower bound, best so far), the relative measures (`GAP_PANEL`, log; the target eps, the stop `targets`, the
     paper's bounds `bound` in scalars and the rate reference `rate` = (metric, p)), the consensus measures
-    (`CONSENSUS_PANEL`, log), and accuracy; each only when the run reports it."""
+    (`CONSENSUS_PANEL`, log), and accuracy; each only when the run reports it. ``certified=False``: the run's
+    certificates do not hold (computed from compressed messages), so no label says "certified"."""
     x, xlabel, unit = run_x(metrics, comm_unit)
     xscale = _x_scale(x)
     panels = [p for p in (_objective_panel(metrics, x),
@@ -370,7 +372,16 @@ def run_figure(metrics: list[dict], title: str = "", bound: dict | None = None,
             home.series.append(line)
     if unit is not None and bound:               # once, where the target is read: the gap panel if there is one
         _bound_lines(gap or panels[0], bound, unit, x, metrics, eps, (comm_unit or ("scalars", 1.0))[0])
+    if not certified:
+        for p in panels:
+            p.series = [replace(item, label=_uncertified_text(item.label)) if item.label else item for item in p.series]
+            p.lines = [replace(item, label=_uncertified_text(item.label)) if item.label else item for item in p.lines]
     return FigureSpec(panels, title=title, ncols=len(panels))
+
+
+def _uncertified_text(text: str) -> str:
+    """A legend text without the word "certified" (a run whose certificates do not hold)."""
+    return text.replace("certified ", "").replace(" (certified)", "")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -84,14 +84,16 @@ def _draw_panel(ax, panel: Panel) -> None:
 
 def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | None = None,
              comm_unit: tuple[str, float] | None = None, eps: float | None = None,
-             rate: tuple[str, float] | None = None, targets: dict[str, float] | None = None) -> Path:
+             rate: tuple[str, float] | None = None, targets: dict[str, float] | None = None,
+             certified: bool = True) -> Path:
     """A run's panels (`svmsim.plotspec.run_figure` decides them): the objective (with the spread over nodes and
     the certified lower bound, best so far), the relative measures (log, with the target eps, the stop `targets`,
     the paper's bounds where they fall in the plotted range and the rate reference `rate`), the consensus measures
     of a gossip run, and accuracy, each only when the run reports it, against communication (a distributed run),
-    kernel evaluations (a single-machine run that counts them) or the iteration."""
+    kernel evaluations (a single-machine run that counts them) or the iteration. ``certified=False`` (a run whose
+    certificates do not hold, e.g. computed from compressed messages): no label says "certified"."""
     return draw_figure(run_figure(metrics, title=title, bound=bound, comm_unit=comm_unit, eps=eps, rate=rate,
-                                  targets=targets), path)
+                                  targets=targets, certified=certified), path)
 
 
 def plot_cost_vs_eps(rows: list[dict], slopes: list[dict], path: Path, title: str = "",

@@ -23,7 +23,7 @@ from .core import jsonio
 from .core.compile_clock import Stopwatch
 from .comm.meter import Ledger, Meter
 from .comm.quantities import by_kind, edge_weighted_total, quantity
-from .core.metrics import stop_reason
+from .core.metrics import is_registered, metric, stop_reason
 from .data import make_dataset
 from .deployment import Deployment, Problem, SingleMachineRun, observations_by_role
 from .engine.base import Engine
@@ -136,8 +136,10 @@ class _Progress:
             self.bar.close()
 
 
-def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float, previous: dict | None) -> str | None:
-    """The metric-based stopping rules: certified gap, objective change between evaluation points, time."""
+def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float, previous: dict | None,
+                     uncertified: str | None = None) -> str | None:
+    """The metric-based stopping rules: certified gap, objective change between evaluation points, time.
+    `uncertified`: why the run's certificates do not hold (the stop reason then says so)."""
     stop = scenario.stop
     if stop.gap is not None and "rel_gap" not in metrics:
         from .errors import ScenarioError
@@ -147,7 +149,7 @@ def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float, previous
                             "{metric = threshold} on a metric it reports: "
                             f"{', '.join(sorted(k for k, v in metrics.items() if isinstance(v, (int, float))))}")
     if stop.gap is not None and metrics["rel_gap"] <= stop.gap:
-        return stop_reason("rel_gap", stop.gap)
+        return stop_reason("rel_gap", stop.gap, uncertified)
     if stop.objective_change is not None and previous is not None:
         change = abs(metrics.get("objective", math.nan) - previous.get("objective", math.nan))
         if change < stop.objective_change:           # NaN (no objective) never stops
@@ -162,7 +164,7 @@ def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float, previous
                                 f"{', '.join(sorted(k for k, v in metrics.items() if isinstance(v, (int, float))))}")
         for name, threshold in stop.below.items():
             if metrics[name] <= threshold:
-                return stop_reason(name, threshold)
+                return stop_reason(name, threshold, uncertified)
     if stop.max_seconds is not None and time.perf_counter() - started >= stop.max_seconds:
         return "time budget"
     return None
@@ -183,6 +185,7 @@ class _Recorder:
         self.bar = _Progress(progress, total, scenario.name, gap=scenario.stop.gap, seconds=scenario.stop.max_seconds)
         self.max_iterations = max_iterations
         self.why: str | None = None
+        self.uncertified: str | None = None     # why the certificates do not hold (compressed messages)
 
     def times(self) -> dict[str, float]:
         return self.clock.times()
@@ -192,7 +195,7 @@ class _Recorder:
         diagnosis = m.pop("diagnosis", None)    # an evaluation that says the run cannot reach any target
         self.rows.append(m)
         self.bar.update(step, m)
-        why = diagnosis or _stop_by_metrics(self.scenario, m, self.started, previous)
+        why = diagnosis or _stop_by_metrics(self.scenario, m, self.started, previous, self.uncertified)
         if why is None and self.max_iterations is not None and m["iteration"] >= self.max_iterations:
             why = StopReason.ITERATIONS
         if why and self.why is None:
@@ -215,6 +218,12 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
         groups = _one_group_per_node(scenario, deployment, engine)
     engine.deploy(groups, scenario.seed)
     faults = _sync_faults(scenario, deployment.n_nodes)
+    compressor = None
+    if scenario.compression is not None:
+        from .comm.compression import Compressor
+
+        compressor = Compressor(scenario.compression.spec(scenario.algorithm.info.exact_tags), deployment.n_nodes,
+                                scenario.seed)
     clock = None
     if scenario.network is not None:
         from .comm.edges import edge_index
@@ -224,7 +233,8 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
                              *edge_index(deployment.adjacency(), deployment.n_nodes))
     linear = _linear_quantities(scenario, clock)
     scheduler = SyncScheduler(engine, groups, meter, deployment.n_nodes, faults=faults,
-                              compiled=None if scenario.schedule.compiled else False, clock=clock)
+                              compiled=None if scenario.schedule.compiled else False, clock=clock,
+                              compression=compressor)
     unit = deployment.comm_unit[1] if deployment.comm_unit else 1.0
     rec = _Recorder(scenario, progress, stop.max_iterations)
 
@@ -242,6 +252,8 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
             m.update(_linear_values(meter, linear))
         if live is not None:
             live.update(meter, m, deployment)
+        if compressor is not None and compressor.lossy_used:
+            rec.uncertified = UNCERTIFIED
         return rec.add(iteration, m)
 
     failed = lost = None
@@ -261,11 +273,16 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
         except EngineFailure as exc:      # the hosts, not the algorithm: keep what was measured, then say so
             lost = exc
             failed = reason = f"{exc} (in round {scheduler.round}, after iteration {scheduler.iteration})"
-        except Exception as exc:          # noqa: BLE001 - under faults, a broken algorithm is a result
-            if faults is None:
+        except Exception as exc:          # noqa: BLE001 - under faults or lossy codecs, a broken algorithm is a result
+            lossy = compressor is not None and compressor.lossy_used
+            if faults is None and not lossy:
                 raise
-            failed = reason = (f"algorithm {scenario.algorithm.name!r} failed under the fault model in round "
-                               f"{scheduler.round} ({type(exc).__name__}: {exc}); it assumes reliable delivery")
+            under = "under the fault model" if faults is not None else "on compressed messages"
+            assumes = "reliable delivery" if faults is not None else "exact messages"
+            if faults is not None and lossy:
+                under, assumes = "under the fault model, on compressed messages", "reliable, exact messages"
+            failed = reason = (f"algorithm {scenario.algorithm.name!r} failed {under} in round {scheduler.round} "
+                               f"({type(exc).__name__}: {exc}); it assumes {assumes}")
         if failed is None:
             obs = observations()
             if not rec.rows or rec.rows[-1]["iteration"] != scheduler.iteration:
@@ -310,7 +327,36 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
                       "message it waited for (it assumes reliable delivery)")
         extra["ledger_matches_declared"] = declared_matches(declared, meter.scalars, extra["faults"])
         extra["failed_under_faults"] = failed is not None and lost is None
+    if compressor is not None:
+        _compression_summary(extra, compressor, scheduler, rec.rows, failed is not None and lost is None)
     return model, rec.rows, meter.ledger(), reason, extra
+
+
+#: why a run that encoded messages with a lossy codec certifies nothing (stop reasons, summary.json)
+UNCERTIFIED = "computed from compressed messages"
+
+
+def _compression_summary(extra: dict, compressor, scheduler: SyncScheduler, rows: list[dict], failed: bool) -> None:
+    """The summary's ``compression`` section (codec per tag, raw and encoded bytes, ratio; see
+    `Compressor.summary`; whether the algorithm failed), and ``certified``: false, with the reason, once a lossy
+    codec encoded a message."""
+    section = compressor.summary()
+    section["python_rounds"] = scheduler.python_only
+    section["algorithm_failed"] = failed
+    extra["compression"] = section
+    extra["certified"] = not compressor.lossy_used
+    if compressor.lossy_used:
+        lossy = [t for t, s in section["tags"].items() if not s["codec"].startswith(("raw", "none"))]
+        names = sorted({k for r in rows for k in r if is_registered(k) and metric(k).certificate})
+        extra["certified_reason"] = (
+            f"lossy codecs encoded {compressor.lossy_messages} messages (tags {', '.join(lossy)}), so the metrics "
+            f"that would be certificates ({', '.join(names) or 'none reported'}) were {UNCERTIFIED}: they are not "
+            "certificates")
+    unused = sorted(set(compressor.spec.tags) - set(section["tags"]))
+    if unused:
+        extra.setdefault("warnings", []).append(
+            f"[compression.tags] names tags that no message carried: {', '.join(unused)}; the tags this run sent: "
+            f"{', '.join(section['tags']) or 'none'}")
 
 
 def _linear_quantities(scenario: Scenario, clock) -> list[tuple[str, dict]]:
@@ -518,7 +564,8 @@ def _write_outputs(tmp: Path, result: RunResult, bound: dict | None, comm_unit) 
         targets = {**({"rel_gap": stop.gap} if stop.gap is not None else {}), **(stop.below or {})}
         plot_run(result.metrics, tmp / "convergence.png", title=result.scenario.name, bound=bound,
                  comm_unit=comm_unit, eps=getattr(result.scenario.algorithm.params, "eps", None),
-                 rate=result.scenario.algorithm.info.rate, targets=targets)
+                 rate=result.scenario.algorithm.info.rate, targets=targets,
+                 certified=result.summary.get("certified", True))
 
 
 def _metric_columns(metrics: list[dict]) -> list[str]:

@@ -26,7 +26,7 @@ from svmsim.errors import DataError, ScenarioError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO_FILES = ("quickstart.toml", "gadget_a9a_faults.toml", "paper001_a9a.toml", "paper004_a9a.toml",
-                  "paper003_a9a.toml", "paper000_fig3_synthetic.toml")
+                  "paper003_a9a.toml", "paper000_fig3_synthetic.toml", "compression_quickstart.toml")
 CASES_PER_FILE = 100
 
 

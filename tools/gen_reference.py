@@ -43,7 +43,7 @@ REFERENCE_DIR = ROOT / "docs" / "reference"
 PAGES = ("scenario.md", "algorithms.md", "cli.md", "metrics.md")
 #: model fields that are not keys of a scenario file: the parameters of [topology] and [algorithm] sit next to
 #: ``kind`` / ``name`` in the file and are documented per kind and per algorithm
-NOT_FILE_KEYS = {("topology", "params"), ("algorithm", "params")}
+NOT_FILE_KEYS = {("topology", "params"), ("algorithm", "params"), ("compression", "params")}
 #: the width argparse formats help for (it reads $COLUMNS otherwise): what a code block of the site shows
 HELP_COLUMNS = 76
 #: what `describe_field` says of a field whose allowed values it cannot tell
@@ -207,6 +207,9 @@ def choices() -> dict[tuple[str, str], str]:
         ("algorithm", "name"): "a registered algorithm: one of the [Algorithms](algorithms.md), a plugin's, or "
                                "one that `module` registers",
         ("algorithm", "module"): "a module name, e.g. `mypkg.algo`",
+        ("compression", "codec"): _quoted(builtin_codecs()) + " ([codecs](#compression-codecs)), or a plugin's "
+                                                               "codec",
+        ("compression", "error_feedback"): _quoted(("none", "ef", "ef21")),
     }
 
 
@@ -253,6 +256,13 @@ def builtin_partitions() -> dict[str, Any]:
     return {k: f for k, f in sorted(PARTITION_SCHEMES.items()) if _builtin(getattr(f, "__module__", None))}
 
 
+def builtin_codecs() -> dict[str, Any]:
+    """The message codecs that ship with svmsim, by name (in registry order)."""
+    from svmsim.comm.codecs import CODECS
+
+    return {k: c for k, c in CODECS.items() if _builtin(getattr(c.encode, "__module__", None))}
+
+
 def synthetic_kinds() -> dict[str, Any]:
     from svmsim.data import SYNTHETIC_KINDS
 
@@ -275,8 +285,9 @@ def section_models() -> dict[str, type[BaseModel]]:
 
 def scenario_keys() -> dict[str, list[str]]:
     """Every key of a scenario file, by table ("" for the top level; "network.links" for its entries; the
-    per-kind keys of [topology] under "topology.<kind>", of [partition] under "partition.<scheme>" and of
-    synthetic [data] under "data.<kind>"). Used by the tests to hold the page complete."""
+    per-kind keys of [topology] under "topology.<kind>", of [partition] under "partition.<scheme>", of
+    synthetic [data] under "data.<kind>", a [compression.tags.<tag>] table's under "compression.tags" and each
+    codec's parameters under "codec.<name>"). Used by the tests to hold the page complete."""
     from svmsim.config.schema import Scenario
     from svmsim.config.sections import LinkOverride
     from svmsim.data import scheme_params
@@ -285,6 +296,11 @@ def scenario_keys() -> dict[str, list[str]]:
     for section, model in section_models().items():
         keys[section] = [n for n in model.model_fields if (section, n) not in NOT_FILE_KEYS]
     keys["network.links"] = list(LinkOverride.model_fields)
+    from svmsim.config.compression import TagCompression
+
+    keys["compression.tags"] = [n for n in TagCompression.model_fields if n != "params"]
+    for name, codec in builtin_codecs().items():
+        keys[f"codec.{name}"] = list(codec.params)
     for kind, spec in builtin_topologies().items():
         keys[f"topology.{kind}"] = list(spec.params)
     for scheme, fn in builtin_partitions().items():
@@ -397,6 +413,23 @@ def _fault_kinds() -> list[str]:
     return out
 
 
+def _codecs() -> list[str]:
+    from svmsim.config.compression import TagCompression
+
+    out = ["### `[compression.tags.<tag>]` {#compression-tags}", "", section_text(TagCompression), ""]
+    out += table(FIELD_HEADER, field_rows(TagCompression, "compression")) + [""]
+    out += ["### Codecs {#compression-codecs}", "",
+           "A codec's parameters sit next to `codec`, in `[compression]` or in a tag's table; a plugin's codecs "
+           "(entry-point group `svmsim.codecs`) are named the same way.", ""]
+    for name, codec in builtin_codecs().items():
+        out += [f"#### `codec = \"{name}\"` {{#codec-{name}}}", "",
+                cell(codec.description[:1].upper() + codec.description[1:].rstrip("."), in_table=False) + "."
+                + (" Stochastic: its draws come from the run's counter-based streams." if codec.stochastic else ""),
+                ""]
+        out += (table(FIELD_HEADER, _param_rows(codec.params)) if codec.params else ["No parameters."]) + [""]
+    return out
+
+
 def scenario_page() -> str:
     from svmsim.config.schema import Scenario
     from svmsim.config.sections import LinkOverride
@@ -433,6 +466,8 @@ def scenario_page() -> str:
         elif section == "network":
             out += ["### `[[network.links]]` {#network-links}", "", section_text(LinkOverride), ""]
             out += table(FIELD_HEADER, field_rows(LinkOverride)) + [""]
+        elif section == "compression":
+            out += _codecs()
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -495,6 +530,8 @@ def algorithms_page() -> str:
             ("topologies", _topologies(info)),
             ("finishes by itself", cell(_finishes(info))),
             ("reports", _reports(info)),
+            *([("exact tags", ", ".join(code(t) for t in info.exact_tags)
+                + " (no lossy codec: [compression](scenario.md#compression))")] if info.exact_tags else []),
             ("module", code(info.module)),
         ]) + [""]
         fields = info.Params.model_fields

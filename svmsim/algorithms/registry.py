@@ -117,6 +117,11 @@ class AlgorithmInfo:
     rate: the paper's rate of convergence in iterations, ``(metric, p)``: `metric` falls as O(1/k^p) (e.g.
         ``("rel_gap", 2.0)`` for Pragam's duality gap, ``("rel_gap", 1.0)`` for BMRM's). The run plot draws the
         reference C/k^p through the metric's first point, labelled as an order (the constant is not the paper's).
+    exact_tags: message tags whose payload every receiver must read exactly as sent (`comm.compression`): the result
+        of an all-reduce that every worker holds as one replicated copy (a host keeps one copy for all the workers it
+        hosts), or indices, counts and flags sent as floats. A lossy codec never encodes them: ``[compression]``'s
+        default codec leaves them raw, and a ``[compression.tags]`` table that names one with a lossy codec is
+        refused. A name also covers the ``name:width`` tags of a collective that sends several widths.
     """
 
     name: str
@@ -133,6 +138,7 @@ class AlgorithmInfo:
     conformance: Conformance | None = None
     metrics: tuple[str, ...] | None = None
     rate: tuple[str, float] | None = None
+    exact_tags: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.metrics is not None:
@@ -203,6 +209,8 @@ def _invalid(info: Any) -> str | None:
                                       and isinstance(info.rate[0], str) and isinstance(info.rate[1], (int, float))
                                       and info.rate[1] > 0):
         return f"rate = {info.rate!r} is not a rate; allowed: (metric name, p > 0), the metric falling as O(1/k^p)"
+    if isinstance(info.exact_tags, str) or not all(isinstance(t, str) for t in info.exact_tags):
+        return f"exact_tags = {info.exact_tags!r} is not a tuple of message tags"
     if not (isinstance(info.finishes_by_itself, bool) or callable(info.finishes_by_itself)):
         return f"finishes_by_itself = {info.finishes_by_itself!r}; allowed: True, False or f(params) -> bool"
     return None

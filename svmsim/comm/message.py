@@ -5,7 +5,8 @@ payload shape, sent from `src[i]` to `dst[i]` with payload row `payload[i]`. A s
 one. Batching is a representation, not a transport decision: the meter counts every row as one message.
 
 Sizes follow the papers' convention: every int, float or array entry in a payload is one *scalar*; bytes are
-the payload's bytes (8 per float64 or int64 scalar).
+the payload's bytes (8 per float64 or int64 scalar), or, for a batch a codec encoded (`comm.compression`), the
+encoding's size (`MessageBatch.wire_bytes`): the payload is then what the receiver decodes.
 """
 from __future__ import annotations
 
@@ -62,15 +63,19 @@ class MessageBatch:
 
     A broadcast stores its one payload row once (`payload.shape[0] == 1` while `m > 1`): every message carries a
     copy of that row and each copy is counted. Use `row(i)` or `rows()` to read payloads either way.
+
+    `wire_bytes`: the bytes of one message on the wire when a codec encoded the batch (the payload then holds the
+    decoded rows, as the receiver reads them); None: the payload's own bytes.
     """
 
-    __slots__ = ("tag", "src", "dst", "payload")
+    __slots__ = ("tag", "src", "dst", "payload", "wire_bytes")
 
-    def __init__(self, tag: str, src: np.ndarray, dst: np.ndarray, payload: np.ndarray):
+    def __init__(self, tag: str, src: np.ndarray, dst: np.ndarray, payload: np.ndarray, wire_bytes: int | None = None):
         self.tag = tag
         self.src = src
         self.dst = dst
         self.payload = payload
+        self.wire_bytes = wire_bytes
 
     # -- constructors -------------------------------------------------------------------------------------
     @classmethod
@@ -124,14 +129,19 @@ class MessageBatch:
 
     @property
     def bytes_per_message(self) -> int:
+        """The bytes of one message: its encoding's (`wire_bytes`), else the payload row's."""
+        if self.wire_bytes is not None:
+            return self.wire_bytes
         return self.scalars_per_message * self.payload.dtype.itemsize
 
     def select(self, mask: np.ndarray) -> "MessageBatch":
         payload = self.payload if self.payload.shape[0] == 1 and self.src.shape[0] != 1 else self.payload[mask]
-        return MessageBatch(self.tag, self.src[mask], self.dst[mask], payload)
+        return MessageBatch(self.tag, self.src[mask], self.dst[mask], payload, self.wire_bytes)
 
     def __reduce__(self):
-        return (MessageBatch, (self.tag, self.src, self.dst, self.payload))
+        if self.wire_bytes is None:
+            return (MessageBatch, (self.tag, self.src, self.dst, self.payload))
+        return (MessageBatch, (self.tag, self.src, self.dst, self.payload, self.wire_bytes))
 
     def __repr__(self) -> str:
         return f"MessageBatch(tag={self.tag!r}, messages={self.n_messages}, scalars={self.n_scalars})"
@@ -145,7 +155,10 @@ def merge_batches(batches: list[MessageBatch]) -> MessageBatch:
     dst = np.concatenate([b.dst for b in batches])
     payload = np.concatenate([b.rows() for b in batches])
     order = np.lexsort((dst, src))
-    return MessageBatch(batches[0].tag, src[order], dst[order], payload[order])
+    wire = batches[0].wire_bytes
+    if any(b.wire_bytes != wire for b in batches):
+        wire = None                  # (read by no one: batches are merged for delivery, after the meter)
+    return MessageBatch(batches[0].tag, src[order], dst[order], payload[order], wire)
 
 
 @dataclass

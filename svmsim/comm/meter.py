@@ -1,7 +1,8 @@
 """The meter: the one choke point every logical message crosses, exactly once, and the one writer of the ledger.
 
 What is counted is keyed by quantity, as the registry names them (`quantities`). Every message carries the
-message quantities (`MESSAGE_QUANTITIES`: messages, scalars, bytes, the bytes from the payload's dtype), kept per
+message quantities (`MESSAGE_QUANTITIES`: messages, scalars, bytes; bytes are the batch's bytes per message: the
+payload's dtype, or a codec's encoded size, `MessageBatch.wire_bytes`), kept per
 tag, per directed edge (sender -> receiver) and per round; dropped messages (fault models) are kept apart and
 never delivered. Node quantities (`record_node`, e.g. ``"kernel_evaluations"``) are work a node did, not messages,
 kept per node and per round. The meter also keeps the round at which each algorithm iteration ended (so that cost
@@ -138,7 +139,7 @@ class Meter:
             return
         payload = batch.payload
         spm = payload.shape[1] if payload.ndim == 2 else 1
-        bpm = spm * payload.dtype.itemsize
+        bpm = spm * payload.dtype.itemsize if batch.wire_bytes is None else batch.wire_bytes
         if is_shared_ids(src) and is_shared_ids(dst):
             key = (id(src), id(dst), spm, bpm)
             pattern = self._patterns.get(key)

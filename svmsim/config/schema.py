@@ -14,6 +14,7 @@ from svmsim.errors import ScenarioError
 
 from .lower import (CLOCKS, ENGINE_KINDS, FAULT_KEYS, Distribution, FaultModel, fault_kind, fault_kinds, is_registered,
                     metric, resolve_fault_params)
+from .compression import CompressionSection
 from .messages import choice, fail, issue, several
 from .sections import (MAX_COUNT, AlgorithmSection, DataSection, EngineSection, NetworkSection, OutputSection, PartitionSection,
                        SectionModel, StopSection, TopologySection, allowed_text)
@@ -237,6 +238,7 @@ class Scenario(SectionModel):
     schedule: ScheduleSection = _optional_section()
     faults: FaultsSection = _optional_section()
     network: NetworkSection | None = None
+    compression: CompressionSection | None = None
 
     _source: str | None = PrivateAttr(default=None)
 
@@ -257,6 +259,7 @@ class Scenario(SectionModel):
                 ("topology", "kind"),
             )
         self._check_schedule()
+        self._check_compression()
         self._check_stop_metrics()
         if not self.stop.limits() and not self._finishes_by_itself():
             raise fail("no stopping rule is set, so the run would never stop; allowed: set at least one of "
@@ -285,6 +288,32 @@ class Scenario(SectionModel):
             raise fail(f"{where} algorithm {self.algorithm.name!r} never reports{label}; allowed: [stop] below = "
                        f"{{metric = threshold}} on a metric it reports: {', '.join(own)}; or the run's: "
                        f"{', '.join(sorted(reported - set(own)))}", ("stop", key))
+
+    def _check_compression(self) -> None:
+        """Compression encodes messages of synchronous rounds; ef21 needs every message delivered."""
+        if self.compression is None:
+            return
+        info = self.algorithm.info
+        if not info.distributed:
+            raise fail(f"algorithm {self.algorithm.name!r} runs on a single machine, so there are no messages to "
+                       "compress; allowed: no [compression] table", ("compression",))
+        if self.schedule.kind == "gossip":
+            raise fail(f"algorithm {self.algorithm.name!r} runs on the gossip scheduler, whose event loops (the "
+                       "compiled and the Python one, in this process and on Ray hosts) do not encode messages yet; "
+                       "allowed: [compression] with an algorithm that runs in synchronous rounds, or no "
+                       "[compression] table", ("compression",))
+        spec = self.compression.spec(info.exact_tags)
+        for tag, choice in spec.tags.items():
+            if not choice.lossless and spec.is_exact(tag):
+                raise fail(f"tags.{tag}: algorithm {self.algorithm.name!r} declares tag {tag!r} exact (every receiver "
+                           "must read it as sent: a result every worker holds as one replicated copy, or indices, "
+                           f"counts and flags), so codec = {choice.codec!r} may not encode it; allowed: codec = "
+                           f"\"none\", or a codec on a tag that is not exact (exact: "
+                           f"{', '.join(info.exact_tags)})", ("compression", "tags", tag, "codec"))
+        if spec.uses_ef21 and not self.faults.is_empty:
+            raise fail("error_feedback = 'ef21' keeps the receiver's copy of g equal to the sender's only while every "
+                       "message arrives, and [faults] can lose or duplicate messages; allowed: error_feedback = 'ef' "
+                       "(or 'none'), or no [faults]", ("compression", "error_feedback"))
 
     def _finishes_by_itself(self) -> bool:
         """Whether the algorithm ends by itself (e.g. every node done or down): `AlgorithmInfo.finishes_by_itself`."""
@@ -394,8 +423,10 @@ class Scenario(SectionModel):
                 body = {"name": model.name, **({"module": model.module} if model.module else {}),
                         **plain(model.params)}
             elif (section == "schedule" and model.kind != "gossip") or (section == "faults" and model.is_empty) \
-                    or (section == "network" and model is None):
+                    or (section in ("network", "compression") and model is None):
                 continue                                       # synchronous rounds, no faults: the defaults
+            elif section == "compression":
+                body = model.to_table()
             else:
                 body = model.model_dump()
             out[section] = plain(body)

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 #: The tables of a scenario file, in the order they are written.
 SECTIONS = ("data", "partition", "topology", "engine", "algorithm", "stop", "output", "schedule", "faults",
-            "network")
+            "network", "compression")
 
 #: The keys of a scenario file outside its tables.
 TOP_KEYS = ("name", "description", "seed")

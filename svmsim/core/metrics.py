@@ -11,14 +11,17 @@ family that reports it also reports ``gap_upper`` (P, the primal value of the it
 ``gap_lower`` (D, a proven lower bound on the optimum), so a reader can recompute it from the same row.
 
 `stop_reason(name, threshold)` is the text of a ``[stop]`` rule met on a metric; it says "certified" only of a
-certificate. `svmsim list metrics` prints the registry; ``docs/reference/metrics.md`` is generated from it.
+certificate, and not even then when the run says why its certificates do not hold (``uncertified``: e.g. they were
+computed from compressed messages). `svmsim list metrics` prints the registry; ``docs/reference/metrics.md`` is
+generated from it.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-__all__ = ["Metric", "METRICS", "WALL_CLOCK_METRICS", "metric", "is_registered", "label", "stop_reason",
+__all__ = ["Metric", "METRICS", "WALL_CLOCK_METRICS", "metric", "is_registered", "label", "uncertified_label",
+           "stop_reason",
            "relative_gap"]
 
 
@@ -129,12 +132,22 @@ def label(name: str) -> str:
     return m.label if m is not None else name
 
 
-def stop_reason(name: str, threshold: float) -> str:
+def uncertified_label(name: str) -> str:
+    """The label of a metric in a run whose certificates do not hold: without the word "certified" (the certified
+    relative gap is then the "relative gap")."""
+    return label(name).replace("certified ", "").replace(" (certified)", "")
+
+
+def stop_reason(name: str, threshold: float, uncertified: str | None = None) -> str:
     """The stop reason of a rule met on metric `name`: ``"<label> (<name>) <= <threshold>"``; only a certificate's
-    label says "certified"."""
+    label says "certified". `uncertified`: why the run's certificates do not hold (e.g. ``"computed from compressed
+    messages"``); a certificate's stop then reads ``"relative gap (rel_gap) <= 0.001, computed from compressed
+    messages: not a certificate"``."""
     m = _BY_NAME.get(name)
     if m is None:
         return f"{name} <= {threshold:g}"
+    if uncertified and m.certificate:
+        return f"{uncertified_label(name)} ({name}) <= {threshold:g}, {uncertified}: not a certificate"
     return f"{m.label} ({name}) <= {threshold:g}"
 
 

@@ -34,7 +34,7 @@ __all__ = ["lazy_attributes", "registered_names", "find_registered", "GROUPS", "
 
 #: kind of piece -> its entry-point group
 GROUPS = {"algorithms": "svmsim.algorithms", "topologies": "svmsim.topologies", "partitions": "svmsim.partitions",
-          "faults": "svmsim.faults", "engines": "svmsim.engines"}
+          "faults": "svmsim.faults", "engines": "svmsim.engines", "codecs": "svmsim.codecs"}
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 #: folders added to sys.path for modules found beside a scenario file, in the order they were added

@@ -15,14 +15,14 @@ steps only groups with mail (so receivers apply the messages that close the iter
 woken groups run in the round after.
 
 When the engine lends its groups' compiled steps (`Engine.kernels`: the in-process engine, for programs that
-offer a `SyncKernel`), the meter knows the topology and there is no fault model or message log, the rounds can run
-in the compiled loop of `compiled_sync` instead (any number of groups and nodes), with the same rules, the same
-ledger and the same states; rounds whose programs have no kernel (e.g. a set-up phase) run here. Compiling that
-loop for a program takes seconds to a minute in the first process that runs it (later ones load it from disk:
-`loop_cache`), so by default
-(``compiled=None``) a run switches to it only after its rounds have taken `COMPILE_AFTER_SECONDS` here: a short
-run never pays for the compilation, a long one pays at most about twice what the better choice would have cost (the
-ski-rental rule). ``compiled=True`` switches at once, ``compiled=False`` never.
+offer a `SyncKernel`), the meter knows the topology and there is no fault model, compression or message log, the
+rounds can run in the compiled loop of `compiled_sync` instead (any number of groups and nodes), with the same
+rules, the same ledger and the same states; rounds whose programs have no kernel (e.g. a set-up phase) run here.
+Compiling that loop for a program takes seconds to a minute in the first process that runs it (later ones load it
+from disk: `loop_cache`), so by default (``compiled=None``) a run switches to it only after its rounds have taken
+`COMPILE_AFTER_SECONDS` here: a short run never pays for the compilation, a long one pays at most about twice what
+the better choice would have cost (the ski-rental rule). ``compiled=True`` switches at once, ``compiled=False``
+never.
 """
 from __future__ import annotations
 
@@ -67,14 +67,17 @@ class SyncScheduler:
     observe_every: call `on_iteration` every this many completed iterations (and at the last one).
     faults: optional fault model with ``apply(round_, batch) -> (delivered, dropped)``; dropped messages are
         metered as dropped and not delivered.
+    compression: optional `comm.compression.Compressor`: every batch a program sends is encoded by it first (then
+        the fault model, the meter and the receivers see the encoding).
     """
 
     def __init__(self, engine, groups: list[Group], meter: Meter, n_nodes: int, faults=None,
-                 compiled: bool | None = None, clock=None):
+                 compiled: bool | None = None, clock=None, compression=None):
         self.engine = engine
         self.groups = groups
         self.meter = meter
         self.faults = faults
+        self.compression = compression
         # pragma: no mutate start (equivalent: -1's own dtype is int64; any negative id marks a node no group hosts)
         self.node_group = np.full(n_nodes, -1, dtype=np.int64)
         # pragma: no mutate end
@@ -90,9 +93,13 @@ class SyncScheduler:
         self.clock = clock                    # a `cluster_time.ClusterClock`: modelled time, round by round
         # the compiled loop: allowed unless compiled=False; used when every group offers a kernel
         # (modelled time runs in it too, unless each step's compute time is measured in Python)
-        self._compiled_allowed = (compiled is not False and faults is None
+        self._compiled_allowed = (compiled is not False and faults is None and compression is None
                                   and (clock is None or clock.model.compute != "measured")
                                   and meter.compiled_view() is not None)
+        #: why the rounds stay in Python although compiled steps may be offered (None: they need not)
+        self.python_only = ("faults: the compiled loop applies no fault model" if faults is not None else
+                            "compression: the compiled loop does not encode messages" if compression is not None
+                            else None)
         self._compile_now = compiled is True
         self._python_since: float | None = None    # when this scheduler first ran a Python round
         self._compiled_mail = None
@@ -151,12 +158,15 @@ class SyncScheduler:
         done = False  # pragma: no mutate (equivalent: None reads as False)
         record = self.meter.record
         faults = self.faults
+        encode = self.compression.apply if self.compression is not None else None
         timed = [] if self.clock is not None else None
         # pragma: no mutate start (equivalent: the order of groups changes no result; inboxes merge by (src, dst))
         for gid in (sorted(outboxes) if len(outboxes) > 1 else outboxes):
             # pragma: no mutate end
             out = outboxes[gid]
             for batch in out.batches:
+                if encode is not None:                  # the sender encodes; the network loses the encoding
+                    batch = encode(batch)
                 if faults is not None:
                     batch, dropped = faults.apply(round_, batch)
                     if dropped is not None and dropped.n_messages:

@@ -43,6 +43,8 @@ _build_distributed = deferred("svmsim.algorithms.bqo.build:build_distributed")
 __all__ = ["METHODS", "BQOAParams", "BQOParams", "DistributedParams", "DualCDSVC", "build_distributed"]
 
 _PAPER = "001_52f94dd34c309c94.txt"
+#: the all-reduce's result, which a host keeps as one replicated w for all its workers (`AlgorithmInfo.exact_tags`)
+_EXACT = ("total",)
 
 
 def _builder(name):
@@ -62,7 +64,7 @@ _METRICS_DUAL_CD = ("dual", "duality_gap", "gap_lower", "gap_per_cn", "gap_upper
 
 
 register(AlgorithmInfo(
-    name="bqo-e", metrics=_METRICS_BQO_E,
+    name="bqo-e", exact_tags=_EXACT, metrics=_METRICS_BQO_E,
     family="bqo", paper=f"{_PAPER}, Algorithm 1 with the exact step (eqs. 20-21)", distributed=True,
     Params=BQOParams, build=_builder("bqo-e"),
     description="BQO-E: K workers, one all-reduce of d + 4 scalars per iteration, exact line search",
@@ -72,7 +74,7 @@ register(AlgorithmInfo(
         variants=({"loss": "squared_hinge", "allreduce": "star"}, {"allreduce": "tree", "workers": 5}),
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="bqo-a", metrics=_METRICS_BQO_E,
+    name="bqo-a", exact_tags=_EXACT, metrics=_METRICS_BQO_E,
     family="bqo", paper=f"{_PAPER}, Algorithm 1 with the Armijo step (eqs. 9-12)", distributed=True,
     Params=BQOAParams, build=_builder("bqo-a"),
     description="BQO-A: K workers, one all-reduce of d + 3 scalars per iteration, Armijo step",
@@ -81,7 +83,7 @@ register(AlgorithmInfo(
         params={"workers": 4},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="disdca", metrics=_METRICS_BQO_E,
+    name="disdca", exact_tags=_EXACT, metrics=_METRICS_BQO_E,
     family="bqo", paper=f"{_PAPER}, baseline DisDCA (Yang 2013), practical variant",
     distributed=True, Params=DistributedParams, build=_builder("disdca"),
     description="DisDCA (practical; = CoCoA+): K workers, local curvature K Q~, step 1, one all-reduce of d",
@@ -90,7 +92,7 @@ register(AlgorithmInfo(
         params={"workers": 4},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="dsvm-ave", metrics=_METRICS_BQO_E,
+    name="dsvm-ave", exact_tags=_EXACT, metrics=_METRICS_BQO_E,
     family="bqo", paper=f"{_PAPER}, baseline DSVM-AVE (Pechyony et al. 2011) / CoCoA",
     distributed=True, Params=DistributedParams, build=_builder("dsvm-ave"),
     description="DSVM-AVE / CoCoA: K workers, averaging (step 1/K), one all-reduce of d",
@@ -99,7 +101,7 @@ register(AlgorithmInfo(
         params={"workers": 3, "allreduce": "tree"},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="tron", metrics=_METRICS_TRON,
+    name="tron", exact_tags=_EXACT, metrics=_METRICS_TRON,
     family="bqo", paper=f"{_PAPER}, baseline distributed TRON (Zhuang et al. 2015), L2-SVM",
     distributed=True, Params=TronParams, build=_builder("tron"),
     description="distributed TRON (L2 loss): trust-region Newton, one all-reduce of d + 1 per gradient and CG step",

@@ -79,9 +79,12 @@ _METRICS_LIBLINEAR = ("band_gap", "best_iteration", "gap", "gap_upper", "gap_x_t
                       "lower", "objective", "primal", "primal_error", "rel_band_gap", "rel_primal", "test_accuracy",
                       "time", "train_accuracy")
 
+#: the all-reduces' results, which a host keeps as one replicated copy for all its workers
+#: (`AlgorithmInfo.exact_tags`)
+_EXACT = ("total", "probe-total")
 
 register(AlgorithmInfo(
-    name="pragam", rate=_RATE_PRAGAM, metrics=_METRICS_PRAGAM,
+    name="pragam", rate=_RATE_PRAGAM, exact_tags=_EXACT, metrics=_METRICS_PRAGAM,
     family="bundle", paper=f"{_PAPER}, Algorithm 1 (no bias)", distributed=True,
     Params=PragamParams, build=_builder("pragam"),
     description="Pragam: Nesterov's excessive gap on the SVM dual, O(1/sqrt(eps)); one all-reduce of d + 2",
@@ -90,7 +93,7 @@ register(AlgorithmInfo(
         params={"workers": 4, "lam": 0.01},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="pragam-b", rate=_RATE_PRAGAM, metrics=_METRICS_PRAGAM_B,
+    name="pragam-b", rate=_RATE_PRAGAM, exact_tags=_EXACT, metrics=_METRICS_PRAGAM_B,
     family="bundle", paper=f"{_PAPER}, Algorithm 1 with the bias (Q2 with y^T alpha = 0, "
     "Algorithm 2)", distributed=True, Params=PragamBParams, build=_builder("pragam-b"),
     description="Pragam-b: Pragam with the SVM bias, projections by Algorithm 2's O(n) root finder (one machine)",
@@ -100,7 +103,7 @@ register(AlgorithmInfo(
         variants=({"workers": 6, "allreduce": "ring"},),
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="ls-bmrm", rate=_RATE_BMRM, metrics=_METRICS_PRAGAM,
+    name="ls-bmrm", rate=_RATE_BMRM, exact_tags=_EXACT, metrics=_METRICS_PRAGAM,
     family="bundle", paper=f"{_PAPER}, section 2 (BMRM with a line search; notes-004 1.5)",
     distributed=True, Params=BMRMParams, build=_builder("ls-bmrm"),
     description="ls-BMRM: cutting planes with a line search in the adjoint, O(1/eps); one all-reduce of d + 2",
@@ -109,7 +112,7 @@ register(AlgorithmInfo(
         params={"workers": 3, "lam": 0.01, "allreduce": "tree"},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="qp-bmrm", rate=_RATE_BMRM, metrics=_METRICS_QP_BMRM,
+    name="qp-bmrm", rate=_RATE_BMRM, exact_tags=_EXACT, metrics=_METRICS_QP_BMRM,
     family="bundle", paper=f"{_PAPER}, section 2 (BMRM solving the inner QP (10); Teo et al.)",
     distributed=True, Params=QPBMRMParams, build=_builder("qp-bmrm"),
     description="qp-BMRM: cutting planes with the full inner simplex QP (SMO), O(1/eps); one all-reduce of d + 2",
@@ -119,7 +122,7 @@ register(AlgorithmInfo(
         variants=({"max_bundle": 3, "allreduce": "star"},),
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="pegasos-n", metrics=_METRICS_PEGASOS_N,
+    name="pegasos-n", exact_tags=_EXACT, metrics=_METRICS_PEGASOS_N,
     family="bundle", paper=f"{_PAPER}, baseline pegasos-n (Shalev-Shwartz et al., all n "
     "examples per step)", distributed=True, Params=PegasosNParams, build=_builder("pegasos-n"),
     description="Pegasos with the whole data set per step (deterministic subgradient, step 1/(lam t)); one "

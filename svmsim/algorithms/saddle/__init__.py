@@ -82,6 +82,8 @@ register(AlgorithmInfo(
 register(AlgorithmInfo(
     name="saddle-dsvc", family="saddle", paper="000_ff8faf4b278c4a32.txt, Algorithms 3-4", distributed=True,
     metrics=_METRICS_SADDLE_DSVC,
+    # counts, the shared coordinate stream's index, flags and the certificate check's statistics: exact
+    exact_tags=("setup", "coord", "stats", "check", "resume", "probe", "hull", "probe_stats"),
     Params=SaddleDSVCParams, build=deferred("svmsim.algorithms.saddle.build:build_saddle_dsvc"),
     description="Saddle-DSVC: one server, k clients, 9k scalars per iteration (+8k per nu-projection pass; "
                 "+ a certificate check every check_every iterations with beta = 'auto')",
