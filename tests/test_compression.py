@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import svmsim
+from svmsim.core.metrics import WALL_CLOCK_METRICS
 from svmsim.comm.codecs import CODECS, Codec, get_codec, register_codec, resolve_codec_params
 from svmsim.comm.compression import CodecChoice, CompressionSpec, Compressor
 from svmsim.comm.message import MessageBatch
@@ -34,7 +35,7 @@ def _run(compression=None, **changes) -> svmsim.RunResult:
 
 
 def _rows(result) -> list[dict]:
-    return [{k: v for k, v in r.items() if k != "wall_time"} for r in result.metrics]
+    return [{k: v for k, v in r.items() if k not in WALL_CLOCK_METRICS} for r in result.metrics]
 
 
 def _encode(name, rows, uniforms=None, **params):
