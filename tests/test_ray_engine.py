@@ -741,7 +741,8 @@ def _rows(result):
     return [{k: v for k, v in row.items() if k not in WALL_CLOCK_METRICS} for row in result.metrics]
 
 
-@pytest.mark.parametrize("name", ["ray", "ray-cgraph", pytest.param("ray-objects", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", ["ray", pytest.param("ray-cgraph", marks=pytest.mark.slow),
+                                  pytest.param("ray-objects", marks=pytest.mark.slow)])
 def test_a_lost_host_actor_is_replaced_and_the_run_is_the_undisturbed_one(ray_local, name,
                                                                         checkpoints_on_schedule):
     """A host actor killed twice (`ray.kill` before the first checkpoint, SIGKILL to its process after one): each
