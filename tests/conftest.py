@@ -13,10 +13,16 @@ import pytest
 def pytest_collection_modifyitems(config, items):
     """With pytest-xdist's workers (the default ``-n 2 --dist loadgroup`` of pyproject.toml), the tests that use
     Ray (marked ``ray`` or using `ray_local`) all run on one worker, one after another: one session Ray at a time
-    on the machine, while the other worker takes the rest."""
+    on the machine, while the other worker takes the rest. They are the suite's longest chain, so with workers they
+    are collected first."""
+    ray = []
     for item in items:
         if item.get_closest_marker("ray") is not None or "ray_local" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("ray"))
+            ray.append(item)
+    if ray and getattr(config.option, "numprocesses", None):    # the one long serial chain starts first
+        chosen = set(map(id, ray))
+        items[:] = ray + [item for item in items if id(item) not in chosen]
 
 
 def pytest_terminal_summary(terminalreporter):
