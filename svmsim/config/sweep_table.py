@@ -34,7 +34,7 @@ class Variant(BaseModel):
     unset: list[str] = Field(default_factory=list)
 
 
-XAxis = Literal["comm_units", "scalars", "wall_time", "iteration", "round", "modelled_time", "kernel_evaluations",
+XAxis = Literal["comm_units", "scalars", "bytes", "wall_time", "iteration", "round", "modelled_time", "kernel_evaluations",
                 "inner_products", "solver_time"]
 
 
