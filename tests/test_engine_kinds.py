@@ -16,6 +16,7 @@ import svmsim
 from svmsim.engine import ENGINE_KINDS, EngineKind, InProcessEngine, make_engine, register_engine
 from svmsim.api import ParamSpec
 from svmsim.errors import PluginError, ScenarioError
+from svmsim.core.metrics import WALL_CLOCK_METRICS
 
 SCENARIO = {"name": "eng", "seed": 2, "data": {"name": "iris"}, "algorithm": {"name": "bqo-e", "workers": 4},
             "stop": {"max_iterations": 15}, "output": {"plots": False, "progress": False},
@@ -58,7 +59,7 @@ def tracing():
 
 def _facts(result) -> tuple[dict, list]:
     ledger = json.loads((Path(result.run_dir) / "ledger.json").read_text())
-    return ledger, [{k: v for k, v in row.items() if "wall" not in k} for row in result.metrics]
+    return ledger, [{k: v for k, v in row.items() if k not in WALL_CLOCK_METRICS} for row in result.metrics]
 
 
 def test_a_registered_engine_runs_a_scenario_with_keys_of_its_own(tracing, tmp_path):

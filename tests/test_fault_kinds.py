@@ -16,6 +16,7 @@ from svmsim.core.fault_kinds import FAULT_KINDS, kind_rng
 from svmsim.errors import PluginError, ScenarioError
 from svmsim.faults import FaultModel
 from svmsim.api import FaultEffects, FaultKind, Outage, ParamSpec, register_fault
+from svmsim.core.metrics import WALL_CLOCK_METRICS
 
 
 def _run(tmp_path: Path, name: str, faults: dict, **tables):
@@ -29,7 +30,8 @@ def _run(tmp_path: Path, name: str, faults: dict, **tables):
 def _facts(result) -> tuple[dict, list]:
     """The run's ledger file and its metrics without the wall-clock columns."""
     ledger = json.loads((Path(result.run_dir) / "ledger.json").read_text())
-    metrics = [{k: v for k, v in row.items() if "wall" not in k and "seconds" not in k} for row in result.metrics]
+    metrics = [{k: v for k, v in row.items() if k not in WALL_CLOCK_METRICS and "seconds" not in k}
+               for row in result.metrics]
     return ledger, metrics
 
 

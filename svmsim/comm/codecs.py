@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..core.params import ParamSpec, allowed_params_text, check_params
+from ..core.params import ParamSpec, allowed_params_text, check_params, register_with_params
 from ..errors import ScenarioError
 
 __all__ = ["Codec", "CODECS", "EF_MODES", "CodecChoice", "CompressionSpec", "tag_matches", "register_codec", "codec_names", "get_codec", "resolve_codec_params", "keep_count",
@@ -77,21 +77,8 @@ def register_codec(codec: Codec) -> Codec:
 
     A plugin calls it when its module is imported (entry-point group ``svmsim.codecs``, the entry point named after
     the codec). A codec registered again by another module is refused."""
-    from ..errors import PluginError
-
-    if not isinstance(codec, Codec) or not isinstance(codec.name, str) or not codec.name.isidentifier():
-        raise PluginError(f"register_codec takes a Codec whose name is an identifier, got {codec!r}")
-    if not callable(codec.encode):
-        raise PluginError(f"codec {codec.name!r}: encode = {codec.encode!r} is not callable; allowed: "
-                          "encode(rows, uniforms, **params) -> (decoded rows, bytes per message)")
-    if not all(isinstance(p, ParamSpec) for p in codec.params.values()):
-        raise PluginError(f"codec {codec.name!r}: params must map names to ParamSpec")
-    old = CODECS.get(codec.name)
-    if old is not None and old is not codec and old.encode.__module__ != codec.encode.__module__:
-        raise PluginError(f"codec {codec.name!r} is registered twice: by module {old.encode.__module__} and by "
-                          f"module {codec.encode.__module__}; allowed: a name of its own for each codec")
-    CODECS[codec.name] = codec
-    return codec
+    return register_with_params(CODECS, codec, Codec, "register_codec", "codec", "encode",
+                                "encode(rows, uniforms, **params) -> (decoded rows, bytes per message)")
 
 
 def codec_names() -> list[str]:

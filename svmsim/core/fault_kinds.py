@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ScenarioError
-from .params import ParamSpec, check_params
+from .params import ParamSpec, check_params, register_with_params
 
 __all__ = ["Outage", "FaultEffects", "FaultKind", "FAULT_KINDS", "register_fault", "fault_kinds", "fault_kind",
            "resolve_fault_params", "kind_rng"]
@@ -77,21 +77,8 @@ def register_fault(kind: FaultKind) -> FaultKind:
 
     A plugin calls it when its module is imported (entry-point group ``svmsim.faults``, the entry point named after
     the kind). A kind registered again by another module is refused."""
-    from ..errors import PluginError
-
-    if not isinstance(kind, FaultKind) or not isinstance(kind.name, str) or not kind.name.isidentifier():
-        raise PluginError(f"register_fault takes a FaultKind whose name is an identifier, got {kind!r}")
-    if not callable(kind.schedule):
-        raise PluginError(f"fault kind {kind.name!r}: schedule = {kind.schedule!r} is not callable; allowed: "
-                          "schedule(n_nodes, rng, **params) -> FaultEffects")
-    if not all(isinstance(p, ParamSpec) for p in kind.params.values()):
-        raise PluginError(f"fault kind {kind.name!r}: params must map names to ParamSpec")
-    old = FAULT_KINDS.get(kind.name)
-    if old is not None and old is not kind and old.schedule.__module__ != kind.schedule.__module__:
-        raise PluginError(f"fault kind {kind.name!r} is registered twice: by module {old.schedule.__module__} and "
-                          f"by module {kind.schedule.__module__}; allowed: a name of its own for each kind")
-    FAULT_KINDS[kind.name] = kind
-    return kind
+    return register_with_params(FAULT_KINDS, kind, FaultKind, "register_fault", "fault kind", "schedule",
+                                "schedule(n_nodes, rng, **params) -> FaultEffects")
 
 
 def fault_kinds() -> list[str]:

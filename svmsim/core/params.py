@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-__all__ = ["ParamSpec", "check_params", "allowed_params_text"]
+__all__ = ["ParamSpec", "check_params", "allowed_params_text", "register_with_params"]
 
 
 @dataclass(frozen=True)
@@ -109,3 +109,27 @@ def check_params(owner: str, params: Mapping[str, Any], specs: Mapping[str, Para
     for name, value in params.items():
         resolved[name] = _coerce(owner, name, value, specs[name], error)
     return resolved
+
+
+def register_with_params(table: dict, item: Any, what: type, register: str, label: str, function: str,
+                         hint: str) -> Any:
+    """Put a named piece with typed parameters (a fault kind, a codec: `what`, with ``name``, ``params`` and the
+    callable attribute `function`) into the registry `table`, after the checks every such registry makes; returns
+    it. `register` names the registering function and `label` the kind of piece in the messages; `hint` is the
+    allowed signature of `function`. The same name registered again by another module is refused."""
+    from ..errors import PluginError
+
+    if not isinstance(item, what) or not isinstance(item.name, str) or not item.name.isidentifier():
+        raise PluginError(f"{register} takes a {what.__name__} whose name is an identifier, got {item!r}")
+    fn = getattr(item, function)
+    if not callable(fn):
+        raise PluginError(f"{label} {item.name!r}: {function} = {fn!r} is not callable; allowed: {hint}")
+    if not all(isinstance(p, ParamSpec) for p in item.params.values()):
+        raise PluginError(f"{label} {item.name!r}: params must map names to ParamSpec")
+    old = table.get(item.name)
+    if old is not None and old is not item and getattr(old, function).__module__ != fn.__module__:
+        noun = label.split()[-1]
+        raise PluginError(f"{label} {item.name!r} is registered twice: by module {getattr(old, function).__module__} "
+                          f"and by module {fn.__module__}; allowed: a name of its own for each {noun}")
+    table[item.name] = item
+    return item
