@@ -452,6 +452,23 @@ def _describe_algorithm(name: str) -> list[str]:
     return out
 
 
+def _named_pieces(names, get, width: int, note=lambda piece: "") -> list[str]:
+    """`svmsim list` lines of named pieces with typed parameters (fault kinds, engines, codecs): per name its
+    description (and `note`), then one line per parameter; a plugin that cannot be loaded says why."""
+    lines = []
+    for name in names:
+        try:
+            piece = get(name)
+        except SvmsimError as exc:
+            lines.append(f"  {name:<{width}} (cannot be loaded) {exc}")
+            continue
+        lines.append(f"  {name:<{width}} {piece.description}" + note(piece))
+        for key, p in piece.params.items():
+            lines.append(f"  {'':<{width}}   {p.describe(key)}: {p.description}" + (f" ({p.allowed})" if p.allowed
+                                                                                    else ""))
+    return lines
+
+
 def _show(value) -> str:
     from .config.values import show
 
@@ -526,31 +543,13 @@ def _cmd_list(args) -> int:
             out.append(f"    {key:<16} (default {_show(field.get_default(call_default_factory=True))}) "
                        f"{field.description}")
         out.append("fault kinds ([faults.NAME] tables, [[faults.NAME]] for several):")
-        for name in fault_kinds():
-            try:
-                kind = fault_kind(name)
-            except SvmsimError as exc:
-                out.append(f"  {name:<14} (cannot be loaded) {exc}")
-                continue
-            out.append(f"  {name:<14} {kind.description}")
-            for key, p in kind.params.items():
-                out.append(f"  {'':<14}   {p.describe(key)}: {p.description}" + (f" ({p.allowed})" if p.allowed
-                                                                                   else ""))
+        out += _named_pieces(fault_kinds(), fault_kind, 14)
     if what in ("all", "engines"):
         from .config.sections import EngineSection
         from .engine.kinds import RAY_KEYS, engine_kind, engine_names
 
         out.append("engines ([engine] name = NAME, and the engine's keys):")
-        for name in engine_names():
-            try:
-                kind = engine_kind(name)
-            except SvmsimError as exc:
-                out.append(f"  {name:<12} (cannot be loaded) {exc}")
-                continue
-            out.append(f"  {name:<12} {kind.description}" + ("; Ray keys" if kind.ray else ""))
-            for key, p in kind.params.items():
-                out.append(f"  {'':<12}   {p.describe(key)}: {p.description}" + (f" ({p.allowed})" if p.allowed
-                                                                                 else ""))
+        out += _named_pieces(engine_names(), engine_kind, 12, lambda kind: "; Ray keys" if kind.ray else "")
         out.append("  Ray keys of [engine]:")
         for key in RAY_KEYS:
             field = EngineSection.model_fields[key]
@@ -559,16 +558,7 @@ def _cmd_list(args) -> int:
         from .comm.codecs import codec_names, get_codec
 
         out.append("codecs ([compression] codec = NAME and its keys; [compression.tags.TAG] for one tag):")
-        for name in codec_names():
-            try:
-                codec = get_codec(name)
-            except SvmsimError as exc:
-                out.append(f"  {name:<8} (cannot be loaded) {exc}")
-                continue
-            out.append(f"  {name:<8} {codec.description}")
-            for key, p in codec.params.items():
-                out.append(f"  {'':<8}   {p.describe(key)}: {p.description}" + (f" ({p.allowed})" if p.allowed
-                                                                               else ""))
+        out += _named_pieces(codec_names(), get_codec, 8)
     if what in ("all", "metrics"):
         out += _metric_lines()
     if what in ("all", "datasets"):
