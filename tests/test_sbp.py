@@ -234,6 +234,27 @@ def test_distributed_sbp_follows_single_machine_sbp_and_its_ledger(data, monkeyp
     assert r.summary["ledger_matches_declared"] is True
 
 
+def test_distributed_sbp_meters_each_clients_kernel_evaluations_on_that_client(monkeypatch, shared_data_dir):
+    """Per-node counts land on the node that did the work: on unequal shards, client i evaluates its own n_i
+    kernel rows per iteration, so its ledger total is T n_i (a count recorded against the group's nodes in another
+    order keeps the total but not the split)."""
+    from svmsim.data import partition
+    from svmsim.runner import _problem
+
+    monkeypatch.setenv("SVMSIM_DATA_DIR", str(shared_data_dir))
+    sc = {"name": "t", "seed": 5, "data": {"name": "heart_scale"}, "stop": {"max_seconds": 300},
+          "partition": {"scheme": "unequal", "alpha": 0.5}, "output": {"eval_every": 10_000},
+          "algorithm": {"name": "dsbp", "clients": 4, "epochs": 1, "nu": 0.05, "sigma2": 2.0}}
+    r = svmsim.run(sc, write=False, progress=False)
+    scenario = svmsim.load_scenario(sc)
+    ds = _problem(scenario, None).dataset
+    sizes = np.array([len(p) for p in partition(ds.y, 4, "unequal", seed=5, alpha=0.5)])
+    assert len(set(sizes.tolist())) == 4, sizes                 # four different shard sizes
+    T = r.final["iteration"]
+    per_node = r.ledger.node_totals["kernel_evaluations"]
+    assert per_node.tolist() == [0, *(T * sizes).tolist()]
+
+
 def test_distributed_sbp_refuses_what_it_cannot_do():
     with pytest.raises(InfeasibleParameterError, match="bias"):
         svmsim.run(_scenario({"name": "dsbp", "bias": True, "nu": 0.1}), write=False, progress=False)

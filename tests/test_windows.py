@@ -300,3 +300,32 @@ def test_a_host_hands_back_at_a_done_change_only_when_asked_and_only_at_a_change
         pending = [[r["out"][j] for r in res if j in r["out"]] for j in range(2)]
     assert all(r["done"] for r in res)                  # done changed, and nobody handed back for it
 
+
+
+def test_an_event_exactly_on_a_windows_end_belongs_to_the_next_window(iris):
+    """A window is half open, [T, T + W): crashes at exactly t = 5.0 and recoveries at exactly t = 9.0 fall on
+    evaluation points (every 2.5), where a window ends; the snapshot there is the one-host state just before that
+    instant, and the one-host rows, ledger and tally come out (a closed window would take the crashes into the
+    row at 5.0)."""
+    dep = build_pushsum(PushSumParams(nodes=20, values="random", dim=3),
+                        Problem(iris, seed=5, topology_kind="random_k_out", topology_params={"k": 2}))
+    faults = FaultModel(crash=0.3, crash_time=5.0, recover_time=9.0)
+    latency = LatencyModel(Distribution.constant(0.3))
+    _, ref_meter, ref_rows, reason, ref_tally = one_host(dep, 5, latency, faults=faults, eval_time=2.5,
+                                                         max_time=12.5)
+    assert reason == GossipStopReason.TIME and [p.time for p, _ in ref_rows] == [2.5, 5.0, 7.5, 10.0, 12.5]
+    assert ref_tally.node_event_counts.get("crash", 0) > 0
+    hosts = Hosts(dep, 5, latency, 2, faults=faults)
+    rows = []
+    out = hosts.run(max_time=12.5, eval_time=2.5, observe=lambda snaps, at: rows.append((at, snaps)) and False)
+    assert out.reason == "time"
+    assert [at for at, _ in rows] == [p.time for p, _ in ref_rows]
+    for (at, snaps), (p, obs) in zip(rows, ref_rows):
+        for key in ("wakes", "events", "sent", "in_flight", "messages", "scalars"):
+            assert sum(s[key] for s in snaps) == getattr(p, key), (at, key)
+        got = {}
+        for s in snaps:
+            got.update(s["observations"])
+        assert np.array_equal(np.concatenate([got[j]["s"] for j in sorted(got)]), obs[0]["s"]), at
+    same_ledger(ref_meter.ledger(), hosts.ledger())
+    assert hosts.plan.tally.node_event_counts == ref_tally.node_event_counts
