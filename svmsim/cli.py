@@ -228,7 +228,8 @@ def summary_lines(scenario, result) -> list[str]:
                      "smaller)" + ("" if result.summary.get("certified", True) else "; certificates do not hold: "
                                    "computed from compressed messages"))
     for key, label in (("objective", "objective"), ("hull_distance", "hull dist"), ("rel_gap", "rel. gap"),
-                       ("gap_per_cn", "gap/(C n)"), ("consensus_error", "consensus"), ("rel_dual", "rel. dual"),
+                       ("gap_per_cn", "gap/(C n)"), ("consensus_error", "consensus"),
+                       ("model_disagreement", "disagreement"), ("rel_dual", "rel. dual"),
                        ("train_accuracy", "train acc"), ("test_accuracy", "test acc")):
         if f.get(key) is not None:
             lines.append(f"{label:<10} {f[key]:.6g}")

@@ -39,7 +39,8 @@ DECADES = 2.0
 #: the relative measures of a run's gap panel, with their colours
 GAP_PANEL = {"rel_gap": "C3", "gap_per_cn": "C5", "rel_dual": "C1", "rel_primal": "C2"}
 #: the consensus measures of a gossip run's consensus panel, with their colours
-CONSENSUS_PANEL = {"consensus_error": "C0", "consensus_rms": "C9", "consensus_max": "C4"}
+CONSENSUS_PANEL = {"consensus_error": "C0", "consensus_rms": "C9", "model_disagreement": "C0",
+                   "model_disagreement_max": "C4"}
 #: the labels of the paper's bounds (`AlgorithmInfo` builds give them in scalars: an order, no constants)
 BOUND_LABELS = {"upper": "k(d+sqrt(d/eps)), constants and logs left out",
                 "lower": "k min(d,1/eps) lower bound, constants left out"}
@@ -157,7 +158,8 @@ def is_gap_metric(name: str) -> bool:
     which paper 003 draws on a linear axis)."""
     if name in ("test_error", "train_error"):
         return False
-    return name.startswith("rel_") or name.endswith("_gap") or name.endswith("_error") or name.startswith("consensus")
+    return (name.startswith("rel_") or name.endswith("_gap") or name.endswith("_error") or name.startswith("consensus")
+            or name.startswith("model_disagreement"))
 
 
 def running_max(values) -> np.ndarray:

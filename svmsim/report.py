@@ -154,7 +154,7 @@ _ROW_RESULT_KEYS = {"algorithm", "stop_reason", "iterations", "rounds", "scalars
                     "bound_lower", "cost_resolution", "scalars_vs_first", "messages", "virtual_time",
                     "dropped_messages", "dropped_scalars", "crashed_nodes", "objective_std", "train_accuracy_std",
                     "test_accuracy_shard", "test_accuracy_shard_std", "average_model_test_accuracy",
-                    "consensus_error", "nodes_up", "test_accuracy_all_nodes", "nodes", "spectral_gap",
+                    "consensus_error", "model_disagreement", "nodes_up", "test_accuracy_all_nodes", "nodes", "spectral_gap",
                     "inv_spectral_gap", "mixing_time", "diameter", "mean_degree", "spectral_gap_metropolis",
                     "target", "cost_messages", "cost_messages_per_node", "cost_rounds", "cost_virtual_time",
                     "cost_wall_time", "cost_round_resolution"}

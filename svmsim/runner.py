@@ -23,7 +23,8 @@ from .core import jsonio
 from .core.compile_clock import Stopwatch
 from .comm.meter import Ledger, Meter
 from .comm.quantities import by_kind, edge_weighted_total, quantity
-from .core.metrics import is_registered, metric, stop_reason
+from .core import deadline
+from .core.metrics import is_registered, metric, stop_reason, with_distance
 from .data import make_dataset
 from .deployment import Deployment, Problem, SingleMachineRun, observations_by_role
 from .engine.base import Engine
@@ -165,8 +166,9 @@ def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float, previous
         for name, threshold in stop.below.items():
             if metrics[name] <= threshold:
                 return stop_reason(name, threshold, uncertified)
-    if stop.max_seconds is not None and time.perf_counter() - started >= stop.max_seconds:
-        return "time budget"
+    if stop.max_seconds is not None and (deadline.expired() if deadline.is_open()
+                                         else time.perf_counter() - started >= stop.max_seconds):
+        return "time budget"                 # in a run, set-up counted (`core.deadline`)
     return None
 
 
@@ -448,7 +450,8 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
     eval_time = sched.eval_time if sched.eval_time is not None else (None if sched.eval_messages else round_time)
     try:
         reason = run.run(max_time=max_time, max_messages=sched.max_messages, max_scalars=stop.max_scalars,
-                         max_seconds=stop.max_seconds, eval_time=eval_time, eval_messages=sched.eval_messages,
+                         max_seconds=_seconds_left(stop.max_seconds), eval_time=eval_time,
+                         eval_messages=sched.eval_messages,
                          on_observe=on_observe, with_observations=True, peek=True)
         out = run.outcome(hand_over=True)     # read here, then the model's own: no copy of every node's state
         p = out.progress
@@ -479,6 +482,13 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
     if getattr(run, "host_nodes", None):
         extra["ray_hosts"] = dict(run.host_nodes)       # host actor -> the Ray node it ran on
     return model, rec.rows, out.ledger, reason, extra
+
+
+def _seconds_left(max_seconds: float | None) -> float | None:
+    """What is left of ``[stop] max_seconds`` after set-up, for a scheduler's own wall-clock budget."""
+    if max_seconds is None or not deadline.is_open():
+        return max_seconds
+    return max(deadline.remaining(), 1e-6)
 
 
 def _run_single(scenario: Scenario, solver: SingleMachineRun, progress: bool):
@@ -522,6 +532,10 @@ def _timing(setup: Stopwatch, set_up: dict, ran: dict) -> dict:
 
 def _prepare_run_dir(scenario: Scenario, out_dir: Path | None) -> tuple[Path, Path]:
     final = Path(out_dir) if out_dir is not None else scenario.run_directory()
+    if out_dir is None and not scenario.output.run_dir and not scenario.output.overwrite:
+        base, k = final, 2          # a name of its own (two runs of a scenario in one second): -2, -3, ...
+        while final.exists():
+            final, k = base.with_name(f"{base.name}-{k}"), k + 1
     return final, rundir.begin(final, scenario.output.overwrite, "run directory",
                                "allowed: svmsim run --overwrite (or output.overwrite = true in the scenario) to "
                                "replace it, --out DIR (or output.run_dir) for another directory, or remove it")
@@ -709,6 +723,7 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
     live = None
     own_engine = False
     setup = Stopwatch()                         # set-up: data, reference, build (compilation counted apart)
+    budget = deadline.open_budget(scenario.stop.max_seconds)     # max_seconds counts set-up too
     try:
         problem = _problem(scenario, topology)
         if info.memory is not None:             # before anything of the run is built: refuse what cannot fit
@@ -744,6 +759,7 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
         else:
             model, rows, ledger, reason, extra = _run_single(scenario, built, progress)
             bound_fn, comm_unit, binfo = built.bound, None, built.info
+        reason = with_distance(reason, rows[-1] if rows else {})
         eps = getattr(scenario.algorithm.params, "eps", None)
         bound = bound_fn(eps) if (bound_fn is not None and eps) else None
         ran = running.times()
@@ -769,3 +785,5 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
     except BaseException:
         rundir.discard(tmp_dir)
         raise
+    finally:
+        deadline.close_budget(budget)

@@ -90,7 +90,7 @@ def costs_at(metrics: list[dict], threshold: float, metric: str) -> dict:
 FINAL_COLUMNS = ("objective", "hull_distance", "margin", "rel_gap", "gap_per_cn", "rel_dual", "rel_primal",
                  "modelled_time", "primal_error", "gap", "iterate_gap", "rel_band_gap", "train_accuracy",
                  "test_accuracy", "test_accuracy_std", "objective_std", "train_accuracy_std", "test_accuracy_shard",
-                 "test_accuracy_shard_std", "average_model_test_accuracy", "consensus_error", "nodes_up",
+                 "test_accuracy_shard_std", "average_model_test_accuracy", "consensus_error", "model_disagreement", "nodes_up",
                  "test_accuracy_all_nodes", "test_error", "kernel_evaluations", "inner_products",
                  "kernel_evaluations_lower", "kernel_evaluations_upper", "solver_time", "level", "norm", "hinge",
                  "support")

@@ -157,6 +157,27 @@ def test_existing_run_directory_is_not_overwritten(tmp_path):
         svmsim.run(small(), out_dir=out)
 
 
+def test_two_runs_in_one_second_get_directories_of_their_own(tmp_path, monkeypatch):
+    """A run directory named by the scenario, seed and second is never taken twice: the second run in the same
+    second gets the name with -2 (an explicit --out that exists is still refused, above)."""
+    import datetime
+
+    from svmsim.config import schema
+
+    class Frozen(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2026, 11, 28, 0, 0, 0)
+
+    monkeypatch.setattr(schema._dt, "datetime", Frozen)
+    monkeypatch.chdir(tmp_path)
+    first = svmsim.run(small())
+    second = svmsim.run(small())
+    assert first.run_dir == Path("runs/t-3-20261128-000000")
+    assert second.run_dir == Path("runs/t-3-20261128-000000-2")
+    assert (first.run_dir / "summary.json").is_file() and (second.run_dir / "summary.json").is_file()
+
+
 def test_validate_list_and_help(shared_data_dir):
     assert main(["validate", str(QUICK)]) == 0
     assert main(["list", "algorithms"]) == 0

@@ -173,8 +173,8 @@ def test_more_gossip_rounds_per_step_tighten_consensus(a9a):
         dep = _deploy(a9a, nodes=10, lam=LAM_A9A, eps=0.0, rounds=rounds)
         obs, *_ = run_gossip(dep, seed=0, max_time=800.0 * rounds)      # about 800 local steps per node
         metrics = dep.evaluate(obs)
-        errors[rounds] = metrics["consensus_error"]
-        assert metrics["consensus_max"] >= metrics["consensus_error"] > 0
+        errors[rounds] = metrics["model_disagreement"]
+        assert metrics["model_disagreement_max"] >= metrics["model_disagreement"] > 0
         assert 700 <= metrics["steps_mean"] <= 900
     assert errors[8] < 0.5 * errors[1]
 
@@ -207,7 +207,7 @@ def test_metrics_summarise_nodes(a9a):
     obs, *_ = run_gossip(dep, seed=0)
     m = dep.evaluate(obs)
     for key in ("objective", "objective_std", "test_accuracy", "test_accuracy_std", "train_accuracy",
-                "train_accuracy_std", "consensus_error", "consensus_max", "test_accuracy_shard",
+                "train_accuracy_std", "model_disagreement", "model_disagreement_max", "test_accuracy_shard",
                 "average_model_test_accuracy", "average_model_objective"):
         assert np.isfinite(m[key]), key
     g = gather_nodes(obs["peer"])
@@ -377,7 +377,8 @@ def test_sampled_node_scores_are_the_full_scores_of_the_sampled_nodes():
         c = f(W, weights, up=mask)
         for key in ("objective", "objective_std", "train_accuracy", "test_accuracy", "test_accuracy_shard"):
             assert b[key] == pytest.approx(c[key], rel=1e-12), key
-        for key in ("average_model_objective", "average_model_test_accuracy", "consensus_error", "consensus_max"):
+        for key in ("average_model_objective", "average_model_test_accuracy", "model_disagreement",
+                    "model_disagreement_max"):
             assert b[key] == a[key], key
         assert b["nodes_scored"] == live.size and "nodes_scored" not in a
 

@@ -214,8 +214,8 @@ def _gadget_rows():
         obj = 0.1 + 0.5 / i
         rows.append({"iteration": i, "round": i, "scalars": 45 * i, "comm_units": 11.25 * i, "objective": obj,
                      "objective_min": obj * 0.7, "objective_max": obj * 1.5, "objective_std": obj * 0.2,
-                     "average_model_objective": obj * 0.9, "consensus_error": 3.0 / i ** 1.5,
-                     "consensus_max": 5.0 / i ** 1.5, "train_accuracy": 0.9, "train_accuracy_std": 0.05,
+                     "average_model_objective": obj * 0.9, "model_disagreement": 3.0 / i ** 1.5,
+                     "model_disagreement_max": 5.0 / i ** 1.5, "train_accuracy": 0.9, "train_accuracy_std": 0.05,
                      "test_accuracy": 0.88, "test_accuracy_std": 0.04})
     return rows
 
@@ -229,7 +229,7 @@ def test_gossip_runs_get_a_consensus_panel_and_the_spread_over_nodes(tmp_path):
     panels = {p.key: p for p in spec.panels}
     assert list(panels) == ["objective", "consensus", "accuracy"]
     consensus = panels["consensus"]
-    assert {s.metric for s in consensus.series} == {"consensus_error", "consensus_max"} <= set(CONSENSUS_PANEL)
+    assert {s.metric for s in consensus.series} == {"model_disagreement", "model_disagreement_max"} <= set(CONSENSUS_PANEL)
     assert consensus.yscale == "log"
     mean = panels["objective"].series[0]
     assert mean.band is not None and "over nodes" in mean.band_label

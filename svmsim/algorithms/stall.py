@@ -4,6 +4,8 @@
 restarts on it, paper 000). `CertificateStall` adds the primal: a certificate that stalls while the primal has
 converged cannot close by running longer, so the run says so and stops (its evaluator returns the reason as the
 row's ``diagnosis``), and a reference solver gives up with that cause instead of spending its budget.
+`ObjectiveSettle` is the rule of a method without a certificate (SBP and the kernel baselines of paper 003): stop
+once the objective has stopped moving, saying so.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from array import array
 
 import numpy as np
 
-__all__ = ["STALL_CHECKS", "STALL_FACTOR", "PRIMAL_SHARE", "CertificateStall", "StallWatch"]
+__all__ = ["STALL_CHECKS", "STALL_FACTOR", "PRIMAL_SHARE", "CertificateStall", "ObjectiveSettle", "StallWatch"]
 
 #: a stall needs at least STALL_CHECKS checks, and the best gap of the second half of the iterations (since the last
 #: restart) above STALL_FACTOR times the best of the first half
@@ -89,3 +91,36 @@ class CertificateStall:
                f"converged (it moved by {max(moved, 0.0):.2g})")
         extra = self.explain() if self.explain is not None else None
         return f"{why}; {extra}" if extra else why
+
+
+class ObjectiveSettle:
+    """Says when an objective has settled: over each of the last `intervals` intervals between evaluation points it
+    moved by at most `share` of its value per doubling of the iterations (a change over an interval from t to t'
+    counts as change / log2(t'/t), so log-spaced and evenly spaced evaluation points are judged alike; an objective
+    still falling like 1/t halves its excess every doubling and does not settle while that excess is above
+    `share`). Not a certificate: the reason says how far the objective moved, not how far it is from the optimum.
+    `update` returns the reason once, then None."""
+
+    def __init__(self, share: float, intervals: int = 2, unit: str = "iterations"):
+        self.share, self.intervals, self.unit = float(share), int(intervals), unit
+        self.points: list[tuple[float, float]] = []
+        self.said = False
+
+    def update(self, iteration: float, objective: float) -> str | None:
+        if self.said or not math.isfinite(objective) or iteration <= 0:
+            return None
+        self.points.append((float(iteration), float(objective)))
+        if len(self.points) <= self.intervals:
+            return None
+        recent = self.points[-self.intervals - 1:]
+        rates = []
+        for (t0, f0), (t1, f1) in zip(recent, recent[1:]):
+            if not (t1 > t0 and f1 != 0.0):
+                return None
+            rates.append(abs(f1 - f0) / abs(f1) / math.log2(t1 / t0))
+        if max(rates) > self.share:
+            return None
+        self.said = True
+        return (f"objective settled: it moved by at most {max(rates):.2g} of its value per doubling of the "
+                f"{self.unit} over the last {self.intervals} evaluation intervals (settle = {self.share:g}; not a "
+                "certificate)")

@@ -537,7 +537,10 @@ class StopSection(SectionModel):
                                                           "rounds of virtual time)")
     max_scalars: int | None = Field(None, ge=1, le=MAX_COUNT, description="stop once this many scalars have been sent (the "
                                                            "ledger's count)")
-    max_seconds: float | None = Field(None, gt=0, description="stop after this many seconds of wall-clock time")
+    max_seconds: float | None = Field(None, gt=0, description="stop after this many seconds of wall-clock time, "
+                                                               "set-up included (a reference solve still running "
+                                                               "then gives up, and the run stops at its first "
+                                                               "evaluation)")
     gap: float | None = Field(None, gt=0, lt=1, description="stop at the first evaluation point whose certified "
                                                            "relative gap (rel_gap) is at most this")
     # paper 000's practical rule (section 5): stop when the objective changed by less than this between two

@@ -21,8 +21,7 @@ import math
 from dataclasses import dataclass
 
 __all__ = ["Metric", "METRICS", "WALL_CLOCK_METRICS", "metric", "is_registered", "label", "uncertified_label",
-           "stop_reason",
-           "relative_gap"]
+           "stop_reason", "FAR_FROM_OPTIMUM", "with_distance", "relative_gap"]
 
 
 @dataclass(frozen=True)
@@ -67,14 +66,20 @@ METRICS: tuple[Metric, ...] = (
            "objective: it can be 1e-4 while rel_primal is 0.3)", ("bqo",)),
     Metric("consensus_error", "max_i |s_i/w_i - avg| / max_i |x_i - avg|", "1", False, "consensus error",
            "Push-Sum: the largest distance of a node's estimate to the true average, over the initial spread "
-           "(measured against the known average; 1 at the start). GADGET's column of this name is another "
-           "measure (the mean distance of the nodes' models to their average), still to be renamed", ("gossip",)),
+           "(measured against the known average; 1 at the start)", ("gossip",)),
+    Metric("model_disagreement", "mean_i |w_i - w_bar|", "model norm", False, "model disagreement",
+           "GADGET: the mean distance of the nodes' gossiped models to their (weighted) average, in the models' "
+           "units (not a consensus error against a known value: the average moves as the nodes learn)",
+           ("gadget",)),
+    Metric("model_disagreement_max", "max_i |w_i - w_bar|", "model norm", False, "largest model disagreement",
+           "GADGET: the largest distance of a node's gossiped model to the average", ("gadget",)),
     Metric("consensus_rms", "sqrt(mean_i |s_i/w_i - avg|^2) / max_i |x_i - avg|", "1", False, "consensus rms",
            "Push-Sum: the root mean square of the nodes' distances to the average, on consensus_error's scale",
            ("gossip",)),
     Metric("rel_primal", "(objective - P*) / |P*|", "1", False, "relative primal error",
            "relative error of the returned model's objective against a reference optimum P* computed before the "
-           "run (Pragam-b, which has none: the bound gap / lower)", ("bqo", "bundle")),
+           "run (Pragam-b, which has none: the bound gap / lower; GADGET: of the mean node objective, against "
+           "J* of Eq. 1)", ("bqo", "bundle", "gadget", "pegasos")),
     Metric("rel_dual", "|f(alpha) - f*| / |f*|", "1", False, "relative dual error",
            "paper 001 eq. 28: relative error of the dual objective against the reference optimum f*",
            ("bqo",)),
@@ -149,6 +154,21 @@ def stop_reason(name: str, threshold: float, uncertified: str | None = None) -> 
     if uncertified and m.certificate:
         return f"{uncertified_label(name)} ({name}) <= {threshold:g}, {uncertified}: not a certificate"
     return f"{m.label} ({name}) <= {threshold:g}"
+
+
+#: a run that ends with rel_primal above this says so in its stop reason (unless it stopped on a rel_primal target)
+FAR_FROM_OPTIMUM = 1e-2
+
+
+def with_distance(reason: str, final: dict) -> str:
+    """The stop reason, followed by how far from the reference optimum the run ended when that is more than
+    FAR_FROM_OPTIMUM relative (``rel_primal`` of its last row): a rule that is not a certificate (the paper's |dF|
+    rule, an iteration or time budget) may stop a run far from the optimum, and the reason then says so."""
+    rel = final.get("rel_primal")
+    if not isinstance(rel, (int, float)) or not math.isfinite(rel) or rel <= FAR_FROM_OPTIMUM \
+            or "(rel_primal)" in reason:
+        return reason
+    return f"{reason}, {rel:.3g} relative above the optimum of its objective (rel_primal)"
 
 
 def relative_gap(upper: float, lower: float) -> float:

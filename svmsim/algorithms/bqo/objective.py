@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ...core import deadline
 from ..stall import CertificateStall
 from .local_cd import ShrinkingCD
 
@@ -47,10 +48,10 @@ def dual_objective(w: np.ndarray, alpha: np.ndarray, s: float) -> float:
 
 def as_csr(X) -> sp.csr_matrix:
     """X as CSR float64 with sorted int32 indices (dense input becomes rows of every column, not densified the
-    other way round)."""
-    X = sp.csr_matrix(X, dtype=np.float64)
-    X.sort_indices()
-    return X
+    other way round). The caller's matrix is never changed: rows whose indices are out of order are sorted in a
+    copy."""
+    X = sp.csr_matrix(X, dtype=np.float64)           # shares the caller's arrays when they are CSR float64 already
+    return X if X.has_sorted_indices else X.sorted_indices()
 
 
 #: the reference solver gives up, naming the cause, when its certificate has not improved for this many epochs
@@ -208,6 +209,9 @@ def reference_optimum(X, y: np.ndarray, C: float, loss: str, rel_tol: float = 1e
         why = stall.update(cd.epochs, best_primal + best_dual, best_primal)
         if why:
             cause = why
+            break
+        if deadline.expired():               # the run's max_seconds counts set-up: give up, naming it
+            cause = deadline.BUDGET_CAUSE
             break
         if cd.epochs >= max_epochs:
             where = where_the_gap_lies(X, y, cd.alpha, C, loss)

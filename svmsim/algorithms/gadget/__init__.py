@@ -18,7 +18,8 @@ def _peer_topologies() -> tuple[str, ...]:
 
 
 #: the metrics gadget reports (`AlgorithmInfo.metrics`; [stop] below is checked against them)
-_METRICS = ("average_model_objective", "average_model_test_accuracy", "consensus_error", "consensus_max",
+_METRICS = ("average_model_objective", "average_model_test_accuracy", "model_disagreement",
+            "model_disagreement_max",
             "finished_nodes", "gossip_messages", "last_dF", "local_steps", "model_norm", "nodes", "nodes_scored",
             "objective", "objective_max", "objective_min", "objective_std", "steps_max", "steps_mean", "steps_min",
             "test_accuracy", "test_accuracy_all_nodes", "test_accuracy_shard", "test_accuracy_shard_std",

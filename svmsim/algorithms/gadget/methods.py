@@ -63,8 +63,8 @@ from ...core.names import NodeNames
 from ...numerics.prefetch import prefetch, prefetch_row
 from ...numerics.vectors import segment_cumsum
 from ...program import GossipKernel, GossipProgram, NodeRows, Ragged, RoleSpec, frozen_view
-from ..pegasos.methods import (PAPER_EPS, PAPER_PATIENCE, as_rows, next_index, next_uniform, row_axpy, row_dot,
-                               seed_streams, stopping_update)
+from ..pegasos.methods import (PAPER_EPS, PAPER_PATIENCE, as_rows, eq1_optimum, next_index, next_uniform,
+                               optimum_info, rel_primal, row_axpy, row_dot, seed_streams, stopping_update)
 from .params import EVAL_NODES, GadgetParams
 
 __all__ = ["GadgetPeer", "GadgetParams", "gadget_scalars_per_message", "GOSSIP_MODES", "MIXINGS", "build_gadget"]
@@ -661,7 +661,7 @@ class ConsensusEvaluator:
         out = {"objective": float(objective[nodes].mean()), "objective_std": float(objective[nodes].std()),
                "objective_min": float(objective[nodes].min()), "objective_max": float(objective[nodes].max()),
                "train_accuracy": float(train_acc[nodes].mean()), "train_accuracy_std": float(train_acc[nodes].std()),
-               "consensus_error": float(dist.mean()), "consensus_max": float(dist.max()),
+               "model_disagreement": float(dist.mean()), "model_disagreement_max": float(dist.max()),
                "model_norm": float(_row_distances(W[scored[nodes]], 0.0).mean()), "nodes": m,
                "average_model_objective": float(objective[k])}
         if self.sample is not None:
@@ -735,6 +735,7 @@ def build_gadget(params: GadgetParams, problem):
     sample = (np.sort(np.random.default_rng([problem.seed, 0xE7A1]).choice(m, params.eval_nodes, replace=False))
               if 0 < params.eval_nodes < m else None)
     evaluator = ConsensusEvaluator(ds.X, ds.y, params.lam, ds.X_test, ds.y_test, test_shards, sample)
+    best = eq1_optimum(ds, params.lam, params.reference)         # J* of Eq. 1, for rel_primal
     per_message = gadget_scalars_per_message(d, params.gossip)
     consensus_weights = sizes if params.gossip == "push-sum" and params.size_weighted else None
 
@@ -748,6 +749,8 @@ def build_gadget(params: GadgetParams, problem):
                    steps_max=int(steps.max()), finished_nodes=int(g["done"].sum()),
                    last_dF=float(np.nanmean(g["last_dF"])) if np.isfinite(g["last_dF"]).any() else math.nan,
                    gossip_messages=int(g["sent_push"].sum() + g["sent_average"].sum() + g["sent_reply"].sum()))
+        if best is not None:
+            out["rel_primal"] = rel_primal(out["objective"], best)
         return out
 
     def declared(obs):
@@ -767,7 +770,7 @@ def build_gadget(params: GadgetParams, problem):
                       info={"nodes": m, "d": d, "gossip": params.gossip, "rounds": params.rounds,
                             "mixing": params.mixing, "scheduler": "gossip",
                             "scalars_per_message": {tag: per_message for tag in program.tags},
-                            "shard_sizes": sizes.astype(int).tolist(),
+                            "shard_sizes": sizes.astype(int).tolist(), **optimum_info(best),
                             **gossip_topology_info(G, params.mixing, 0.5)})
 
 

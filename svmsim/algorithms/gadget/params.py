@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..pegasos.params import PAPER_EPS, PAPER_PATIENCE
+from ..pegasos.params import PAPER_EPS, PAPER_PATIENCE, REFERENCE_DESCRIPTION
 
 
 #: above this many nodes GADGET's per-node means come from a fixed sample of this many nodes' models (eval_nodes):
@@ -36,6 +36,7 @@ class GadgetParams(BaseModel):
                             "accuracies): every node up to this many, above it a fixed seeded sample of this many "
                             "(an estimate, reported as nodes_scored; 0: every node); the average model and the "
                             "consensus use every node")
+    reference: bool = Field(True, description=REFERENCE_DESCRIPTION)
 
     @model_validator(mode="after")
     def _average_needs_iterations(self):

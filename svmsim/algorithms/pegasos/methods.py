@@ -40,7 +40,7 @@ from ..sklearn_api import LinearBinaryClassifier, binary_fit_data
 from .params import PAPER_EPS, PAPER_PATIENCE, PegasosParams, SGDParams
 
 __all__ = ["PegasosSVC", "SGDSVC", "primal_objective", "hinge_accuracy", "as_rows", "PegasosParams",
-           "SGDParams", "PAPER_EPS", "PAPER_PATIENCE"]
+           "SGDParams", "PAPER_EPS", "PAPER_PATIENCE", "eq1_optimum", "optimum_info", "rel_primal"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -522,7 +522,29 @@ class SGDSVC(_PrimalLinearSVC):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _single_machine(problem, make_estimator):
+def eq1_optimum(dataset, lam: float, wanted: bool = True):
+    """The certified optimum J* of Eq. 1 (no bias) on the training set, as a `bundle.objective.Optimum` (its value
+    NaN when the reference failed its certificate), or None when not `wanted`."""
+    if not wanted:
+        return None
+    from ..bundle.objective import optimum
+
+    return optimum(dataset.X, np.asarray(dataset.y, np.float64), lam)
+
+
+def rel_primal(objective: float, best) -> float:
+    """(J(w) - J*) / |J*| (NaN without a certified J*)."""
+    if best is None or not math.isfinite(best.value) or best.value == 0:
+        return math.nan
+    return (objective - best.value) / abs(best.value)
+
+
+def optimum_info(best) -> dict:
+    """The run's information on J* (summary.json's algorithm_info)."""
+    return {} if best is None else {"optimum": best.value, "optimum_source": best.source}
+
+
+def _single_machine(problem, make_estimator, best=None):
     from ...deployment import SingleMachineRun
 
     ds = problem.dataset
@@ -530,10 +552,16 @@ def _single_machine(problem, make_estimator):
     def fit(on_check, eval_every):
         est = make_estimator(eval_every)
         eval_set = (ds.X_test, ds.y_test) if ds.X_test is not None else None
-        est.fit(ds.X, ds.y, callback=on_check, eval_set=eval_set)
+
+        def check(info):
+            if best is not None:
+                info["rel_primal"] = rel_primal(info["objective"], best)
+            return on_check(info)
+
+        est.fit(ds.X, ds.y, callback=check, eval_set=eval_set)
         return {"coef": est.coef_[0], "intercept": float(est.intercept_[0]), "estimator": est}
 
-    return SingleMachineRun(fit=fit, info={"n": ds.n, "d": ds.d})
+    return SingleMachineRun(fit=fit, info={"n": ds.n, "d": ds.d, **optimum_info(best)})
 
 
 def build_pegasos(params: PegasosParams, problem):
@@ -542,7 +570,7 @@ def build_pegasos(params: PegasosParams, problem):
     return _single_machine(problem, lambda every: PegasosSVC(
         lam=params.lam, max_iter=T, batch_size=params.batch_size, projection=params.projection,
         average=params.average, eps=params.eps, patience=params.patience, check_every=every,
-        random_state=problem.seed))
+        random_state=problem.seed), eq1_optimum(problem.dataset, params.lam, params.reference))
 
 
 def build_svm_sgd(params: SGDParams, problem):

@@ -16,6 +16,7 @@ import numpy as np
 from ...core.streams import STREAM_PROGRAM, stream_keys
 from ...deployment import SingleMachineRun
 from ...errors import InfeasibleParameterError
+from ..stall import ObjectiveSettle
 from .kernel_problem import KernelProblem, evaluation_points
 from .methods import (
     PEGASOS,
@@ -41,6 +42,8 @@ __all__ = [
     "build_sbp",
     "model_metrics",
     "resolve_nu",
+    "settle_rule",
+    "settled_row",
 ]
 
 
@@ -95,6 +98,20 @@ def _counts(R: Responses) -> dict:
     return {"kernel_evaluations": e, "inner_products": e, "evaluator_kernel_evaluations": int(R.test_evaluations[0])}
 
 
+def settle_rule(params) -> ObjectiveSettle | None:
+    """The method's settling rule (`params.settle`; None when 0 or when the method has none)."""
+    return ObjectiveSettle(params.settle) if getattr(params, "settle", 0) > 0 else None
+
+
+def settled_row(settle: ObjectiveSettle | None, m: dict) -> dict:
+    """The row `m`, with a ``diagnosis`` (the runner stops on it and gives it as the stop reason) once the
+    objective has settled."""
+    why = settle.update(m["iteration"], m["objective"]) if settle is not None else None
+    if why:
+        m["diagnosis"] = why
+    return m
+
+
 class _Run(SingleMachineRun):
     def total(self, kp: KernelProblem) -> int:
         """The iterations to run: the epochs, or the runner's budget when it is smaller."""
@@ -107,6 +124,8 @@ def build_sbp(params: SBPParams, problem):
         raise InfeasibleParameterError("sbp with bias = true needs both classes in the training set")
     nu, ref = resolve_nu(params.nu, kp, problem.seed)
     key = stream_keys(problem.seed, STREAM_PROGRAM, 1)[0]
+
+    settle = settle_rule(params)
 
     def fit(on_check, eval_every):
         R = responses(kp.data, kp.kernel, kp.y, kp.test, averaged=True)
@@ -125,7 +144,7 @@ def build_sbp(params: SBPParams, problem):
                  "level_positive": level > 0, "solver_time": elapsed, "water_passes_per_iteration":
                  int(S.passes[0]) / max(done, 1),
                  **model_metrics(kp, coef, c, test if kp.test is not None else None, b, divide, ref)}
-            if on_check(m):
+            if on_check(settled_row(settle, m)):
                 break
         coef, c, _, level, b = averaged_model(R, done, S.volume, params.bias)
         divide = level if level > 0 else 1.0
@@ -150,6 +169,8 @@ def build_baseline(name: str, params, problem):
     method = _BASELINES[name]
     key = stream_keys(problem.seed, STREAM_PROGRAM, 1)[0]
 
+    settle = settle_rule(params)
+
     def fit(on_check, eval_every):
         R = responses(kp.data, kp.kernel, kp.y, kp.test)
         S = baseline_scalars(method, kp.n, kp.lam, getattr(params, "project", True), key)
@@ -164,7 +185,7 @@ def build_baseline(name: str, params, problem):
             test = R.test_c if kp.test is not None else None
             m = {"iteration": done, "epochs": done / kp.n, **_counts(R), "updates": int(S.updates[0]),
                  "solver_time": elapsed, **model_metrics(kp, R.coef, R.c, test, 0.0, 1.0, None)}
-            if on_check(m):
+            if on_check(settled_row(settle, m)):
                 break
         renormalise(R)
         return {"dual_coef": R.coef.copy(), "intercept": 0.0}

@@ -37,7 +37,7 @@ from ...errors import InfeasibleParameterError, ProtocolError
 from ...numerics.csr import CSR_INDEX
 from ...numerics.kernels import KernelData, kernel_data
 from ...program import NodeProgram, RoleSpec
-from .build import model_metrics, resolve_nu
+from .build import model_metrics, resolve_nu, settle_rule, settled_row
 from .kernel_problem import KernelProblem
 from .methods import nth_below
 from .params import DSBPParams
@@ -298,6 +298,7 @@ def build_dsbp(params: DSBPParams, problem):
                       [{"clients": layout.clients}]),
              RoleSpec("client", SBPClient(kp.kernel), layout.clients, node_data)]
     ev = _Evaluation(kp, order, np.concatenate(test_parts) if test_parts is not None else None)
+    settle = settle_rule(params)
 
     def assemble(obs):
         server = obs["server"][0]
@@ -312,10 +313,10 @@ def build_dsbp(params: DSBPParams, problem):
         level, _ = water_level_sorted(c, kp.n * nu)
         divide = level if level > 0 else 1.0
         test = np.concatenate([s["test_sum"] for s in shards]) / T if test_parts is not None else None
-        return {"iteration": server["t"], "epochs": server["t"] / kp.n, "level": float(level),
-                "newton_trials": server["trials"],
-                "evaluator_kernel_evaluations": sum(s["test_evaluations"] for s in shards),
-                **model_metrics(ev, coef, c, test, 0.0, divide, ref)}
+        return settled_row(settle, {
+            "iteration": server["t"], "epochs": server["t"] / kp.n, "level": float(level),
+            "newton_trials": server["trials"], "evaluator_kernel_evaluations": sum(s["test_evaluations"] for s in shards),
+            **model_metrics(ev, coef, c, test, 0.0, divide, ref)})
 
     def declared(obs):
         server, _ = assemble(obs)

@@ -7,6 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+#: the default of ``settle``: the objective moves by at most 1% of its value per doubling of the iterations
+SETTLE = 1e-2
+
 
 class KernelParamsModel(BaseModel):
     """``[algorithm]`` keys shared by paper 003's methods."""
@@ -30,7 +33,19 @@ class KernelParamsModel(BaseModel):
                                                "every evaluation point")
 
 
-class SBPParams(KernelParamsModel):
+class SettlingParams(KernelParamsModel):
+    """``[algorithm]`` keys of the methods that stop when their objective has settled (SBP, kernel Pegasos and
+    SDCA; the Perceptron minimises no objective: a stretch without mistakes leaves it flat, so it runs its
+    budget)."""
+
+    settle: float = Field(SETTLE, ge=0, lt=1, description="stop before the epoch budget once the objective (2.2) "
+                                                          "has moved by at most this share of its value per "
+                                                          "doubling of the iterations over two evaluation "
+                                                          "intervals (not a certificate: the stop reason says so); "
+                                                          "0: run the whole budget")
+
+
+class SBPParams(SettlingParams):
     """``[algorithm]`` keys of sbp."""
 
     nu: float | Literal["auto"] = Field(
@@ -49,7 +64,7 @@ class SBPParams(KernelParamsModel):
         return value
 
 
-class PegasosParams(KernelParamsModel):
+class PegasosParams(SettlingParams):
     """``[algorithm]`` keys of kernel-pegasos."""
 
     project: bool = Field(True, description="project onto the ball of radius 1/sqrt(lam) after each step")
@@ -59,7 +74,7 @@ class PerceptronParams(KernelParamsModel):
     """``[algorithm]`` keys of kernel-perceptron."""
 
 
-class SDCAParams(KernelParamsModel):
+class SDCAParams(SettlingParams):
     """``[algorithm]`` keys of kernel-sdca."""
 
 
