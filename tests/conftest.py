@@ -94,11 +94,18 @@ def data_env(shared_data_dir, monkeypatch):
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory):
-    """Reference optima cached by the tests go to a temporary folder, not the user's ~/.cache/svmsim."""
+    """svmsim's caches (reference optima, compiled round and event loops) go to a temporary folder of this test
+    session, not the user's ~/.cache/svmsim. The folder is shared by the session's xdist workers (and the Ray
+    workers and subprocesses they start, which inherit the variable), so a loop or a reference one of them made is
+    loaded by the others instead of being made again (both caches write whole files under temporary names)."""
     import os
 
     old = os.environ.get("SVMSIM_CACHE_DIR")
-    os.environ["SVMSIM_CACHE_DIR"] = str(tmp_path_factory.mktemp("svmsim-cache"))
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base    # pytest-N/, above popen-gwK/
+    folder = shared / "svmsim-cache"
+    folder.mkdir(exist_ok=True)
+    os.environ["SVMSIM_CACHE_DIR"] = str(folder)
     yield
     if old is None:
         os.environ.pop("SVMSIM_CACHE_DIR", None)

@@ -2,6 +2,8 @@
 state, under every way a run can stop; and its errors read like the Python loop's."""
 from __future__ import annotations
 
+import sys
+
 import numba
 import numpy as np
 import pytest
@@ -239,12 +241,52 @@ def test_by_default_a_short_run_stays_in_python_and_a_long_one_switches(monkeypa
         return real(*a, **kw)
 
     monkeypatch.setattr(compiled_sync, "run_compiled_rounds", spy)
+    monkeypatch.setattr(compiled_sync, "loop_ready", lambda kernels: False)     # a loop not compiled yet
     short = _run(None, max_iterations=30)
     assert not calls
     monkeypatch.setattr(sync, "COMPILE_AFTER_SECONDS", 0.0)     # as if the Python rounds had run long enough
     switched = _run(None, max_iterations=30)
     assert calls
     assert short[2].equals(switched[2]) and short[3][0] == switched[3][0]
+
+
+def test_a_loop_compiled_already_is_taken_at_once_and_compilation_is_not_python_time(monkeypatch, tmp_path):
+    """`loop_ready` says whether the rounds' loop is compiled (in this process, or in numba's cache on disk); a run
+    then moves to it from its first round. Otherwise the Python rounds' clock leaves numba's compilation out: a
+    run whose first rounds compile for 30 s of wall time has not run 20 s of Python rounds."""
+    from svmsim.core import compile_clock
+    from svmsim.schedule import compiled_sync, sync
+
+    monkeypatch.setenv("SVMSIM_CACHE_DIR", str(tmp_path))      # an empty loop cache
+    calls = []
+    real = compiled_sync.run_compiled_rounds
+    monkeypatch.setattr(compiled_sync, "run_compiled_rounds", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+
+    def forget_loops():                                    # as a new process: nothing compiled in memory
+        monkeypatch.setattr(compiled_sync, "_LOOPS", {})
+        for name in [m for m in sys.modules if m.startswith("svmsim_rounds_")]:
+            monkeypatch.delitem(sys.modules, name)
+
+    forget_loops()
+    _run(None, max_iterations=30)
+    assert not calls                                       # not compiled: a short run stays in Python
+    _run(True, max_iterations=3)                           # compiles it (kept in this process and on disk)
+    assert any((tmp_path / "loops" / "__pycache__").glob("svmsim_rounds_*.nbi"))
+    calls.clear()
+    _run(None, max_iterations=30)
+    assert calls                                           # compiled already: taken at once
+    forget_loops()
+    calls.clear()
+    _run(None, max_iterations=30)
+    assert calls                                           # on disk only: taken at once too
+    monkeypatch.setattr(compiled_sync, "loop_ready", lambda kernels: False)
+    watch = compile_clock.Stopwatch()
+    monkeypatch.setattr(compile_clock, "seconds", lambda kind="compile": watch.compiled_before + 30.0)
+    monkeypatch.setattr(sync, "COMPILE_AFTER_SECONDS", 20.0)
+    calls.clear()
+    _run(None, max_iterations=30)
+    assert not calls                                       # 30 s "compiling" in the rounds did not count
+
 
 
 def test_compiled_step_errors_reach_the_caller():

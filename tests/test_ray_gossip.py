@@ -294,7 +294,7 @@ def deterministic_pair(tmp_path, name, actors, overrides=None):
     return ref, got
 
 
-@pytest.mark.parametrize("actors", [2, 3])
+@pytest.mark.parametrize("actors", [2, pytest.param(3, marks=pytest.mark.slow)])   # 3: another split, the same path
 @pytest.mark.parametrize("name", sorted(DETERMINISTIC))
 def test_deterministic_gossip_on_ray_writes_the_in_process_ledger_and_model_byte_for_byte(ray_local, tmp_path, name,
                                                                                           actors):
@@ -316,7 +316,7 @@ def test_deterministic_gossip_on_ray_writes_the_in_process_ledger_and_model_byte
 def test_deterministic_gadget_a9a_to_done_is_the_in_process_run(ray_local, tmp_path, actors):
     """The whole scenario: every node stops by the paper's rule; the hosts find that instant and replay to it."""
     ref, got = deterministic_pair(tmp_path, "gadget_a9a.toml", actors, {"schedule.latency": 0.5})
-    assert ref.stop_reason == got.stop_reason == "algorithm finished"
+    assert ref.stop_reason == got.stop_reason and got.stop_reason.startswith("algorithm finished")
     assert got.summary["ray_gossip"]["replayed"]
     for f in ("ledger.json", "model.npz"):
         assert (tmp_path / "ray" / f).read_bytes() == (tmp_path / "inproc" / f).read_bytes(), f

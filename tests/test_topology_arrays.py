@@ -27,7 +27,8 @@ def _choice_loop(n, k, seed):
 
 # (n, k, seed): Floyd's set for small and large k, the tail shuffle above 10 000 candidates with k > 1/50 of them
 @pytest.mark.parametrize("n,k,seed", [(2, 1, 0), (5, 4, 1), (100, 2, 3), (100, 30, 4), (1000, 999, 1),
-                                      (10002, 2, 5), (10002, 300, 6), (20001, 401, 8)])
+                                      (10002, 2, 5), (10002, 300, 6),
+                                      pytest.param(20001, 401, 8, marks=pytest.mark.slow)])   # 4e8 draws: 40 s
 def test_k_out_draws_are_the_choice_loops(n, k, seed):
     assert np.array_equal(k_out_draws(n, k, seed), _choice_loop(n, k, seed))
 
@@ -53,7 +54,8 @@ RECORDED = {("random_k_out", 7, 2, 0): "b2da77de4ca2d0442a79", ("random_k_out", 
             ("tree", 40, 3, 0): "38c78d47555ea5bab380", ("line", 25, None, 0): "e930accea19a42f9a4d7"}
 
 
-@pytest.mark.parametrize("case", sorted(RECORDED, key=str))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c[1] * (c[2] or 1) > 10**6 else c
+                                  for c in sorted(RECORDED, key=str)])     # 8 million edges: a minute of networkx
 def test_built_graphs_are_the_recorded_ones(case):
     kind, n, param, seed = case
     params = {"random_k_out": {"k": param}, "tree": {"branching": param}}.get(kind, {})

@@ -35,9 +35,10 @@ from ..comm.message import Inbox, MessageBatch
 from ..errors import ProtocolError
 from ..program import KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, SyncKernel, kernel_dtypes
 from .cluster_time import clock_message, clock_round, clock_work, idle_clock_state
-from .loop_cache import cached_module, importable
+from .loop_cache import cached_module, importable, module_compiled
 
-__all__ = ["CompiledMail", "run_compiled_rounds", "kernels_compatible", "work_readable", "loop_cacheable", "ROUNDS",
+__all__ = ["CompiledMail", "run_compiled_rounds", "kernels_compatible", "work_readable", "loop_cacheable", "loop_ready",
+           "ROUNDS",
            "QUIESCENT", "COMMUNICATION", "DONE", "BOUNDARY", "PAUSE", "FLUSH"]
 
 # why the compiled loop returned (module constants, so that numba folds them)
@@ -464,28 +465,7 @@ def _loop(singles: tuple, work_slots: tuple, steps: tuple | None = None):
     key = (singles, work_slots, steps)
     fn = _LOOPS.get(key)
     if fn is None:
-        lines = textwrap.dedent(inspect.getsource(_loop_source)).splitlines()
-
-        def state_of(i, slot):
-            return f"arrays_{i}" if singles[i] else f"_borrowed(kinds[{i}][2][{slot}])"
-
-        def step_of(i):
-            return f"step_{i}" if steps is not None else f"kinds[{i}][1]"
-
-        at, end, indent, target, (kind, slot, rest) = _placeholder(lines, "_STEP_OF_KIND")
-        calls = [f"{target} = {step_of(i)}({state_of(i, slot)},{rest})" for i in range(len(singles))]
-        lines = lines[:at] + _branches(indent, kind, calls) + lines[end + 1:]
-        at, end, indent, target, (kind, slot, rest) = _placeholder(lines, "_WORK_OF_KIND")
-        calls = [f"{target} = {state_of(i, slot)}[{w}]" if w >= 0 else f"{target} = {rest.strip()}"
-                 for i, w in enumerate(work_slots)]
-        lines = lines[:at] + _branches(indent, kind, calls) + lines[end + 1:]
-        top = next(i for i, line in enumerate(lines) if line.strip().startswith("kinds = "))
-        pad = lines[top][:len(lines[top]) - len(lines[top].lstrip())]
-        # the steps' arrays borrowed too (`_borrowed` of `kinds` reaches only its top level): reference counting
-        # every array of a state at every step cost about a microsecond per Saddle-DSVC iteration
-        hoisted = [f"{pad}arrays_{i} = _borrowed(kinds[{i}][2][0])" for i, single in enumerate(singles) if single]
-        lines = lines[:top + 1] + hoisted + lines[top + 1:]
-        src = "\n".join(lines).replace("def _loop_source(", "def _loop_compiled(")
+        src = _loop_text(singles, work_slots, steps)
         if steps is not None:
             fn = _cached_loop(src, steps)
         if fn is None:
@@ -496,13 +476,58 @@ def _loop(singles: tuple, work_slots: tuple, steps: tuple | None = None):
     return fn
 
 
-def _cached_loop(src: str, steps: tuple):
-    """The loop of source `src` calling ``step_i`` = ``steps[i]``, from a module numba caches on disk; None where
-    it cannot be written."""
+def _loop_text(singles: tuple, work_slots: tuple, steps: tuple | None) -> str:
+    """The source of `_loop`'s function ``_loop_compiled`` for these kinds (see `_loop`)."""
+    lines = textwrap.dedent(inspect.getsource(_loop_source)).splitlines()
+
+    def state_of(i, slot):
+        return f"arrays_{i}" if singles[i] else f"_borrowed(kinds[{i}][2][{slot}])"
+
+    def step_of(i):
+        return f"step_{i}" if steps is not None else f"kinds[{i}][1]"
+
+    at, end, indent, target, (kind, slot, rest) = _placeholder(lines, "_STEP_OF_KIND")
+    calls = [f"{target} = {step_of(i)}({state_of(i, slot)},{rest})" for i in range(len(singles))]
+    lines = lines[:at] + _branches(indent, kind, calls) + lines[end + 1:]
+    at, end, indent, target, (kind, slot, rest) = _placeholder(lines, "_WORK_OF_KIND")
+    calls = [f"{target} = {state_of(i, slot)}[{w}]" if w >= 0 else f"{target} = {rest.strip()}"
+             for i, w in enumerate(work_slots)]
+    lines = lines[:at] + _branches(indent, kind, calls) + lines[end + 1:]
+    top = next(i for i, line in enumerate(lines) if line.strip().startswith("kinds = "))
+    pad = lines[top][:len(lines[top]) - len(lines[top].lstrip())]
+    # the steps' arrays borrowed too (`_borrowed` of `kinds` reaches only its top level): reference counting
+    # every array of a state at every step cost about a microsecond per Saddle-DSVC iteration
+    hoisted = [f"{pad}arrays_{i} = _borrowed(kinds[{i}][2][0])" for i, single in enumerate(singles) if single]
+    lines = lines[:top + 1] + hoisted + lines[top + 1:]
+    return "\n".join(lines).replace("def _loop_source(", "def _loop_compiled(")
+
+
+def _cached_text(src: str, steps: tuple) -> tuple[str, list]:
+    """The module text of the cached loop of source `src` calling ``step_i`` = ``steps[i]``, and the modules it is
+    compiled from."""
     imports = "\n".join(f"from {m} import {n} as step_{i}" for i, (m, n) in enumerate(steps))
     text = _CACHED_PRELUDE.format(names=", ".join(n for _, n in steps), rounds=__name__, imports=imports) + src
     text += "\n\nloop = _loop_compiled\n"
-    modules = [sys.modules[__name__]] + [sys.modules[m] for m, _ in steps]
+    return text, [sys.modules[__name__]] + [sys.modules[m] for m, _ in steps]
+
+
+def loop_ready(kernels: list[SyncKernel]) -> bool:
+    """Whether the compiled rounds of these kernels are in this process already or in numba's cache on disk (then
+    switching to them costs a load, not a compilation: `SyncScheduler` switches at once)."""
+    kinds, _, _, work_slots = _kinds(kernels)
+    steps = _importable_steps(kinds)
+    singles = tuple(len(k[2]) == 1 for k in kinds)
+    if (singles, work_slots, steps) in _LOOPS:
+        return True
+    if steps is None:
+        return False
+    return module_compiled("svmsim_rounds", *_cached_text(_loop_text(singles, work_slots, steps), steps), steps)
+
+
+def _cached_loop(src: str, steps: tuple):
+    """The loop of source `src` calling ``step_i`` = ``steps[i]``, from a module numba caches on disk; None where
+    it cannot be written."""
+    text, modules = _cached_text(src, steps)
     module = cached_module("svmsim_rounds", text, modules, steps)
     return None if module is None else module.loop
 

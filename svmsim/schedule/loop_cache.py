@@ -33,7 +33,7 @@ from typing import Callable
 import numba
 from numba.core.registry import CPUDispatcher
 
-__all__ = ["cached_loop", "cached_module", "importable", "loop_cache_dir"]
+__all__ = ["cached_loop", "cached_module", "importable", "loop_cache_dir", "module_compiled"]
 
 #: the functions of `event_kernels` that take the program's functions as parameters: rewritten with them (and
 #: `remote`) as the generated module's globals
@@ -140,11 +140,9 @@ def _prune(folder: Path) -> None:
             f.unlink(missing_ok=True)
 
 
-def cached_module(prefix: str, text: str, modules: list[ModuleType], key: tuple = ()) -> ModuleType | None:
-    """The module of source `text` (whose compiled functions are compiled from `modules`), written on first use
-    to ``<prefix>_<hash>.py`` in `loop_cache_dir` and imported; None where that cannot be done."""
-    if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
-        return None
+def _stem(prefix: str, text: str, modules: list[ModuleType], key: tuple) -> str | None:
+    """The name of the cached module of source `text` (a hash of it, of the sources it is compiled from and of the
+    interpreter's and numba's versions); None where the sources cannot be read."""
     digest = hashlib.sha256()
     for part in (sys.version, numba.__version__, repr(key), text):
         digest.update(part.encode())
@@ -154,7 +152,33 @@ def cached_module(prefix: str, text: str, modules: list[ModuleType], key: tuple 
             digest.update(Path(path).read_bytes())
     except OSError:
         return None
-    stem = f"{prefix}_{digest.hexdigest()[:24]}"
+    return f"{prefix}_{digest.hexdigest()[:24]}"
+
+
+def module_compiled(prefix: str, text: str, modules: list[ModuleType], key: tuple = ()) -> bool:
+    """Whether the module `cached_module` gives for these arguments is imported in this process or has numba's
+    cache on disk beside it (its functions then load instead of compiling)."""
+    if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
+        return False
+    stem = _stem(prefix, text, modules, key)
+    if stem is None:
+        return False
+    if stem in sys.modules:
+        return True
+    try:
+        return any((loop_cache_dir() / "__pycache__").glob(f"{stem}.*.nbi"))
+    except OSError:
+        return False
+
+
+def cached_module(prefix: str, text: str, modules: list[ModuleType], key: tuple = ()) -> ModuleType | None:
+    """The module of source `text` (whose compiled functions are compiled from `modules`), written on first use
+    to ``<prefix>_<hash>.py`` in `loop_cache_dir` and imported; None where that cannot be done."""
+    if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
+        return None
+    stem = _stem(prefix, text, modules, key)
+    if stem is None:
+        return None
     try:
         folder = loop_cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
