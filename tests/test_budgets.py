@@ -16,7 +16,7 @@ def test_a_long_reference_solve_stops_at_the_runs_time_budget(monkeypatch, tmp_p
     monkeypatch.setenv("SVMSIM_CACHE_DIR", str(tmp_path))          # nothing kept from another run
     budget = 3.0
     sc = {"name": "t", "seed": 11, "data": {"name": "synthetic", "kind": "nonseparable", "n": 30000, "d": 30},
-          "algorithm": {"name": "pragam", "lam": 1e-7}, "stop": {"max_seconds": budget},
+          "algorithm": {"name": "pegasos", "lam": 1e-7}, "stop": {"max_seconds": budget},
           "output": {"plots": False}}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

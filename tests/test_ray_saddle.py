@@ -151,9 +151,10 @@ def test_live_metrics_reach_the_prometheus_endpoint(ray_local, data_env):
 
 
 @pytest.mark.parametrize("name, pattern, compiled", [
-    ("bqo-e", "ring", True), ("tron", "tree", False),
-    pytest.param("bqo-e", "ring", False, marks=pytest.mark.slow),      # each engine's path is held by one of the
-    pytest.param("tron", "tree", True, marks=pytest.mark.slow)])       # two above; these pairs are paper-scale
+    ("bqo-e", "ring", True), ("bqo-e", "tree", False),                 # each engine's path is held by one of these
+    pytest.param("bqo-e", "ring", False, marks=pytest.mark.slow),      # two; TRON's protocol (an all-reduce per
+    pytest.param("tron", "tree", False, marks=pytest.mark.slow),       # CG step) compiles its own kernels in the
+    pytest.param("tron", "tree", True, marks=pytest.mark.slow)])       # Ray workers: minutes on a cold cache
 def test_paper001_same_ledger_and_iterates_on_ray(ray_local, load, name, pattern, compiled):
     """Paper 001's workers (one all-reduce per iteration; TRON's per gradient and CG step) on Ray actors or the
     Ray compiled graph: the in-process ledger, field by field, and the same w and alpha, bit for bit."""
