@@ -21,7 +21,7 @@ from svmsim.topology import build_topology
 #: the compiled-loop check compiles a round loop of its own for each of these (30-110 s each on two cores, every
 #: session: the loop cache is the session's); one algorithm per family keeps the check in the default suite (bqo-e,
 #: pegasos-n, saddle-dsvc, gadget, pushsum, ...), these run with `pytest -m slow`
-SLOW_COMPILED = frozenset({"pragam", "pragam-b", "ls-bmrm", "bqo-a", "tron", "dsvm-ave"})
+SLOW_COMPILED = frozenset({"pragam", "pragam-b", "ls-bmrm", "qp-bmrm", "bqo-a", "tron", "dsvm-ave"})
 
 
 def _cases():
