@@ -25,10 +25,12 @@ engine. Topologies, partition schemes, fault kinds, engines and message codecs o
 """
 from __future__ import annotations
 
+from .algorithms.stall import CertificateStall, ObjectiveSettle
 from .algorithms.registry import (ANY_TOPOLOGY, AlgorithmInfo, Conformance, algorithm_names, get_algorithm,
                                   load_module, register)
 from .comm.codecs import Codec, register_codec
 from .comm.message import Inbox, MessageBatch, Outbox, frozen_ids
+from .core import deadline
 from .core.plugins import deferred
 from .data import Dataset, partition
 from .deployment import (Deployment, Problem, ServerClientLayout, SingleMachineRun, observations_by_role,
@@ -64,6 +66,9 @@ __all__ = [
     "Engine", "InProcessEngine", "EngineKind", "register_engine",
     # message codecs of one's own (entry-point group svmsim.codecs)
     "Codec", "register_codec",
+    # stopping rules an evaluation can use: a row's "diagnosis" (a string) stops the run with it as the reason;
+    # `deadline.expired()` says when a long set-up step has spent the run's [stop] max_seconds
+    "ObjectiveSettle", "CertificateStall", "deadline",
     # running and checking
     "run", "load_scenario", "RunResult", "conformance",
     # errors
