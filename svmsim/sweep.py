@@ -181,6 +181,7 @@ class SweepResult:
     runs: list = field(default_factory=list)
     scaling: list[dict] = field(default_factory=list)      # fits of against_y against `against`, per variant
     trials: list[dict] = field(default_factory=list)       # mean +- std over the `trials` grid key
+    nodes: list = field(default_factory=list)               # per point: the Ray node it ran on (--ray), else None
 
     @property
     def failed(self) -> list[dict]:
@@ -367,6 +368,7 @@ class _Outcome:
     tags: tuple | None = None             # (total scalars, [(tag, scalars), ...]) from the ledger
     error: str | None = None
     resumed: bool = False
+    node: str | None = None               # the Ray node of a --ray point
 
 
 def _ledger_tags(ledger) -> tuple | None:
@@ -654,9 +656,13 @@ def _point_cpus(scenario: Scenario) -> int:
 
 def _ray_point(index: int, scenario: Scenario, variant: str, warmup: bool, events) -> _Outcome:
     """One point as a Ray task: the run, not written (the sweep writes its directory), or the error."""
+    import ray
+
     events.put(("start", index, time.time()))
     try:
-        return _run_point(scenario, variant, None, warmup, _WARMED)
+        outcome = _run_point(scenario, variant, None, warmup, _WARMED)
+        outcome.node = ray.get_runtime_context().get_node_id()
+        return outcome
     finally:
         events.put(("end", index, time.time()))
 
@@ -676,7 +682,8 @@ def _run_on_ray(points: list[SweepPoint], todo: list[int], run_dirs: list, warmu
     try:
         events = Queue()
         task = ray_module.remote(_ray_point)
-        refs = {task.options(num_cpus=_point_cpus(points[i].scenario)).remote(
+        # SPREAD: the points go to every node of a cluster in turn, not first to fill the node of the driver
+        refs = {task.options(num_cpus=_point_cpus(points[i].scenario), scheduling_strategy="SPREAD").remote(
             i, points[i].scenario, points[i].variant, warmup, events): i for i in todo}
         running: dict[int, float] = {}
         ended: set[int] = set()
@@ -739,7 +746,8 @@ def _collect(spec: SweepSpec, points: list[SweepPoint], outcomes: list[_Outcome]
     compare_to_first_variant(ok, keys)
     slopes = eps_slopes(ok, keys)
     return SweepResult(final_dir, rows, slopes, [o.result for o in outcomes], scaling=scaling_fits(spec, ok),
-                       trials=aggregate_trials(ok, keys, spec.trials) if spec.trials else [])
+                       trials=aggregate_trials(ok, keys, spec.trials) if spec.trials else [],
+                       nodes=[o.node for o in outcomes])
 
 
 def _warm_up(scenario: Scenario, run) -> None:

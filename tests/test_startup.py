@@ -102,3 +102,29 @@ def test_a_deferred_function_is_imported_at_its_first_call():
     for bad in ("colorsys", "colorsys:", ":rgb_to_hsv", "color sys:f", 3):
         with pytest.raises(ValueError, match="package.module:function"):
             deferred(bad)
+
+
+def test_the_quickstart_run_does_not_import_scikit_learn():
+    """The quickstart's set (iris) is read from the CSV that scikit-learn ships, without importing scikit-learn
+    (about a second and a half, longer than the run's simulation)."""
+    probe = ("import json, sys; import svmsim\n"
+             "svmsim.run(sys.argv[1], write=False, progress=False)\n"
+             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
+    out = subprocess.run([sys.executable, "-c", probe, str(ROOT / "scenarios" / "quickstart.toml")], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    assert "sklearn" not in json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name, loader, positive", [("iris", "load_iris", (1, 2)),
+                                                    ("breast_cancer_sklearn", "load_breast_cancer", (1,))])
+def test_the_built_in_sets_are_scikit_learns(name, loader, positive):
+    """Read without scikit-learn, the built-in sets are what its loaders give, bit for bit."""
+    import numpy as np
+    from sklearn import datasets
+
+    from svmsim.data.registry import load_dataset, scale_to_unit_box
+
+    bunch = getattr(datasets, loader)()
+    ds = load_dataset(name)
+    assert np.array_equal(ds.X, scale_to_unit_box(bunch.data))
+    assert np.array_equal(ds.y, np.where(np.isin(bunch.target, positive), 1.0, -1.0))

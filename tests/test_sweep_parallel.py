@@ -272,3 +272,41 @@ def test_ray_tasks_write_the_files_of_the_sequential_sweep(sweep_file, tmp_path,
     assert_same_files(seq, on_ray)
     assert [r["k"] for r in res.failed] == [200, 200] and ray_local.is_initialized()
     assert res.runs[0].run_dir == on_ray / "runs" / "saddle-dsvc__eps=0.1__k=3"
+
+
+_TWO_NODE_SWEEP = r'''
+import json, sys
+from pathlib import Path
+import ray
+from ray.cluster_utils import Cluster
+from svmsim.sweep import run_sweep
+
+sweep_file, out = Path(sys.argv[1]), Path(sys.argv[2])
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+cluster.add_node(num_cpus=1)
+cluster.wait_for_nodes()
+try:
+    res = run_sweep(sweep_file, out=out, progress=False, ray=True, address=cluster.address)
+    nodes = sorted(node.node_id for node in cluster.list_all_nodes())
+    print(json.dumps({"ran_on": res.nodes, "nodes": nodes, "failed": [r["k"] for r in res.failed]}))
+finally:
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster.shutdown()
+'''
+
+
+def test_a_sweep_on_a_two_node_cluster_runs_on_both_nodes_and_writes_the_sequential_files(sweep_file, tmp_path):
+    """`svmsim sweep --ray --address`: a two-node Ray cluster on this machine (ray.cluster_utils.Cluster, in a
+    process of its own so that the session's Ray is left alone), one CPU a node: the points are spread over both
+    nodes, and the sweep's files are the sequential sweep's (wall times aside)."""
+    seq, on_cluster = tmp_path / "seq", tmp_path / "cluster"
+    run_sweep(sweep_file, out=seq, progress=False)
+    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    r = subprocess.run([sys.executable, "-c", _TWO_NODE_SWEEP, str(sweep_file), str(on_cluster)],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(out["nodes"]) == 2 and set(out["ran_on"]) == set(out["nodes"])
+    assert out["failed"] == [200, 200]
+    assert_same_files(seq, on_cluster)

@@ -13,7 +13,6 @@ replicated model identically from the total.
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from ..comm.collectives import (
@@ -25,6 +24,7 @@ from ..comm.collectives import (
     collective_start,
 )
 from ..comm.patterns import get_pattern
+from ..core.jit import inner
 from ..errors import DataError, InfeasibleParameterError, TopologyError
 from ..program import NodeProgram, SyncKernel, kernel_step
 from .allreduce_params import WORKER_TOPOLOGIES, AllreducePattern, pattern_field
@@ -53,7 +53,7 @@ __all__ = [
 FIRST, WAITING, COMPLETE = range(3)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def allreduce_receive(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
     """The start of every round of a program that runs one all-reduce after another: note the round, clear the
     step's work, apply this round's collective messages. Returns (n_out, FIRST) before any all-reduce started (the
@@ -71,7 +71,7 @@ def allreduce_receive(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_
     return n_out, COMPLETE
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def allreduce_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out):
     """Start the next all-reduce this round, from the inputs in the members' rows of `st.value`."""
     collective_reset(st)
@@ -80,7 +80,7 @@ def allreduce_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out):
     return n_out
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def aux_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out):
     """Start the state's auxiliary collective this round (`comm.collectives.aux_collective`; its rounds since
     ``st.aux_start_round`` tell when it is complete), from the inputs in the members' rows of its ``value``."""

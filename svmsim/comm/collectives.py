@@ -42,6 +42,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from ..core.jit import inner
 from .patterns import Pattern, chunk_bounds, fail, get_pattern, pattern_names
 
 __all__ = ["OPS", "PATTERNS", "COMBINES", "Plan", "plan", "CollectiveArrays", "collective_start", "collective_receive",
@@ -59,7 +60,7 @@ _SHAPES = {"tree": TREE, "rings": RINGS}
 
 # -- the star's primitives (rows into a step's out arrays; n_out in, n_out out) --------------------------------
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inner(inline="always")
 def send_row(tag, src, dst, values, width, out_tag, out_src, out_dst, out_payload, n_out):
     """One message: values[:width] from src to dst (inlined into its callers: the per-message cost of a
     hand-written loop)."""
@@ -71,7 +72,7 @@ def send_row(tag, src, dst, values, width, out_tag, out_src, out_dst, out_payloa
     return n_out + 1
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def gather_to(tag, srcs, dst, rows, out_tag, out_src, out_dst, out_payload, n_out):
     """The leaves' half of a star reduce: srcs[j] sends rows[j] (all its columns) to the hub dst."""
     for j in range(srcs.shape[0]):
@@ -79,7 +80,7 @@ def gather_to(tag, srcs, dst, rows, out_tag, out_src, out_dst, out_payload, n_ou
     return n_out
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def broadcast_from(tag, src, dsts, values, width, out_tag, out_src, out_dst, out_payload, n_out):
     """The hub's broadcast: values[:width] from src to every dsts[j], in that order."""
     for j in range(dsts.shape[0]):
@@ -87,7 +88,7 @@ def broadcast_from(tag, src, dsts, values, width, out_tag, out_src, out_dst, out
     return n_out
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def sum_rows(tag, dst, in_tag, in_dst, in_payload, n_in, width, acc):
     """acc[:width] += every inbox row with this tag addressed to dst, in inbox order ((tag, src, dst): by
     sender). Returns how many rows it added."""
@@ -100,7 +101,7 @@ def sum_rows(tag, dst, in_tag, in_dst, in_payload, n_in, width, acc):
     return n
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def star_reduce(tag, hub, in_tag, in_dst, in_payload, n_in, width, acc):
     """The hub's half of a star reduce when the hub has no value of its own: acc[:width] = 0.0 + the leaves'
     rows by sender. Returns how many rows it added."""
@@ -350,16 +351,26 @@ def _simulate(p: Plan, st: "CollectiveArrays") -> list[tuple[int, int, int, str,
     room = 2 * p.max_out(p.nodes) + 16          # a step's messages: at most every participant's max_out
     width = max(1, int(widths.max()) if widths.size else 1)
     bufs = [np.zeros(room, np.int64) for _ in range(3)] + [np.zeros((room, width))]
-    n = collective_start(st, *bufs, 0)
+    n = _start_from_python(st, *bufs)
     out, step = [], 0
     while n:
         rows = sorted(zip(bufs[0][:n], bufs[1][:n], bufs[2][:n], range(n)), key=lambda r: (r[0], r[1], r[2]))
         out += [(step, int(s), int(d), table[t][0], int(widths[t])) for t, s, d, _ in rows]
         idx = [r[3] for r in rows]
         inbox = [b[:n][idx].copy() for b in bufs]
-        n = collective_receive(st, inbox[0], inbox[1], inbox[2], inbox[3], n, *bufs, 0)
+        n = _receive_from_python(st, inbox[0], inbox[1], inbox[2], inbox[3], n, *bufs)
         step += 1
     return sorted(out, key=lambda m: (m[0], m[1], m[2]))
+
+
+@numba.njit(cache=True, nogil=True)
+def _start_from_python(st, out_tag, out_src, out_dst, out_payload):
+    return collective_start(st, out_tag, out_src, out_dst, out_payload, 0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _receive_from_python(st, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
+    return collective_receive(st, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload, 0)
 
 
 # -- the numba steps -------------------------------------------------------------------------------------------
@@ -424,7 +435,7 @@ def state_with_collective(name: str, fields: list[tuple[str, type]], aux: bool =
     return cls
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def aux_collective(st) -> CollectiveArrays:
     """The auxiliary collective of a state built by ``state_with_collective(..., aux=True)``, as the
     `CollectiveArrays` the collective steps take (the same arrays, no copy)."""
@@ -444,14 +455,14 @@ def _combine(op, a, b):
     return max(a, b)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _send_block(st, tag, p, dst_p, a, b, out_tag, out_src, out_dst, out_payload, n_out):
     """Position p sends value[a:b] of its buffer to position dst_p."""
     return send_row(tag, st.nodes[p], st.nodes[dst_p], st.value[st.member[p], a:b], b - a, out_tag, out_src, out_dst,
                     out_payload, n_out)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _send_down(st, p, out_tag, out_src, out_dst, out_payload, n_out):
     """Position p (holding the result) sends its whole buffer to its children and is finished."""
     st.finished[st.member[p]] = 1
@@ -462,7 +473,7 @@ def _send_down(st, p, out_tag, out_src, out_dst, out_payload, n_out):
     return n_out
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _tree_up(st, p, out_tag, out_src, out_dst, out_payload, n_out):
     """Position p has its children's parts: send them up, or (at the root) finish or turn down."""
     if p == st.root:
@@ -485,7 +496,7 @@ def _tree_up(st, p, out_tag, out_src, out_dst, out_payload, n_out):
     return _send_block(st, st.up_tag[0, p], p, st.parent[p], 0, st.d, out_tag, out_src, out_dst, out_payload, n_out)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _ring_chunk(st, s, j):
     """The scalars of chunk j of stage s: an all-reduce's chunk, an all-gather's block j, or the whole vector."""
     if st.op == ALLREDUCE:
@@ -495,7 +506,7 @@ def _ring_chunk(st, s, j):
     return 0, st.d
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _ring_begin(st, p, out_tag, out_src, out_dst, out_payload, n_out):
     """Position p starts its stage of a rings collective (all-reduce, all-gather: every member sends its own chunk
     or block; reduce: the ring's member after the root sends its vector; broadcast: the root sends it)."""
@@ -519,7 +530,7 @@ def _ring_begin(st, p, out_tag, out_src, out_dst, out_payload, n_out):
     return _send_block(st, tag, p, nxt, a, b, out_tag, out_src, out_dst, out_payload, n_out)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def collective_start(st, out_tag, out_src, out_dst, out_payload, n_out):
     """The first step of the collective for this group's members (every participant starts in the same round):
     writes their first messages from row n_out on; returns the new n_out."""
@@ -543,7 +554,7 @@ def collective_start(st, out_tag, out_src, out_dst, out_payload, n_out):
     return n_out
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def collective_reset(st):
     """Make the collective ready to run again (e.g. once per iteration): the caller then writes the members'
     new inputs into `st.value` (all-gather: each member's block at its position) and calls `collective_start`."""
@@ -553,7 +564,7 @@ def collective_reset(st):
     st.started[0] = 0
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _ring_receive(st, p, row, out_tag, out_src, out_dst, out_payload, n_out):
     """Position p receives its next message of its stage's ring (from the position before it)."""
     i = st.member[p]
@@ -591,7 +602,7 @@ def _ring_receive(st, p, row, out_tag, out_src, out_dst, out_payload, n_out):
     return _send_block(st, st.down_tag[s, j], p, nxt, a, b, out_tag, out_src, out_dst, out_payload, n_out)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def collective_receive(st, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload,
                        n_out):
     """Apply this round's collective messages to this group's members (rows addressed to them whose tag is one

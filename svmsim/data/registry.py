@@ -281,18 +281,33 @@ def scale_dataset(ds: "Dataset", scaling: str) -> "Dataset":
                    meta=dict(ds.meta, scaling=f"{scaling}: {SCALINGS[scaling]}"))
 
 
-def _load_builtin(name: str) -> Dataset:
+def _sklearn_table(stem: str) -> tuple[np.ndarray, np.ndarray]:
+    """(data, target) of a set that ships with scikit-learn, read from its CSV (a header line, then rows of features
+    and an integer class) without importing scikit-learn, which takes longer than the quickstart's simulation; the
+    loader `sklearn.datasets.load_<stem>` where the file is not where scikit-learn keeps it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")
+    path = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / f"{stem}.csv" if spec else None
+    if path is not None and path.is_file():
+        table = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+        return np.ascontiguousarray(table[:, :-1]), table[:, -1].astype(np.int64)
     from sklearn import datasets as skd
 
+    bunch = getattr(skd, f"load_{stem}")()
+    return bunch.data, bunch.target
+
+
+def _load_builtin(name: str) -> Dataset:
     if name == "iris":
-        bunch = skd.load_iris()
-        y = np.where(bunch.target == 0, -1.0, 1.0)  # setosa (0) -> -1, versicolor/virginica -> +1
+        data, target = _sklearn_table("iris")
+        y = np.where(target == 0, -1.0, 1.0)  # setosa (0) -> -1, versicolor/virginica -> +1
         label_map = {"setosa": -1, "versicolor": 1, "virginica": 1}
     else:
-        bunch = skd.load_breast_cancer()
-        y = np.where(bunch.target == 1, 1.0, -1.0)  # benign (1) -> +1, malignant (0) -> -1
+        data, target = _sklearn_table("breast_cancer")
+        y = np.where(target == 1, 1.0, -1.0)  # benign (1) -> +1, malignant (0) -> -1
         label_map = {"malignant": -1, "benign": 1}
-    X = scale_to_unit_box(bunch.data)
+    X = scale_to_unit_box(data)
     return Dataset(name, X, y, n_features=X.shape[1], source="sklearn",
                    meta={"label_map": label_map, "scaling": "per feature to [-1, 1]"})
 

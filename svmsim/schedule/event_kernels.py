@@ -23,6 +23,7 @@ from typing import Callable
 import numba
 import numpy as np
 
+from ..core.jit import inner
 from ..core.streams import counter_uniform, standard_normal
 from ..core.timing import churn_gap, sample_duration, tick_gap
 from ..numerics.csr import is_edge
@@ -92,7 +93,7 @@ def first_events(cfg, env, keys, rates, churn):
     return ticks, leaves
 
 
-@numba.njit(cache=True)
+@inner
 def _copy_latency(env, cfg, keys, src, c, copy, factor, nbytes):
     """Latency of one copy (0 or 1) of message c of `src`, and whether it was delayed by a fault."""
     lkey = keys[src, K_LATENCY]
@@ -135,7 +136,7 @@ def send_fate(env, cfg, keys, edge_key, src, dst, c, nbytes):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True)
+@inner
 def heap_push(ht, hk, ctr, t, prio, a, b):
     """Push event (t, prio, next sequence number; a, b) on the array heap (ht: times, hk: prio, seq, a, b)."""
     seq = ctr[N_SEQ]
@@ -143,7 +144,7 @@ def heap_push(ht, hk, ctr, t, prio, a, b):
     heap_insert(ht, hk, ctr, t, prio, seq, a, b)
 
 
-@numba.njit(cache=True)
+@inner
 def heap_insert(ht, hk, ctr, t, prio, seq, a, b):
     """Put event (t, prio, seq; a, b) on the array heap with a sequence number drawn before (`heap_push`)."""
     i = ctr[N_HEAP]
@@ -166,7 +167,7 @@ def heap_insert(ht, hk, ctr, t, prio, seq, a, b):
     hk[i, 3] = b
 
 
-@numba.njit(cache=True)
+@inner
 def before_heap_top(ht, hk, ctr, t, prio, seq):
     """Whether event (t, prio, seq) comes before every event on the heap (an empty heap: yes)."""
     if ctr[N_HEAP] == 0:

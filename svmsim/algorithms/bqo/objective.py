@@ -130,9 +130,22 @@ def _fingerprint(X: sp.csr_matrix, y: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def _cache_file(key: tuple):
-    """Where a reference is kept between runs: $SVMSIM_CACHE_DIR (default ~/.cache/svmsim)/references/; None when
-    SVMSIM_CACHE_DIR is set to an empty string."""
+def _solver_stamp() -> str:
+    """A hash of the reference solver's sources: a kept failure is the verdict of one version of the solver."""
+    from pathlib import Path
+
+    from . import local_cd
+
+    h = hashlib.blake2b(digest_size=8)
+    for source in (Path(__file__), Path(local_cd.__file__)):
+        h.update(source.read_bytes())
+    return h.hexdigest()
+
+
+def _cache_file(key: tuple, failed: bool = False):
+    """Where a reference (or, `failed`, the failure of this version of the solver) is kept between runs:
+    $SVMSIM_CACHE_DIR (default ~/.cache/svmsim)/references/; None when SVMSIM_CACHE_DIR is set to an empty
+    string."""
     import os
     from pathlib import Path
 
@@ -140,15 +153,18 @@ def _cache_file(key: tuple):
     if base == "":
         return None
     root = Path(base) if base else Path.home() / ".cache" / "svmsim"
-    return root / "references" / (f"{key[0]}-C{key[1]!r}-{key[2]}-tol{key[3]!r}-{_FORMAT}.npz")
+    tail = f"-failed-{_solver_stamp()}" if failed else ""
+    return root / "references" / (f"{key[0]}-C{key[1]!r}-{key[2]}-tol{key[3]!r}-{_FORMAT}{tail}.npz")
 
 
 def _load(path, X, y: np.ndarray, C: float, loss: str, rel_tol: float) -> Reference | None:
-    """A kept reference, certified again on the data (its primal at w and its dual at alpha recomputed); None when
-    the file is unreadable, of another shape, or its certificate fails."""
+    """A kept reference, certified again on the data (its primal at w and its dual at alpha recomputed), or a kept
+    failure (its `cause`, with the pair it ended on); None when the file is unreadable, of another shape, or a
+    kept reference's certificate fails."""
     try:
         with np.load(path) as z:
             w, alpha, epochs = np.asarray(z["w"], np.float64), np.asarray(z["alpha"], np.float64), int(z["epochs"])
+            cause = str(z["cause"]) if "cause" in z.files else None
     except (OSError, KeyError, ValueError):
         return None
     if w.shape != (X.shape[1],) or alpha.shape != (X.shape[0],):
@@ -158,32 +174,62 @@ def _load(path, X, y: np.ndarray, C: float, loss: str, rel_tol: float) -> Refere
         return None
     dual = dual_objective(np.asarray(X.T @ (y * alpha)).ravel(), alpha, s)
     primal = primal_objective(X, y, w, C, loss)
-    if not primal + dual <= rel_tol * abs(dual):
+    if cause is None and not primal + dual <= rel_tol * abs(dual):
         return None
-    return Reference(dual=dual, primal=primal, epochs=epochs, w=w, alpha=alpha)
+    return Reference(dual=dual, primal=primal, epochs=epochs, w=w, alpha=alpha, cause=cause)
+
+
+def _warn_uncertified(ref: Reference, rel_tol: float, kept: bool) -> None:
+    warnings.warn(f"the reference optimum f* is not certified: certified only to {ref.rel_uncertainty:.2e} "
+                  f"relative after {ref.epochs} epochs (asked: {rel_tol:g}); cause: {ref.cause}"
+                  f"{' (found in the cache: an earlier run computed it)' if kept else ''}. It is not used as a "
+                  "target: relative errors against it (rel_dual, rel_primal) are reported as NaN; stop on the "
+                  "run's own certified gap instead", RuntimeWarning, stacklevel=3)
+
+
+def _keep(path, ref: Reference) -> None:
+    """Write `ref` (or its failure, with its cause) whole under a temporary name, then rename it."""
+    if path is None:
+        return
+    extra = {} if ref.cause is None else {"cause": ref.cause}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, dual=ref.dual, primal=ref.primal, epochs=ref.epochs, w=ref.w, alpha=ref.alpha, **extra)
+        tmp.replace(path)
+    except OSError:
+        pass                                  # a read-only home: the reference is recomputed next time
 
 
 def reference_optimum(X, y: np.ndarray, C: float, loss: str, rel_tol: float = 1e-8, max_epochs: int = 500_000,
                       seed: int = 0) -> Reference:
     """The dual optimum f* of (2), by shuffled dual coordinate descent on one machine with LIBLINEAR's shrinking
     until the duality gap (on every row, all-zero rows included) is at most `rel_tol` |f(alpha)|. Only a certified
-    reference is kept: per data set (a hash of its arrays), C and loss in this process and on disk (see
-    `_cache_file`; a kept file is certified again when read), so a sweep or a second run computes it once. A
+    reference is kept as a reference: per data set (a hash of its arrays), C and loss in this process and on disk
+    (see `_cache_file`; a kept file is certified again when read), so a sweep or a second run computes it once. A
     reference that fails its certificate (its budget ran out, its certificate stalled, non-finite values) comes back
-    with `cause` set and a RuntimeWarning naming the cause, and is not kept. Tests hold it against LIBLINEAR
-    (scikit-learn's LinearSVC)."""
+    with `cause` set and a RuntimeWarning naming the cause, and is never a target; the failure itself is kept (the
+    same data, C, loss and tolerance fail the same way, so a later run says so at once instead of spending the
+    epochs again), except a failure of a budget (`max_epochs`, the run's `max_seconds`), which a larger one may not
+    repeat; a kept failure (seed 0) serves calls of seed 0 that allow at least as many epochs as it took.
+    Tests hold it against LIBLINEAR (scikit-learn's LinearSVC)."""
     X = as_csr(X)
     y = np.asarray(y, np.float64)
     key = (_fingerprint(X, y), float(C), loss, float(rel_tol))
     hit = _CACHE.get(key)
+    path, failed = _cache_file(key), _cache_file(key, failed=True)
+    for kept in (path, failed):
+        if hit is None and kept is not None and kept.is_file():
+            hit = _load(kept, X, y, C, loss, rel_tol)
+            if hit is not None:
+                _CACHE[key] = hit
+    if hit is not None and not hit.certified and (hit.epochs > max_epochs or seed != 0):
+        hit = None                            # a failure after more epochs than this call may spend, or another
+        #                                       path (seed): try anew
     if hit is not None:
+        if not hit.certified:
+            _warn_uncertified(hit, rel_tol, kept=True)
         return hit
-    path = _cache_file(key)
-    if path is not None and path.is_file():
-        hit = _load(path, X, y, C, loss, rel_tol)
-        if hit is not None:
-            _CACHE[key] = hit
-            return hit
     s, upper = loss_constants(loss, C)
     cd = ShrinkingCD(X, y, s, upper, seed)
     best_dual, best_primal, best_w, best_alpha = math.inf, math.inf, cd.w.copy(), cd.alpha.copy()
@@ -222,18 +268,9 @@ def reference_optimum(X, y: np.ndarray, C: float, loss: str, rel_tol: float = 1e
         check = min(2 * check, 1000)
     ref = Reference(dual=best_dual, primal=best_primal, epochs=cd.epochs, w=best_w, alpha=best_alpha, cause=cause)
     if cause is not None:
-        warnings.warn(f"the reference optimum f* is not certified: certified only to {ref.rel_uncertainty:.2e} "
-                      f"relative after {cd.epochs} epochs (asked: {rel_tol:g}); cause: {cause}. It is not cached "
-                      "and not used as a target: relative errors against it (rel_dual, rel_primal) are reported as "
-                      "NaN; stop on the run's own certified gap instead", RuntimeWarning, stacklevel=2)
-        return ref
+        _warn_uncertified(ref, rel_tol, kept=False)
+        if cause == deadline.BUDGET_CAUSE or cd.epochs >= max_epochs or seed != 0:
+            return ref                        # a budget's verdict (a larger budget may certify), or another path
     _CACHE[key] = ref
-    if path is not None:
-        try:                                  # written whole under a temporary name, then renamed
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp.npz")
-            np.savez(tmp, dual=ref.dual, primal=ref.primal, epochs=ref.epochs, w=ref.w, alpha=ref.alpha)
-            tmp.replace(path)
-        except OSError:
-            pass                              # a read-only home: the reference is recomputed next time
+    _keep(path if ref.certified else failed, ref)
     return ref

@@ -23,6 +23,7 @@ import numba
 import numpy as np
 
 from ...comm.collectives import Plan, state_with_collective
+from ...core.jit import inner
 from ...program import KERNEL_WAKE
 from ..allreduce import FIRST, WAITING, allreduce_receive, allreduce_start
 from .local_cd import cd_pass, concat_shards, row_sqnorms
@@ -138,7 +139,7 @@ def step_size(rule, total, w, dim, s, workers, armijo_beta, armijo_sigma, last):
     return eta
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _begin(st):
     """Step 2.1 for every member: the local pass, then the member's all-reduce input."""
     dim = st.dim
@@ -171,7 +172,7 @@ def _begin(st):
                 row[dim + 3] = lam
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _finish(st):
     """Steps 2.4-2.5 on every member, from the all-reduced vector (every member holds the same)."""
     total = st.value[0]

@@ -21,6 +21,7 @@ import numba
 import numpy as np
 
 from ...comm.collectives import state_with_collective
+from ...core.jit import inner
 from ...numerics.vectors import dot as _dot
 from ...program import KERNEL_WAKE
 from ..allreduce import FIRST, WAITING, allreduce_receive, allreduce_start
@@ -60,7 +61,7 @@ def tron_state(plan, hosted, shards, dim, tag_ids, C):
                      np.zeros(len(hosted)))
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _local_function_gradient(st):
     """Each member's [2C sum_I (z_i - 1) y_i x_i, C sum_I (1 - z_i)^2] at w_trial; marks active_trial."""
     dim, C = st.dim, st.C
@@ -85,7 +86,7 @@ def _local_function_gradient(st):
         st.work[m] += 3.0 * (st.indptr[hi] - st.indptr[lo]) + 4.0 * (hi - lo) + dim
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _local_hessian_product(st):
     """Each member's 2C sum_I (x_i^T v) x_i for v = the CG direction (active rows at w)."""
     dim, C = st.dim, st.C
@@ -106,7 +107,7 @@ def _local_hessian_product(st):
         st.work[m] += 4.0 * (st.indptr[hi] - st.indptr[lo]) + (hi - lo) + dim
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _start_cg(st):
     """s = 0, r = -g, direction = r; then the first Hessian product, or (a tiny gradient) the trial point at once."""
     dim = st.dim
@@ -123,7 +124,7 @@ def _start_cg(st):
         _local_hessian_product(st)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _start_trial(st):
     for c in range(st.dim):
         st.w_trial[c] = st.w[c] + st.s[c]
@@ -131,7 +132,7 @@ def _start_trial(st):
     _local_function_gradient(st)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _cg_step(st, total):
     """One CG step of LIBLINEAR's trcg with the all-reduced Hessian product; starts the next all-reduce."""
     dim = st.dim
@@ -170,7 +171,7 @@ def _cg_step(st, total):
     _local_hessian_product(st)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _accept_or_reject(st):
     """tron.cpp's trust-region update after the trial point's function value and gradient."""
     gs = _dot(st.g, st.s)
@@ -198,7 +199,7 @@ def _accept_or_reject(st):
     st.iteration[0] += 1
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _take_trial(st):
     st.f[0] = st.f_trial[0]
     for c in range(st.dim):

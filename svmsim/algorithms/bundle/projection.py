@@ -17,15 +17,15 @@ tests; the median is the lower one of an even count).
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from ...core.jit import inner
 from .params import PROBE_COMBINE, PROBE_WIDTH
 
 __all__ = ["equality_root", "project_bias", "project_box", "project_simplex"]
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _select(buf, k, hi):
     """The k-th smallest of buf[0:hi] (buf is reordered): Hoare's quickselect with a median-of-three pivot."""
     lo = 0
@@ -59,7 +59,7 @@ def _select(buf, k, hi):
     return buf[k]
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _piece(m, sigma, upper, nu):
     """sigma clip(m + sigma nu, 0, upper)."""
     v = m + sigma * nu
@@ -70,7 +70,7 @@ def _piece(m, sigma, upper, nu):
     return sigma * v
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _g(m, sigma, upper, nu):
     acc = 0.0
     for i in range(m.shape[0]):
@@ -78,7 +78,7 @@ def _g(m, sigma, upper, nu):
     return acc
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def equality_root(m, sigma, upper, z, live, kinks, guess=np.nan, step=0.0):
     """nu with sum_i sigma_i clip(m_i + sigma_i nu, 0, upper_i) = z (Algorithm 2). `live` (int64, n) and `kinks`
     (float64, 2n) are scratch. The caller guarantees feasibility (z within the range of g). With a finite `guess`
@@ -170,7 +170,7 @@ def equality_root(m, sigma, upper, z, live, kinks, guess=np.nan, step=0.0):
     return 0.0
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def project_box(target, upper, out):
     """out = clip(target, 0, upper) (Q2 of Pragam without bias)."""
     for i in range(target.shape[0]):
@@ -178,7 +178,7 @@ def project_box(target, upper, out):
         out[i] = 0.0 if v < 0.0 else (upper if v > upper else v)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def project_bias(target, y, upper, out, uppers, live, kinks, guess=np.nan):
     """The projection onto {0 <= alpha <= upper, y^T alpha = 0} (Pragam-b's Q2); `uppers` (n floats, filled with
     upper), `live` and `kinks` are scratch; `guess`: a previous root. Returns nu."""
@@ -188,7 +188,7 @@ def project_bias(target, y, upper, out, uppers, live, kinks, guess=np.nan):
     return nu
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def project_simplex(target, out, ones, uppers, live, kinks, capped):
     """The projection onto {alpha >= 0, sum alpha <= 1} (`capped`: the zero-plane instance's Q2; max(target, 0)
     when that sums to at most 1) or onto the simplex sum alpha = 1 (`ones` all 1.0, `uppers` all 1.0: scratch the
@@ -213,7 +213,7 @@ def project_simplex(target, out, ones, uppers, live, kinks, capped):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def bias_probe(target, y, upper, nu, lo, hi, row):
     """One worker's part of a probe at nu over its rows lo..hi-1 of g(nu) = sum_i y_i clip(m_i + y_i nu, 0, U):
     row = [g, the slope of g just right of nu, just left of it, the largest kink < nu, the smallest kink > nu]."""
@@ -249,7 +249,7 @@ def bias_probe(target, y, upper, nu, lo, hi, row):
     row[4] = above
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def bias_root_step(total, nu, bracket):
     """The next move of the root search from a probe's all-reduced `total` at nu (every worker computes the same):
     returns (True, root) when the root is known, else (False, the next probe). g is monotone and piecewise linear:

@@ -44,6 +44,7 @@ import numba
 import numpy as np
 
 from ...comm.collectives import Plan, aux_collective, collective_receive, plan, state_with_collective
+from ...core.jit import inner
 from ...numerics.vectors import dot as _dot
 from ...program import KERNEL_WAKE
 from ..allreduce import FIRST, WAITING, allreduce_receive, allreduce_start, aux_start
@@ -51,7 +52,7 @@ from .projection import PROBE_COMBINE, PROBE_WIDTH, bias_probe, bias_root_step, 
 from .simplex_qp import add_plane, compact_bundle, solve_simplex_qp
 
 __all__ = ["BundleState", "DOMAIN_BIAS", "DOMAIN_BOX", "DOMAIN_SIMPLEX", "DOMAIN_SIMPLEX_EQ", "LS_BMRM", "METHOD_NAMES", "PEGASOS_N",
-           "PRAGAM", "QP_BMRM", "bundle_state", "bundle_step", "extra_scalars", "run_solo"]
+           "PRAGAM", "QP_BMRM", "bias_step", "bundle_state", "bundle_step", "extra_scalars", "run_solo"]
 
 #: the methods
 PRAGAM, LS_BMRM, QP_BMRM, PEGASOS_N = range(4)
@@ -163,15 +164,21 @@ def bundle_state(plan: Plan, hosted: np.ndarray, shards: list, dim: int, tag_ids
             st.w[:] = np.asarray(M.T @ (y * start)).ravel() / lam
             st.z[:] = y * np.asarray(M @ st.w).ravel()
             st.mass[0] = offset * start.sum()
-        _project(st, start + (offset - st.z) / lipschitz, st.alpha)
+        _first_alpha(st, start + (offset - st.z) / lipschitz)
     return st
+
+
+@numba.njit(cache=True, nogil=True)
+def _first_alpha(st, target):
+    """alpha_0 = Proj_Q2(target) (from Python, at set-up)."""
+    _project(st, target, st.alpha)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # pieces over the group's rows
 # ---------------------------------------------------------------------------------------------------------------
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _project(st, target, out, which=0):
     """out = Proj_Q2(target) over all the group's rows (the bias and simplex domains need the whole of Q2: one
     group holds them all, see `build`); `which` names the projection (0: alpha_mu, 1: v), whose last root starts
@@ -185,7 +192,7 @@ def _project(st, target, out, which=0):
         project_simplex(target, out, st.ones, st.uppers, st.live, st.kinks, st.domain == DOMAIN_SIMPLEX)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _scores(st, v, out):
     """out_i = y_i <x_i, v> for every row (one sparse matvec; the row walk as one running index, which numba
     compiles tighter than a range per row)."""
@@ -200,7 +207,7 @@ def _scores(st, v, out):
         out[i] = y[i] * acc
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _gather_rows(st, m, weights, sign, row):
     """row[:dim] = sign * sum_i weights_i y_i x_i over member m's rows (the transposed matvec)."""
     for c in range(st.dim):
@@ -212,14 +219,14 @@ def _gather_rows(st, m, weights, sign, row):
                 row[st.indices[k]] += f * st.data[k]
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _member_work(st, matvecs, per_row):
     for m in range(st.row_lo.shape[0] - 1):
         lo, hi = st.row_lo[m], st.row_lo[m + 1]
         st.work[m] += matvecs * 2.0 * (st.indptr[hi] - st.indptr[lo]) + per_row * (hi - lo) + 2.0 * st.dim
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _oracle(st):
     """alpha* of R at the current scores z (written into st.beta): the hinge's violators, or the instance's
     adversarial choice (an unused plane among those attaining the max; the zero plane only when nothing else
@@ -247,7 +254,7 @@ def _oracle(st):
 # the local part (before the all-reduce) and the update (after it)
 # ---------------------------------------------------------------------------------------------------------------
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _local_pragam_box(st):
     """`_local` for Pragam on the box (the hot path), fused: one pass over each member's rows computes
     alpha_mu(w_k), beta, the hinge sum, b^T beta and the scatter of beta_i y_i x_i (the same operations in the same
@@ -282,14 +289,14 @@ def _local_pragam_box(st):
     _member_work(st, 1.0, 6.0)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _alpha_mu_targets(st):
     """The point alpha_mu(w_k) projects: (b - z)/mu (eq. 23)."""
     for i in range(st.y.shape[0]):
         st.target[i] = (st.offset - st.z[i]) / st.mu[0]
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _local(st):
     """Every member's input to this iteration's all-reduce."""
     if st.method == PRAGAM and st.domain == DOMAIN_BOX:
@@ -303,7 +310,7 @@ def _local(st):
     _local_inputs(st)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _local_inputs(st):
     """Pragam's beta from alpha_mu(w_k) (in q), then every member's row of the all-reduce."""
     dim = st.dim
@@ -331,7 +338,7 @@ def _local_inputs(st):
     _member_work(st, 1.0, 6.0)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _finish_pragam(st, total):
     _pragam_update(st, total)
     if st.domain != DOMAIN_BOX:
@@ -339,7 +346,7 @@ def _finish_pragam(st, total):
     st.mu[0] *= 1.0 - 2.0 / (st.iteration[0] + 3.0)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _pragam_update(st, total):
     """Pragam's update from the all-reduced total up to v(beta_k): on the box v itself (a clip), elsewhere the
     point it projects (in target)."""
@@ -371,7 +378,7 @@ def _pragam_update(st, total):
             st.target[i] = st.beta[i] + (st.offset - st.q[i]) / st.lipschitz
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _finish_bmrm(st, total):
     dim, lam = st.dim, st.lam
     j = 0.5 * lam * _dot(st.w, st.w) + total[dim]             # J(w_{t-1}) from the oracle
@@ -424,7 +431,7 @@ def _finish_bmrm(st, total):
     _scores(st, st.w, st.z)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _finish_pegasos(st, total):
     dim, lam = st.dim, st.lam
     t = st.iteration[0] + 1.0
@@ -439,7 +446,7 @@ def _finish_pegasos(st, total):
     _scores(st, st.w, st.z)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _finish(st):
     """The update from the all-reduced vector (every member holds the same)."""
     total = st.value[0]
@@ -457,7 +464,7 @@ def _finish(st):
 # Pragam-b over K > 1 workers: the projections' roots searched by probes over the auxiliary collective
 # ---------------------------------------------------------------------------------------------------------------
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _probe_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out):
     """Every member's part of a probe at st.probe_nu, all-reduced from this round on."""
     aux = aux_collective(st)
@@ -467,7 +474,7 @@ def _probe_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out):
     return aux_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _root_begin(st, which, round_, out_tag, out_src, out_dst, out_payload, n_out):
     """Start the root search of projection `which` (0: alpha_mu, 1: v) of the points in target, from its last
     root."""
@@ -479,7 +486,7 @@ def _root_begin(st, which, round_, out_tag, out_src, out_dst, out_payload, n_out
     return _probe_start(st, round_, out_tag, out_src, out_dst, out_payload, n_out)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _apply_root(st, nu, out):
     """out = the projection of target with the root nu: clip(m_i + y_i nu, 0, U)."""
     upper = st.box_upper
@@ -489,8 +496,9 @@ def _apply_root(st, nu, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _bias_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
-    """`bundle_step` for Pragam-b over K > 1 workers: a root search, the all-reduce, a root search."""
+def bias_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
+    """One round of a group of Pragam-b workers over K > 1 (the `SyncKernel` step in place of `bundle_step`): a
+    root search, the all-reduce, a root search."""
     st.last_round[0] = round_
     st.work[:] = 0.0
     aux = aux_collective(st)
@@ -545,10 +553,8 @@ def _bias_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, ou
 
 @numba.njit(cache=True, nogil=True)
 def bundle_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
-    """One round of a group of workers (the `SyncKernel` step)."""
-    if st.aux_k > 1:
-        return _bias_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
-                          out_payload)
+    """One round of a group of workers (the `SyncKernel` step; Pragam-b over K > 1 workers steps with
+    `bias_step`)."""
     n_out, where = allreduce_receive(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src,
                                      out_dst, out_payload)
     if where == FIRST:

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
+
+from ...core.jit import inner
 
 __all__ = ["add_plane", "compact_bundle", "solve_simplex_qp"]
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def add_plane(st, a, b):
     """Append the plane (a, b): its Gram row and column (t dot products of length d), alpha_t = 0 and its
     gradient."""
@@ -49,7 +50,7 @@ def add_plane(st, a, b):
         st.qp_grad[t] = g_new / st.lam - b
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def compact_bundle(st):
     """Make room: drop the planes with alpha = 0, or (none) aggregate them all into one."""
     t = st.bundle_size[0]
@@ -96,7 +97,7 @@ def compact_bundle(st):
     st.bundle_size[0] = 1
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _regram(st, t):
     """The Gram matrix of the first t planes, recomputed (after a compaction: t d^2-free dot products)."""
     for p in range(t):
@@ -108,7 +109,7 @@ def _regram(st, t):
             st.gram[q, p] = acc
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _refresh_gradient(st, t):
     """grad = G alpha / lam - b from scratch (the positive alphas only)."""
     for p in range(t):
@@ -119,7 +120,7 @@ def _refresh_gradient(st, t):
         st.qp_grad[p] = acc / st.lam - st.plane_offsets[p]
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _gap(st, t):
     """The Frank-Wolfe duality gap <grad, alpha> - min_p grad_p of the inner QP (>= f(alpha) - f*), and the
     coordinate of least gradient."""
@@ -132,7 +133,7 @@ def _gap(st, t):
     return dot - st.qp_grad[lo], lo
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _active_set(st, t, tol, max_steps):
     """The primal active-set method on the simplex QP from the current (feasible) alpha: solve the equality-
     constrained QP on the free set W = {alpha > 0} (its KKT system by least squares, so collinear planes are
@@ -185,7 +186,7 @@ def _active_set(st, t, tol, max_steps):
     return steps
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def solve_simplex_qp(st, tol):
     """SMO until the duality gap of the inner QP is <= tol; past 20 t + 100 steps (a slow, ill-conditioned bundle)
     the active-set method finishes the solve exactly. A failure (counted) when neither gets there within

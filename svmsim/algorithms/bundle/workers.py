@@ -6,7 +6,7 @@ import numpy as np
 
 from ...comm.collectives import Plan, plan
 from ..allreduce import AllreduceWorker
-from .protocol import PHASE_MAIN, PRAGAM, QP_BMRM, bundle_state, bundle_step, extra_scalars
+from .protocol import PHASE_MAIN, PRAGAM, QP_BMRM, bias_step, bundle_state, bundle_step, extra_scalars
 
 __all__ = ["BundleProgram", "bundle_plan", "solo_state"]
 
@@ -28,6 +28,7 @@ class BundleProgram(AllreduceWorker):
         super().__init__(plan_, dim)
         self.probe = probe if probe is not None and probe.k > 1 else None
         if self.probe is not None:
+            self.step_function = bias_step
             table = self.probe.tag_table("probe", "probe-total")
             self.tags += tuple(t for t, _ in table)
             self.widths = np.concatenate([self.widths, np.array([w for _, w in table], np.int64)])

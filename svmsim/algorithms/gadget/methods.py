@@ -59,6 +59,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...comm.message import MessageBatch, Outbox, frozen_ids
+from ...core.jit import inner
 from ...core.names import NodeNames
 from ...numerics.prefetch import prefetch, prefetch_row
 from ...numerics.vectors import segment_cumsum
@@ -123,7 +124,7 @@ def _project_row(W, j, radius):
     return nrm2
 
 
-@numba.njit(cache=True)
+@inner
 def _tick(node, arrays, message):
     """One tick of `node`'s clock: a local step (a)-(f) at every R-th tick, then the gossip send (g) written to
     `message`. Returns the destination, or -1 when nothing is sent."""
@@ -191,7 +192,7 @@ def _tick(node, arrays, message):
     return dst
 
 
-@numba.njit(cache=True)
+@inner
 def _deliver(node, kind, message, arrays, reply):
     """A message reaches `node`: Push-Sum adds the share (s, omega) to the node's pair (its model is the ratio);
     pairwise averaging moves the peer to the mean of the two and answers with minus its change (written to

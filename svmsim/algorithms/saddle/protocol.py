@@ -18,6 +18,7 @@ import numba
 import numpy as np
 
 from ...comm.collectives import broadcast_from, gather_to, star_reduce
+from ...core.jit import inner
 from .mirror import clients_delta
 from .rounds import (client_cap_round, client_delta_rows, client_mirror_round, client_mirror_round_newton,
                      client_normalise, clients_threshold_report)
@@ -105,7 +106,7 @@ class ClientArrays(NamedTuple):
     momentum: np.ndarray     # [1] 0: the next delta goes without extrapolation (a restart of beta = "auto")
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _check_due(st, completed):
     """_PAUSE after an iteration that ends with a certificate check (beta = "auto"; the check runs in Python)."""
     return _PAUSE if st.check_every > 0 and completed % st.check_every == 0 else 0
@@ -207,7 +208,7 @@ def dsvc_server_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_t
     return n_out, completed, flags
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _first_row(in_tag, n_in, tag):
     for r in range(n_in):
         if in_tag[r] == tag:

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
+from ...core.jit import inner
 from .mirror import clients_mirror_hard, segment_capped_dot, segment_mirror_guess, segment_mirror_next
 from .projection import threshold_sums_bracket, segment_cap_sums_dot
 from .simd import EXP_HEADROOM
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def client_delta_rows(acc_new, acc_old, theta, rows):
     """Round 1 replies from prepared sums: rows[c] = [delta+_c, delta-_c] (delta- = -signed sum, line 6)."""
     for c in range(rows.shape[0]):
@@ -24,7 +24,7 @@ def client_delta_rows(acc_new, acc_old, theta, rows):
         rows[c, 1] = -((1.0 + theta) * acc_new[2 * c + 1] - theta * acc_old[2 * c + 1])
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _client_w_step(w, wnorm2, i, d, sigma, kappa, gamma, shift, delta):
     """Line 12 (the prox step on w_i*, eq. 9) and the exp shift guard: |<w_hat, x>| <= ||w_hat|| for ||x|| <= 1,
     so a shift of at least ||w_hat||/(gamma + kappa) - 700 keeps every exp finite. Returns dw."""
@@ -41,7 +41,7 @@ def _client_w_step(w, wnorm2, i, d, sigma, kappa, gamma, shift, delta):
     return dw
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def client_mirror_round_newton(S, i, i_next, i_after, w, wnorm2, u, Lr, pr, seg_lo, seg_hi, seg_class, sigma, kappa,
                                gamma, off, logcap, mult, cap, shift, lognorm, c_prev, trend, dw_prev, delta_plus,
                                delta_minus, rows, acc_old):
@@ -75,7 +75,7 @@ def client_mirror_round_newton(S, i, i_next, i_after, w, wnorm2, u, Lr, pr, seg_
     dw_prev[0] = dw
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def client_mirror_round(S, i, i_next, i_after, w, wnorm2, u, Lr, pr, seg_lo, seg_hi, seg_class, sigma, kappa,
                         gamma, off, logcap, mult, cap, shift, delta_plus, delta_minus, rows_z, acc_new, acc_old,
                         acc_after, primed):
@@ -112,7 +112,7 @@ def client_mirror_round(S, i, i_next, i_after, w, wnorm2, u, Lr, pr, seg_lo, seg
     primed[0] = 1
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def client_normalise(sums, mult, mult_capped, off, shift, acc_new, acc_after, seg_class, hard):
     """Round 3 (lines 20-21), lazily: eta = eta/S.Z+ and xi = xi/S.Z- become per-class multipliers."""
     for c in range(2):
@@ -126,7 +126,7 @@ def client_normalise(sums, mult, mult_capped, off, shift, acc_new, acc_after, se
             acc_after[s] *= mult[seg_class[s]]
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def client_cap_round(row_next, pr, seg_lo, seg_hi, seg_class, sums, apply, mult, mult_capped, off, cap, rows,
                      acc_new):
     """Round 4 (lines 27-34): apply the previous sums (when `apply`) and report [s+, s-, O+, O-] per client."""
@@ -145,7 +145,7 @@ def client_cap_round(row_next, pr, seg_lo, seg_hi, seg_class, sums, apply, mult,
         acc_new[s] = dot
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def clients_threshold_report(row_next, pr, seg_lo, seg_hi, seg_class, z, c, cap, rows, rc, rq):
     """A Newton pass of the distributed projection (cf. `newton_projection`): with p_j = min(cap, c*pr_j/Z)
     the entries with pr_j >= th = cap*Z/c are capped. Per client and class: rows = [count capped (2), raw mass

@@ -26,6 +26,8 @@ import math
 import numba
 import numpy as np
 
+from ...core.jit import inner
+
 __all__ = [
     "NEWTON_MAX_PASSES",
     "water_level_bias",
@@ -202,7 +204,7 @@ def water_level_bias(c, y, volume):
     return g, b, k, pos_order, neg_order
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _threshold(values, want_lo, want_hi, guess, vmin, vmax, upper):
     """(t, #{values < t}, sum of them) with want_lo <= # <= want_hi, found by interpolation on the empirical CDF
     (vectorised counting passes, `count_below`) from `guess`. When ties make that window unreachable, the side that
@@ -229,7 +231,7 @@ def _threshold(values, want_lo, want_hi, guess, vmin, vmax, upper):
     return (hi_t, hi_k, hi_s) if upper else (lo_t, lo_k, lo_s)
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _window(values, lo, hi, guesses, slot):
     """(sum of the lo - 1 smallest, the values of ranks lo..hi ascending) of `values` (1-based ranks, hi <= n):
     two thresholds bracket ranks lo..hi (counting passes, warm-started from guesses[slot], guesses[slot + 1], which
