@@ -151,14 +151,14 @@ def test_an_installed_fault_kind_is_listed_and_restarts_the_nodes(installed, tmp
 
 @pytest.mark.ray
 def test_an_installed_plugin_gives_the_same_ledger_on_ray(installed, tmp_path, ray_local):
-    """In-process, Ray and a Ray compiled graph (synchronous), and Ray gossip in time windows: the same ledger."""
+    """In-process and Ray (synchronous), and Ray gossip in time windows: the same ledger (a Ray compiled graph's
+    actors import a plugin as plain Ray's do; the built-in families hold that engine to the in-process ledger)."""
     sync = EXAMPLE / "scenarios" / "subgrad.toml"
     gossip = EXAMPLE / "scenarios" / "gossip.toml"
     short = ["--set", "stop.max_iterations=30", "--set", "output.plots=false"]
     windows = ["--set", "engine.gossip=deterministic", "--set", "schedule.latency=0.05", "--set",
                "algorithm.steps=20", "--set", "output.plots=false"]
     runs = {"inproc": (sync, short), "ray": (sync, short + ["--engine", "ray"]),
-            "ray-cgraph": (sync, short + ["--engine", "ray-cgraph"]),
             "gossip-inproc": (gossip, windows), "gossip-ray": (gossip, windows + ["--engine", "ray"])}
     ledgers = {}
     for label, (scenario, extra) in runs.items():
@@ -166,11 +166,10 @@ def test_an_installed_plugin_gives_the_same_ledger_on_ray(installed, tmp_path, r
         assert r.returncode == 0, f"{label}: {r.stderr[-3000:]}"
         summary, ledgers[label] = _run_dir_facts(tmp_path / label)
         assert summary["ledger_matches_declared"] is True, label
-    for label in ("ray", "ray-cgraph"):
-        assert ledgers[label] == ledgers["inproc"], label
+    assert ledgers["ray"] == ledgers["inproc"]
     assert ledgers["gossip-ray"]["totals"] == ledgers["gossip-inproc"]["totals"]
     assert ledgers["gossip-ray"]["by_node"] == ledgers["gossip-inproc"]["by_node"]
-    models = [np.load(tmp_path / label / "model.npz")["coef"] for label in ("inproc", "ray", "ray-cgraph")]
+    models = [np.load(tmp_path / label / "model.npz")["coef"] for label in ("inproc", "ray")]
     assert all(np.array_equal(models[0], m) for m in models[1:])
 
 

@@ -16,7 +16,7 @@ from ..program import NodeProgram, SyncKernel, kernel_step
 __all__ = ["CollectiveProgram", "collective_kernel_step"]
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def collective_kernel_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
                            out_payload):
     """The program's round step: start in its first round, then apply the messages of each round."""

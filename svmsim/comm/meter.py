@@ -51,6 +51,15 @@ ROUND_BUFFER = 1 << 14
 ITERATION_BUFFER = 1 << 12
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """`a`, or a read-only view of it."""
+    if not a.flags.writeable:
+        return a
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 class CompiledBuffers(NamedTuple):
     """What a compiled loop meters into. `edges` is the meter's own (quantities, n_edges) counter array (added to
     in place); the edge id of s -> d is the position of d in ``nbr[ptr[s]:ptr[s + 1]]`` (`edges.edge_id`), or,
@@ -270,6 +279,9 @@ class Meter:
                 self._dropped_edges = np.zeros((_Q, self._nbr.shape[0]), dtype=np.int64)
                 # pragma: no mutate end
             target = self._dropped_edges if dropped else self._edges
+            # read-only views whichever way the ids came (a program's frozen ids, or arrays made above): one
+            # compilation of the counting loop, not one per writeability
+            src, dst = _read_only(src), _read_only(dst)
             bad = accumulate_edges(target, src, dst, n, self._ptr, self._nbr, per_message, times)
             if bad >= 0:     # take back what was added before the bad message: the ledger stays exact
                 accumulate_edges(target, src[:bad], dst[:bad], n, self._ptr, self._nbr, -per_message, times)

@@ -187,7 +187,7 @@ def _finish(st):
     st.iteration[0] += 1
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def worker_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
     """One round of a group of workers (the `SyncKernel` step)."""
     n_out, where = allreduce_receive(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src,

@@ -209,7 +209,7 @@ def _take_trial(st):
         st.active[i] = st.active_trial[i]
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def tron_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
     """One round of a group of TRON workers (the `SyncKernel` step)."""
     n_out, where = allreduce_receive(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src,

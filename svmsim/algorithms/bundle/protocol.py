@@ -495,7 +495,7 @@ def _apply_root(st, nu, out):
         out[i] = 0.0 if v < 0.0 else (upper if v > upper else v)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def bias_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
     """One round of a group of Pragam-b workers over K > 1 (the `SyncKernel` step in place of `bundle_step`): a
     root search, the all-reduce, a root search."""
@@ -551,7 +551,7 @@ def bias_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out
     return _root_begin(st, 0, round_, out_tag, out_src, out_dst, out_payload, n_out), done, KERNEL_WAKE
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def bundle_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
     """One round of a group of workers (the `SyncKernel` step; Pragam-b over K > 1 workers steps with
     `bias_step`)."""

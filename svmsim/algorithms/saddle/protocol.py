@@ -112,7 +112,7 @@ def _check_due(st, completed):
     return _PAUSE if st.check_every > 0 and completed % st.check_every == 0 else 0
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def dsvc_server_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
                      out_payload):
     """Algorithm 4, server side: lines 10 (delta sums), 19 (Z sums), 31-36 (Rule 3 sums) and line 3 (i*)."""
@@ -216,7 +216,7 @@ def _first_row(in_tag, n_in, tag):
     return -1
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def dsvc_client_step(st, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst, out_payload):
     """Algorithm 4, client side, for a group of clients: lines 5-6 (delta), 12-15 (w step and the mirror pass),
     20-21 (normalise) and 27-34 (Rule 3 reports)."""
