@@ -10,7 +10,14 @@ import svmsim
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.toml"))
 
 
-@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def _runs():
+    """Paper 004's a9a scenarios share a reference optimum whose certificate stalls (about 30 s): on one xdist
+    worker, one after another, the first computes it and keeps the failure, and the others read it back."""
+    return [pytest.param(p, id=p.stem, marks=[pytest.mark.xdist_group("paper004-a9a")]
+                         if p.stem.startswith("paper004") and "a9a" in p.stem else []) for p in SCENARIOS]
+
+
+@pytest.mark.parametrize("path", _runs())
 def test_scenario_validates_and_runs(path, data_env):
     scenario = svmsim.load_scenario(path)
     assert scenario.name
