@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numba
 import numpy as np
 
-from .comm.message import Inbox, MessageBatch, Outbox
+from .comm.message import Inbox, MessageBatch, Outbox, frozen_view
 from .errors import ProtocolError
 
 __all__ = ["NodeProgram", "RoleSpec", "NodeRows", "Ragged", "Group", "SyncKernel", "kernel_step", "kernel_dtypes", "KERNEL_WAKE",
@@ -217,13 +217,6 @@ class GossipKernel:
     crash: Callable = _kernel_no_crash
     recover: Callable = _kernel_no_recover
     prefetch: Callable = _kernel_no_prefetch
-
-
-def frozen_view(a: np.ndarray) -> np.ndarray:
-    """A read-only view of `a` (what a program's `peek` shows of its state: no copy)."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
 
 
 class GossipProgram(NodeProgram):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["MessageBatch", "Outbox", "Inbox", "merge_batches", "constant_ids", "frozen_ids", "is_shared_ids"]
+__all__ = ["MessageBatch", "Outbox", "Inbox", "merge_batches", "constant_ids", "frozen_ids", "frozen_view", "is_shared_ids"]
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
 _CONST_CACHE: dict[tuple[int, int], np.ndarray] = {}
@@ -56,6 +56,13 @@ def frozen_ids(ids) -> np.ndarray:
     arr.flags.writeable = False
     _share(arr)
     return arr
+
+
+def frozen_view(a: np.ndarray) -> np.ndarray:
+    """A read-only view of `a` (what a program's `peek` shows of its state, the ids the meter counts: no copy)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 class MessageBatch:

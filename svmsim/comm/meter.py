@@ -38,7 +38,7 @@ from ..core.names import default_names
 from ..errors import ProtocolError
 from .edges import KeyedCounts, accumulate_edges, edge_index
 from .ledger import Ledger, frozen_names
-from .message import MessageBatch, is_shared_ids
+from .message import MessageBatch, frozen_view, is_shared_ids
 from .quantities import MESSAGE_QUANTITIES, by_kind
 
 __all__ = ["Meter", "Ledger", "CompiledBuffers", "MESSAGE_QUANTITIES"]
@@ -49,15 +49,6 @@ _Q = len(MESSAGE_QUANTITIES)
 _PER_MESSAGE = tuple(q.per_message for q in by_kind("message"))   # (scalars, bytes) of a message -> its amounts
 ROUND_BUFFER = 1 << 14
 ITERATION_BUFFER = 1 << 12
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    """`a`, or a read-only view of it."""
-    if not a.flags.writeable:
-        return a
-    v = a.view()
-    v.flags.writeable = False
-    return v
 
 
 class CompiledBuffers(NamedTuple):
@@ -281,7 +272,7 @@ class Meter:
             target = self._dropped_edges if dropped else self._edges
             # read-only views whichever way the ids came (a program's frozen ids, or arrays made above): one
             # compilation of the counting loop, not one per writeability
-            src, dst = _read_only(src), _read_only(dst)
+            src, dst = frozen_view(src), frozen_view(dst)
             bad = accumulate_edges(target, src, dst, n, self._ptr, self._nbr, per_message, times)
             if bad >= 0:     # take back what was added before the bad message: the ledger stays exact
                 accumulate_edges(target, src[:bad], dst[:bad], n, self._ptr, self._nbr, -per_message, times)
