@@ -102,7 +102,7 @@ def test_receive_is_push_sum_and_pairwise_averaging(mushrooms):
     st, out = program.receive(st, MessageBatch(PUSH, np.array([0]), np.array([1]), share), np.zeros(1))
     assert not out.batches
     np.testing.assert_allclose(st.W[1], (w1 + 0.5 * w0) / 1.5)
-    assert st.floats[1, 0] == 1.5
+    assert st.node_floats[1]["omega"] == 1.5
     # pairwise: the peer moves to the mean and answers minus its change, which the initiator adds
     program = GadgetPeer(d, lam=1e-4, gossip="pairwise")
     st = program.init(np.array([0, 1]), node_data, 0)
@@ -145,10 +145,10 @@ def test_local_step_is_algorithm_2_steps_a_to_f(mushrooms):
         assert min(np.abs(c - st.W[0]).max() for c in candidates) <= 1e-9 * (1 + np.abs(st.W[0]).max())
         (batch,) = out.batches
         assert batch.src.tolist() == [0] and batch.dst.tolist() == [1]
-        omega = st.floats[0, 0]
+        omega = st.node_floats[0]["omega"]
         np.testing.assert_allclose(batch.payload[0], np.concatenate([omega * st.W[0], [omega]]))
         w = st.W[0]
-    assert st.ints[0, 0] == 29 and np.linalg.norm(w) <= 1 / math.sqrt(lam) * (1 + 1e-12)
+    assert st.counters[0]["steps"] == 29 and np.linalg.norm(w) <= 1 / math.sqrt(lam) * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("gossip", ["push-sum", "pairwise"])
@@ -192,8 +192,8 @@ def test_paper_stopping_rule_finishes_every_node_and_finished_nodes_stay_quiet(a
     role = dep.roles[0]
     program = role.program
     state = program.init(role.node_ids, role.data_for(role.node_ids), 0)
-    state.ints[:, 3] = 1                 # every node finished
-    state.progress[0] = 10
+    state.counters["done"] = 1                 # every node finished
+    state.progress[0]["finished"] = 10
     state, out = program.wake(state, np.arange(10), np.zeros(10))
     assert not out.batches and out.signals == {"done": True}
     if gossip == "pairwise":
@@ -296,9 +296,9 @@ def test_lazy_mixing_rows_skip_exchanges_and_recovery_restarts_a_node(mushrooms)
     for _ in range(5):
         state, _ = program.wake(state, np.arange(6), np.zeros(6))
     program.recover(state, np.array([2]), keep_state=True)
-    assert state.ints[2, 0] == 5
+    assert state.counters[2]["steps"] == 5
     program.recover(state, np.array([2]), keep_state=False)
-    assert state.ints[2, 0] == 0 and not state.W[2].any() and state.ints[3, 0] == 5
+    assert state.counters[2]["steps"] == 0 and not state.W[2].any() and state.counters[3]["steps"] == 5
 
 
 @pytest.mark.slow

@@ -391,7 +391,7 @@ def test_observers_that_peek_see_the_state_itself_and_snapshots_stay_as_taken(ir
     without it every observation is a snapshot that later events leave as it was; `hand_over`, when the run is
     over, gives the state's own arrays, writable, and the scheduler lets go of its queue."""
     sched, engine, _, _ = pushsum_run(iris, nodes=20, compiled=compiled)
-    state_s = engine.states[0].arrays[3]
+    state_s = engine.states[0].arrays.s
     peeked, kept = [], []
 
     def observe(p, observations):
@@ -412,14 +412,14 @@ def test_observers_that_peek_see_the_state_itself_and_snapshots_stay_as_taken(ir
     sched, engine, _, _ = pushsum_run(iris, nodes=20, compiled=compiled)
     sched.run(max_time=2.0)
     final = sched.outcome().observations[0]                                   # a snapshot unless asked to peek
-    assert not np.shares_memory(final["s"], engine.states[0].arrays[3]) and final["s"].flags.writeable
+    assert not np.shares_memory(final["s"], engine.states[0].arrays.s) and final["s"].flags.writeable
     assert "handed_over" not in final
     sched, engine, _, _ = pushsum_run(iris, nodes=20, compiled=compiled)
     sched.run(max_time=2.0)
     in_flight = sched.n_in_flight
     out = sched.outcome(hand_over=True)                                       # the run is over: its own arrays
     last = out.observations[0]
-    assert last["s"] is engine.states[0].arrays[3] and last["w"] is engine.states[0].arrays[4]
+    assert last["s"] is engine.states[0].arrays.s and last["w"] is engine.states[0].arrays.w
     assert last["handed_over"] and last["s"].flags.writeable and out.progress.in_flight == in_flight > 0
     assert sched.n_in_flight == 0 and sched.in_flight() == []                 # metered, and the queue let go
     assert sched.host.heap_top() == math.inf

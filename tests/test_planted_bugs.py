@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import svmsim
-from svmsim.schedule.event_kernels import N_COUNTERS, heap_pop, heap_push
+from svmsim.schedule.event_kernels import COUNTERS, HEAP_KEY, heap_pop, heap_push
 
 
 def test_compiled_event_heap_orders_by_time_then_priority_then_sequence():
@@ -20,14 +20,14 @@ def test_compiled_event_heap_orders_by_time_then_priority_then_sequence():
         n = int(rng.integers(1, 60))
         times = rng.integers(0, 4, n).astype(np.float64)          # few distinct times: many ties
         prios = rng.integers(0, 6, n)
-        ht, hk = np.zeros(n + 1), np.zeros((n + 1, 4), np.int64)
-        ctr = np.zeros(N_COUNTERS, np.int64)
+        ht, hk = np.zeros(n + 1), np.zeros(n + 1, HEAP_KEY)
+        ctr = np.zeros(1, COUNTERS)
         for i in range(n):
             heap_push(ht, hk, ctr, times[i], prios[i], i, 0)
         popped = [heap_pop(ht, hk, ctr) for _ in range(n)]
         want = sorted(range(n), key=lambda i: (times[i], prios[i], i))
         assert [int(p[2]) for p in popped] == want, f"trial {trial}"
-    ht, hk, ctr = np.zeros(4), np.zeros((4, 4), np.int64), np.zeros(N_COUNTERS, np.int64)
+    ht, hk, ctr = np.zeros(4), np.zeros(4, HEAP_KEY), np.zeros(1, COUNTERS)
     for prio in (5, 4, 0):
         heap_push(ht, hk, ctr, 1.0, prio, prio, 0)
     assert [int(heap_pop(ht, hk, ctr)[1]) for _ in range(3)] == [0, 4, 5]

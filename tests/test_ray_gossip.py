@@ -238,8 +238,8 @@ class FailingPushSum(PushSum):
     """Push-Sum whose node 7 fails on its 5th delivery."""
 
     def receive(self, state, batch, times):
-        counts, local_of = state.arrays[-3], state.arrays[0]
-        if int(batch.dst[0]) == 7 and counts[local_of[7], 5] >= 4:
+        counts, local_of = state.arrays.counts, state.arrays.local_of
+        if int(batch.dst[0]) == 7 and counts[local_of[7]]["received"] >= 4:
             raise ValueError("node 7 cannot take any more")
         return super().receive(state, batch, times)
 

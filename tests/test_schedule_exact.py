@@ -21,6 +21,7 @@ from svmsim.faults import FaultModel
 from svmsim.program import GossipProgram, NodeProgram, RoleSpec
 from svmsim.schedule.event_host import EventHost, GossipSetting
 from svmsim.schedule.event_kernels import (
+    ARRIVAL,
     ST_EVAL_TIME,
     ST_FLUSH,
     ST_GROW,
@@ -364,8 +365,9 @@ def test_a_late_message_from_another_host_is_delivered_at_once_and_counted_late(
     assert host.advance(5.0) == ST_TIME
     now = host.now
     before = len(states[0]["received"])
-    ints = np.array([[2, 1, 3, 0], [2, 1, 3, 0]], dtype=np.int64)
-    host.put_incoming([("chat", 3, "<f8", ints, np.array([now - 1.5, now + 0.25]), np.array([[2, 3.0, 0], [2, 3.5, 1]]))])
+    arrivals = np.array([(2, 1, 3, 0), (2, 1, 3, 0)], dtype=ARRIVAL)
+    host.put_incoming([("chat", 3, "<f8", arrivals, np.array([now - 1.5, now + 0.25]),
+                        np.array([[2, 3.0, 0], [2, 3.5, 1]]))])
     assert host.counters()["late"] == 1 and host.counters()["lateness"] == pytest.approx(1.5)
     host.advance(now + 0.25)
     got = [r for r in states[0]["received"][before:] if r[0] == 2]
@@ -512,7 +514,7 @@ def test_a_node_that_is_down_neither_wakes_nor_receives(recover_time):
     assert not any(inside(dst, t) for _, dst, _, t, _ in st["received"])
     # the hooks: one crash per down period and one recovery per up again; the epoch counts the changes
     ni = sched.node_counters()
-    epoch = sched.host.node_state()[:, 0]
+    epoch = sched.host.node_state()["epoch"]
     for node in range(8):
         mine = [name for _, v, name in events if v == node]
         assert epoch[node] == len(mine)
@@ -520,7 +522,7 @@ def test_a_node_that_is_down_neither_wakes_nor_receives(recover_time):
         assert sum(v == node for v, _ in st["recovers"]) == sum(n in ("recover", "join") for n in mine)
         assert bool(ni["down"][node]) == (len(mine) % 2 == 1)
         assert bool(ni["dead"][node]) == (node in (1, 4, 6) and recover_time is None)
-    assert sched.host.node_state()[:, 4].max() == (1 if recover_time is None else 0)   # the dead flag
+    assert sched.host.node_state()["dead"].max() == (1 if recover_time is None else 0)
 
 
 def test_churn_ends_for_nodes_that_crashed_for_good():
@@ -590,9 +592,9 @@ def test_messages_from_another_host_land_alike_on_the_compiled_and_the_python_he
     G = pushsum_engine(iris)[0].topology
     src, dst = next(iter(G.edges()))
     d = 3
-    parts = [(TAGS[0], d + 1, "<f8", np.array([[src, dst, 1, 0], [dst, src, 4, 1]]), np.array([1.0, 4.5]),
-              np.arange(2.0 * (d + 1)).reshape(2, d + 1)),
-             (TAGS[2], d, "<f8", np.array([[dst, src, 2, 0]]), np.array([2.5]), np.full((1, d), 7.0))]
+    parts = [(TAGS[0], d + 1, "<f8", np.array([(src, dst, 1, 0), (dst, src, 4, 1)], dtype=ARRIVAL),
+              np.array([1.0, 4.5]), np.arange(2.0 * (d + 1)).reshape(2, d + 1)),
+             (TAGS[2], d, "<f8", np.array([(dst, src, 2, 0)], dtype=ARRIVAL), np.array([2.5]), np.full((1, d), 7.0))]
     for h in hosts:
         h.set_now(2.0)
         h.set_now(1.0)                        # the clock never goes back
@@ -609,14 +611,14 @@ def test_messages_from_another_host_land_alike_on_the_compiled_and_the_python_he
     # the compiled pool grows only when a batch does not fit, and then doubles
     c = hosts[0]
     pool, max_out = c._mi.shape[0], c.kernel.max_out
-    from svmsim.schedule.event_kernels import N_FREE
-    room = int(c._ctr[N_FREE]) - 2 * max_out
-    many = lambda k: [(TAGS[2], d, "<f8", np.tile([[src, dst, 0, 0]], (k, 1)), np.full(k, 9.0), np.zeros((k, d)))]
+    room = int(c._ctr[0]["free"]) - 2 * max_out
+    many = lambda k: [(TAGS[2], d, "<f8", np.array([(src, dst, 0, 0)] * k, dtype=ARRIVAL), np.full(k, 9.0),
+                       np.zeros((k, d)))]
     c.put_incoming(many(room))
     assert c._mi.shape[0] == pool and c.pending() == 3 + room
     c.put_incoming(many(1))
     assert c._mi.shape[0] == 2 * pool and c.pending() == 4 + room
-    big = int(c._ctr[N_FREE]) + 1                        # more than the whole free list: grows before it pushes
+    big = int(c._ctr[0]["free"]) + 1                        # more than the whole free list: grows before it pushes
     c.put_incoming(many(big))
     assert c.pending() == 4 + room + big and c._mi.shape[0] >= 4 * pool
     from svmsim.schedule.event_kernels import has_room
@@ -692,7 +694,8 @@ def test_heap_top_is_the_next_event_time_or_infinity(iris):
     src, dst = next(iter(G.edges()))
     for h in hosts:
         assert h.heap_top() == math.inf and h.pending() == 0
-        h.put_incoming([(TAGS[2], 3, "<f8", np.array([[src, dst, 0, 0]]), np.array([2.5]), np.full((1, 3), 7.0))])
+        h.put_incoming([(TAGS[2], 3, "<f8", np.array([(src, dst, 0, 0)], dtype=ARRIVAL), np.array([2.5]),
+                          np.full((1, 3), 7.0))])
         assert h.heap_top() == 2.5 and h.pending() == 1
 
 
@@ -706,11 +709,11 @@ def test_messages_from_another_host_are_late_only_before_now_and_writable():
 
     host, states, _ = python_host(G, Scribbler(G), owner=np.ones(4, dtype=np.int64), xbatch_bytes=10_000)
     host.set_now(2.0)
-    ints = np.array([[0, 1, 0, 0], [1, 2, 0, 0], [2, 3, 0, 0]])
+    arrivals = np.array([(0, 1, 0, 0), (1, 2, 0, 0), (2, 3, 0, 0)], dtype=ARRIVAL)
     times, payload = np.array([2.0, 1.0, 1.5]), np.zeros((3, 3))
-    for a in (ints, times, payload):
+    for a in (arrivals, times, payload):
         a.setflags(write=False)                       # as unpickled from another process
-    host.put_incoming([("chat", 3, "<f8", ints, times, payload)])
+    host.put_incoming([("chat", 3, "<f8", arrivals, times, payload)])
     c = host.counters()
     assert (c["late"], c["lateness"]) == (2, 1.5)     # at now is on time; 1.0 and 1.5 are late by 1.0 and 0.5
     host.draining = True
@@ -724,8 +727,9 @@ def test_messages_for_another_host_sealed_at_the_end_are_metered_in_flight_by_ta
     host, _, meter = python_host(G)
     host.kind_id("other kind first", 5, "<f8")          # so that the sealed kinds have ids 1 and 2
     host.meter_parts_in_flight([
-        ("chat", 3, "<f8", np.array([[0, 1, 5, 0], [1, 2, 5, 1]]), np.array([1.0, 2.0]), np.zeros((2, 3))),
-        ("ack", 2, "<f4", np.array([[2, 3, 7, 1]]), np.array([3.0]), np.zeros((1, 2), np.float32))])
+        ("chat", 3, "<f8", np.array([(0, 1, 5, 0), (1, 2, 5, 1)], dtype=ARRIVAL), np.array([1.0, 2.0]),
+         np.zeros((2, 3))),
+        ("ack", 2, "<f4", np.array([(2, 3, 7, 1)], dtype=ARRIVAL), np.array([3.0]), np.zeros((1, 2), np.float32))])
     ledger = meter.ledger()
     assert ledger.summary()["by_tag"] == {"chat": {"messages": 2, "scalars": 6, "bytes": 48},
                                           "ack": {"messages": 1, "scalars": 2, "bytes": 8}}
@@ -1063,22 +1067,22 @@ def test_the_lane_check_and_an_insert_with_its_own_sequence_keep_the_heap_order(
     """The compiled loop's lane of one holds a delivery out of the heap: `before_heap_top` must say whether its
     (time, priority, sequence) comes before the heap's smallest, and `heap_insert` (the lane going back with the
     sequence number it drew) must pop in key order with the events `heap_push` numbered. Random keys with ties."""
-    from svmsim.schedule.event_kernels import N_COUNTERS, N_SEQ, before_heap_top, heap_insert, heap_pop, heap_push
+    from svmsim.schedule.event_kernels import COUNTERS, HEAP_KEY, before_heap_top, heap_insert, heap_pop, heap_push
 
     rng = np.random.default_rng(5)
     for trial in range(200):
         n = int(rng.integers(0, 40))
-        ht, hk = np.zeros(n + 2), np.zeros((n + 2, 4), np.int64)
-        ctr = np.zeros(N_COUNTERS, np.int64)
+        ht, hk = np.zeros(n + 2), np.zeros(n + 2, HEAP_KEY)
+        ctr = np.zeros(1, COUNTERS)
         keys = []
         reserved = None
         for i in range(n):
             t, prio = float(rng.integers(0, 3)), int(rng.integers(0, 6))
             if reserved is None and rng.random() < 0.2:            # draw a number now, insert it later
-                reserved = (t, prio, int(ctr[N_SEQ]), i)
-                ctr[N_SEQ] += 1
+                reserved = (t, prio, int(ctr[0]["seq"]), i)
+                ctr["seq"] += 1
                 continue
-            keys.append((t, prio, int(ctr[N_SEQ]), i))
+            keys.append((t, prio, int(ctr[0]["seq"]), i))
             heap_push(ht, hk, ctr, t, prio, i, 0)
         t, prio, seq = float(rng.integers(0, 3)), int(rng.integers(0, 6)), int(rng.integers(0, n + 2))
         assert before_heap_top(ht, hk, ctr, t, prio, seq) == all((t, prio, seq) < k[:3] for k in keys), trial

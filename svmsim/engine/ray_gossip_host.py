@@ -22,7 +22,7 @@ from ..errors import ScenarioError
 from ..faults import FaultModel
 from ..program import GossipProgram
 from ..schedule.event_host import EventHost, GossipSetting
-from ..schedule.event_kernels import (I_DOWN, I_SENT, NO_LIMIT, ST_BAD_EDGE, ST_EVAL_TIME, ST_FLUSH, ST_GROW,
+from ..schedule.event_kernels import (NO_LIMIT, ST_BAD_EDGE, ST_EVAL_TIME, ST_FLUSH, ST_GROW,
                                       ST_MESSAGES, ST_QUIESCENT, ST_SCALARS, ST_TIME, ST_XFLUSH, ST_YIELD)
 from ..schedule.windows import WindowHost
 from .ray_actors import this_node
@@ -370,7 +370,7 @@ class HostState:
                     "observations": self._observe(),
                     "tally": {"by_fate": dict(tally.by_fate), "node_event_counts": dict(tally.node_event_counts),
                               "node_events": list(tally.node_events)},
-                    "down": local[ni[local, I_DOWN] > 0], "sent_per_node": ni[local, I_SENT].copy(),
+                    "down": local[ni["down"][local] > 0], "sent_per_node": ni["sent"][local],
                     "x_sent": self.x_sent.copy(), "x_received": self.x_received.copy(), "x_calls": self.x_calls,
                     "x_bytes": self.x_bytes, "time": host.now}
 

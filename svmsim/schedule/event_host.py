@@ -31,19 +31,13 @@ from ..core.timing import Clock, LatencyModel
 from ..errors import ProtocolError, ScenarioError
 from ..program import GossipProgram
 from . import event_kernels as EK
-from .event_kernels import (C_CHURN_KEEP, C_DELAY, C_LAT, C_N, C_PERIODIC, CAUSE_DEAD_RECEIVER, CAUSE_DELIVERED,
-                            CAUSE_IN_FLIGHT, CAUSE_LOST, CAUSE_NAMES, DROPPED_CAUSES, E_BANDWIDTH, E_CHURN_DOWN,
-                            E_CHURN_RATE, E_DELAY, E_DELAY_A, E_DELAY_B, E_DROP, E_DUP, E_JITTER, E_LAT_A, E_LAT_B,
-                            E_ROUND_TIME, E_SPREAD, F_LATENESS, F_MAX_TIME, F_NEXT_EVAL, F_NOW, I_CHURN, I_DEAD,
-                            I_DOWN, I_EPOCH, I_SENT, I_TICKS, K_CHURN, K_CLOCK, K_FAULT, K_LATENCY, L_DRAIN,
-                            L_MAX_MESSAGES, L_MAX_SCALARS, L_NEXT_EVAL_MSG, L_PAUSE_DONE, L_XBATCH, L_YIELD,
-                            N_BAD_DST, N_BAD_SRC, N_COUNTERS, N_DELAYED, N_DONE, N_EVENTS, N_FREE, N_HEAP, N_LATE,
-                            N_LOG, N_OUT, N_REC, N_SENT, N_SENT_SCALARS, N_SETTINGS, N_WAKES, NO_LIMIT, NODE_CRASH,
-                            NODE_EVENT_NAMES, NODE_JOIN, NODE_LEAVE, NODE_RECOVER, P_CRASH, P_DELIVER, P_JOIN,
-                            P_LEAVE, P_RECOVER, P_WAKE, ST_DONE, ST_DONE_CHANGE, ST_EVAL_MSG, ST_EVAL_TIME,
-                            ST_MESSAGES, ST_QUIESCENT, ST_SCALARS, ST_TIME, ST_XFLUSH, ST_YIELD, X_BIN, X_COPY, X_DST,
-                            X_HOST, X_SRC, X_TAG,
-                            churn_duration, next_tick, send_fate)
+from .event_kernels import (ARRIVAL, CAUSE_DEAD_RECEIVER, CAUSE_DELIVERED, CAUSE_IN_FLIGHT, CAUSE_LOST,
+                            CAUSE_NAMES, CLOCK, COUNTERS, DROPPED_CAUSES, EVENT, FATE, HEAP_KEY, LIMITS, MODEL,
+                            NO_LIMIT, NODE_CRASH, NODE_EVENT, NODE_EVENT_NAMES, NODE_JOIN, NODE_KEYS, NODE_LEAVE,
+                            NODE_RECOVER, NODE_STATE, OUTGOING, P_CRASH, P_DELIVER, P_JOIN, P_LEAVE, P_RECOVER,
+                            P_WAKE, POOL_ENTRY, ST_DONE, ST_DONE_CHANGE, ST_EVAL_MSG, ST_EVAL_TIME, ST_MESSAGES,
+                            ST_QUIESCENT, ST_SCALARS, ST_TIME, ST_XFLUSH, ST_YIELD, churn_duration, next_tick,
+                            send_fate)
 
 __all__ = ["GossipSetting", "EventHost", "register_kind", "grow_pool"]
 
@@ -51,8 +45,9 @@ UNREAD_FLAG = 0    # the flag of a leave or join event, which the loop does not 
 
 
 class GossipSetting:
-    """The virtual-time model of one run, in the arrays the loop reads: clocks, the alpha-beta latency model, the
-    fault plan, the seed's random keys per node and stream, and the meter's round length."""
+    """The virtual-time model of one run, in the records the loop reads: clocks, the alpha-beta latency model, the
+    fault plan and the meter's round length (`model`, one `event_kernels.MODEL` record), the seed's random keys per
+    node and stream (`keys`, one `NODE_KEYS` record per node)."""
 
     def __init__(self, n_nodes: int, clock: Clock, latency: LatencyModel, plan, seed: int, round_time: float):
         n = self.n_nodes = int(n_nodes)
@@ -60,33 +55,29 @@ class GossipSetting:
         self.seed, self.round_time = int(seed), float(round_time)
         lat = latency.distribution
         delay = plan.delay_distribution
-        env = np.zeros(16)  # pragma: no mutate (equivalent: spare slots are never read)
-        env[E_JITTER] = clock.jitter
-        env[E_DROP] = plan.drop
-        env[E_DUP] = plan.duplicate
-        env[E_DELAY] = plan.delay
-        env[E_LAT_A], env[E_LAT_B] = lat.a, lat.b
+        model = np.zeros(1, MODEL)
+        model["jitter"] = clock.jitter
+        model["drop"] = plan.drop
+        model["duplicate"] = plan.duplicate
+        model["delay"] = plan.delay
+        model["latency_a"], model["latency_b"] = lat.a, lat.b
         if delay is not None:                   # else delay = 0, and the loop reads no delay parameter
-            env[E_DELAY_A], env[E_DELAY_B] = delay.a, delay.b
-        env[E_BANDWIDTH] = latency.bandwidth if latency.bandwidth is not None else math.inf
-        env[E_SPREAD] = latency.edge_spread
-        env[E_ROUND_TIME] = self.round_time
-        env[E_CHURN_RATE] = plan.churn_rate
-        env[E_CHURN_DOWN] = plan.churn_downtime
-        # pragma: no mutate start (equivalent: spare slots are never read; numba compiles the loop for any dtype)
-        cfg = np.zeros(8, dtype=np.int64)
-        keys = np.empty((n, 4), dtype=np.uint64)
-        # pragma: no mutate end
-        cfg[C_PERIODIC] = clock.kind == "periodic"
-        cfg[C_LAT] = lat.code
-        if delay is not None:
-            cfg[C_DELAY] = delay.code
-        cfg[C_N] = n
-        cfg[C_CHURN_KEEP] = plan.churn_state
-        keys[:, K_CLOCK] = stream_keys(self.seed, STREAM_CLOCK, n)
-        keys[:, K_LATENCY] = stream_keys(self.seed, STREAM_LATENCY, n)
-        keys[:, K_FAULT], keys[:, K_CHURN] = plan.node_keys()
-        self.env, self.cfg, self.keys = env, cfg, keys
+            model["delay_a"], model["delay_b"] = delay.a, delay.b
+            model["delay_code"] = delay.code
+        model["bandwidth"] = latency.bandwidth if latency.bandwidth is not None else math.inf
+        model["edge_spread"] = latency.edge_spread
+        model["round_time"] = self.round_time
+        model["churn_rate"] = plan.churn_rate
+        model["churn_downtime"] = plan.churn_downtime
+        model["periodic"] = clock.kind == "periodic"
+        model["latency_code"] = lat.code
+        model["nodes"] = n
+        model["churn_keeps_state"] = plan.churn_state
+        keys = np.empty(n, NODE_KEYS)
+        keys["clock"] = stream_keys(self.seed, STREAM_CLOCK, n)
+        keys["latency"] = stream_keys(self.seed, STREAM_LATENCY, n)
+        keys["fault"], keys["churn"] = plan.node_keys()
+        self.model, self.keys = model, keys
         # pragma: no mutate start (equivalent: a stream's first key does not depend on how many are drawn)
         self.edge_key = stream_keys(self.seed, STREAM_EDGE, 1)[0]
         # pragma: no mutate end
@@ -94,23 +85,36 @@ class GossipSetting:
 
     def initial_events(self, owned: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Events pushed before the run, in push order (explicit crashes, their recoveries, the first churn
-        departures, the first clock ticks), of the nodes where `owned` is True: (times, rows (priority, node,
-        flag)), every node's in one compiled pass (`first_events`)."""
+        departures, the first clock ticks), of the nodes where `owned` is True: (times, `EVENT` records), every
+        node's in one compiled pass (`first_events`)."""
         plan = self.plan
         lead = [(start, P_CRASH, node, 1 if math.isinf(end) else 0) for node, start, end, keep in plan.outages]
         lead += [(end, P_RECOVER, node, 1 if keep else 0) for node, start, end, keep in plan.outages
                  if not math.isinf(end)]
-        ticks, leaves = EK.first_events(self.cfg, self.env, self.keys, self.rates, plan.churn_rate > 0)
-        nodes = np.arange(self.n_nodes, dtype=np.int64)  # pragma: no mutate (equivalent: NumPy's default int64)
-        firsts = [np.column_stack([np.full_like(nodes, prio), nodes, np.full_like(nodes, flag)])
-                  for prio, flag, times in ((P_LEAVE, UNREAD_FLAG, leaves), (P_WAKE, 0, ticks)) if times.size]
-        # pragma: no mutate start (equivalent: a list of floats, or none, makes float64; numpy reads any negative
-        # size as -1)
+        ticks, leaves = EK.first_events(self.model, self.keys, self.rates, plan.churn_rate > 0)
+        # pragma: no mutate start (equivalent: a list of floats, or none, makes float64)
         times = np.concatenate([np.array([e[0] for e in lead], dtype=np.float64), leaves, ticks])
-        rows = np.concatenate([np.array([e[1:] for e in lead], dtype=np.int64).reshape(-1, 3)] + firsts)
         # pragma: no mutate end
-        keep = owned[rows[:, 1]]
-        return times[keep], rows[keep]
+        events = np.concatenate([np.array([e[1:] for e in lead], dtype=EVENT),
+                                 _every_node(P_LEAVE, UNREAD_FLAG, leaves.size), _every_node(P_WAKE, 0, ticks.size)])
+        keep = owned[events["node"]]
+        return times[keep], events[keep]
+
+
+def _every_node(prio: int, flag: int, count: int) -> np.ndarray:
+    """`EVENT` records of one kind for nodes 0..count-1."""
+    events = np.empty(count, EVENT)
+    events["prio"] = prio
+    events["node"] = np.arange(count)
+    events["flag"] = flag
+    return events
+
+
+def fates(bins, src, dst, code) -> np.ndarray:
+    """`FATE` records from their columns."""
+    out = np.empty(len(code), FATE)
+    out["bin"], out["src"], out["dst"], out["code"] = bins, src, dst, code
+    return out
 
 
 def register_kind(kinds: list, kind_ids: dict, tag: str, spm: int, dtype) -> int:
@@ -125,23 +129,24 @@ def register_kind(kinds: list, kind_ids: dict, tag: str, spm: int, dtype) -> int
 
 
 def grow_pool(mi, mp, free, ctr, ht, hk):
-    """Double a compiled loop's message pool (ids mi, payloads mp, free list) and grow its heap (times ht, keys
-    hk) to match; ctr[N_FREE] is updated. Returns the new (mi, mp, free, ht, hk)."""
+    """Double a compiled loop's message pool (`POOL_ENTRY` records mi, payloads mp, free list) and grow its heap
+    (times ht, `HEAP_KEY` records hk) to match; the counters' `free` is updated. Returns the new (mi, mp, free, ht,
+    hk)."""
     pool = mi.shape[0]
-    new_mi = np.empty((2 * pool, 5), dtype=np.int64)
+    new_mi = np.empty(2 * pool, POOL_ENTRY)
     new_mi[:pool] = mi
     new_mp = np.empty((2 * pool, mp.shape[1]))
     new_mp[:pool] = mp
     new_free = np.empty(2 * pool, dtype=np.int64)  # pragma: no mutate (equivalent: a larger list holds the same)
-    nf = int(ctr[N_FREE])
+    nf = int(ctr[0]["free"])
     new_free[:nf] = free[:nf]
     # pragma: no mutate start (equivalent: nf <= pool, so nf - pool wraps to nf + pool in a list of 2 * pool)
     new_free[nf:nf + pool] = np.arange(2 * pool - 1, pool - 1, -1)
     # pragma: no mutate end
-    ctr[N_FREE] = nf + pool
+    ctr["free"] = nf + pool
     cap = ht.shape[0]
     new_ht = np.empty(cap + 2 * pool)
-    new_hk = np.empty((cap + 2 * pool, 4), dtype=np.int64)
+    new_hk = np.empty(cap + 2 * pool, HEAP_KEY)
     new_ht[:cap] = ht
     new_hk[:cap] = hk
     return new_mi, new_mp, new_free, new_ht, new_hk
@@ -240,42 +245,41 @@ class EventHost:
         width = int(self._widths.max())
         # pragma: no mutate start (equivalent: buffer capacities, dtypes and the free slots' order; any larger buffer
         # and any slot order give the same run, grow() enlarges what fills up, numba compiles the loop for any dtype)
-        times, ints = events
+        times, initial = events
         cap = times.shape[0] + pool + 2 * k.max_out + 16
-        self._ctr = np.zeros(N_COUNTERS, dtype=np.int64)
-        self._ni = np.zeros((self.n_nodes, 6), dtype=np.int64)
-        self._ht, self._hk = np.empty(cap), np.empty((cap, 4), dtype=np.int64)
-        self._mi, self._mp = np.empty((pool, 5), dtype=np.int64), np.empty((pool, width))
+        self._ctr = np.zeros(1, COUNTERS)
+        self._ni = np.zeros(self.n_nodes, NODE_STATE)
+        self._ht, self._hk = np.empty(cap), np.empty(cap, HEAP_KEY)
+        self._mi, self._mp = np.empty(pool, POOL_ENTRY), np.empty((pool, width))
         self._free = np.arange(pool, dtype=np.int64)[::-1].copy()
-        self._rec = np.empty((65536, 4), dtype=np.int64)
-        self._log_t, self._log_i = np.empty(4096), np.empty((4096, 2), dtype=np.int64)
-        self._fc = np.zeros(N_SETTINGS)
-        self._lim = np.zeros(N_SETTINGS, dtype=np.int64)
+        self._rec = np.empty(65536, FATE)
+        self._log_t, self._log_i = np.empty(4096), np.empty(4096, NODE_EVENT)
+        self._fc = np.zeros(1, CLOCK)
+        self._lim = np.zeros(1, LIMITS)
         self._out_dst = np.zeros(k.max_out, dtype=np.int64)
         self._out_tag = np.zeros(k.max_out, dtype=np.int64)
         self._out_pay = np.zeros((k.max_out, width))
         # hand-back sizes: a batch for other hosts, a slice (the run is the same for any; tests/test_schedule_exact.py)
         xbatch = NO_LIMIT if xbatch_bytes is None else max(1, int(xbatch_bytes) // (8 * (6 + width)))
         rows = (0 if xbatch_bytes is None else xbatch) + 2 * k.max_out + 8
-        self._xi = np.empty((rows, 6), dtype=np.int64)
-        self._xf = np.empty((rows, 1 + width))
-        self._lim[L_XBATCH] = xbatch
-        self._lim[L_YIELD] = 1 << 17 if xbatch_bytes is None else 4096
+        self._xi = np.empty(rows, OUTGOING)
+        self._xt, self._xp = np.empty(rows), np.empty((rows, width))
+        self._lim["xbatch"] = xbatch
+        self._lim["yield_every"] = 1 << 17 if xbatch_bytes is None else 4096
         # pragma: no mutate end
-        self._ctr[N_FREE] = pool
-        self._ni[:, I_TICKS] = 1
-        EK.push_events(self._ht, self._hk, self._ctr, times, ints)
+        self._ctr["free"] = pool
+        self._ni["ticks"] = 1
+        EK.push_events(self._ht, self._hk, self._ctr, times, initial)
 
     def _init_python(self, events, xbatch_bytes: int | None, yield_every: int) -> None:
         n = self.n_nodes
         self._heap: list[tuple] = []
         self._seq = itertools.count()    # heap entries that tie on (time, priority) pop in push order
-        self._ni_py = [[0] * 6 for _ in range(n)]        # per node: epoch, ticks, sent, down, dead, churn counter
-        times, ints = events
-        for t, (prio, a, b) in zip(times.tolist(), ints.tolist()):
+        self._ni_py = np.zeros(n, NODE_STATE)
+        self._ni_py["ticks"] = 1
+        times, rows = events
+        for t, (prio, a, b) in zip(times.tolist(), rows.tolist()):
             heapq.heappush(self._heap, (t, prio, next(self._seq), a, b))
-        for node in range(n):
-            self._ni_py[node][I_TICKS] = 1
         self._rec_py = array("q")  # pragma: no mutate (equivalent: records are never negative: q or Q alike)
         self._log: list[tuple[float, int, int]] = []
         self._counts = {"wakes": 0, "sent": 0, "sent_scalars": 0, "events": 0, "delayed": 0, "late": 0}
@@ -293,56 +297,55 @@ class EventHost:
     def warm_up(self) -> None:  # pragma: no mutate block (runs only in Ray actors; held by tests/test_ray_gossip.py)
         """Compile the loop now (a slice that handles nothing), so that the run's first slice does not."""
         if self.compiled:
-            self._fc[F_MAX_TIME] = -math.inf
+            self._fc["max_time"] = -math.inf
             self.advance(-math.inf)
 
     # -- state ----------------------------------------------------------------------------------------------------
     @property
     def now(self) -> float:
         """This host's virtual time: the time of the last event it handled."""
-        return float(self._fc[F_NOW]) if self.compiled else self._now
+        return float(self._fc[0]["now"]) if self.compiled else self._now
 
     def set_now(self, t: float) -> None:
         if self.compiled:
-            self._fc[F_NOW] = max(self._fc[F_NOW], t)
+            self._fc["now"] = max(self._fc[0]["now"], t)
         else:
             self._now = max(self._now, t)
 
     def heap_top(self) -> float:
         if self.compiled:
-            return float(self._ht[0]) if self._ctr[N_HEAP] > 0 else math.inf
+            return float(self._ht[0]) if self._ctr[0]["heap"] > 0 else math.inf
         return self._heap[0][0] if self._heap else math.inf
 
     @property
     def done(self) -> bool:
-        return bool(self._ctr[N_DONE]) if self.compiled else self._done_py
+        return bool(self._ctr[0]["done"]) if self.compiled else self._done_py
 
     def counters(self) -> dict:
         """Clock ticks handled, events handled, messages and scalars sent, delayed copies, late arrivals (count and
         summed lateness), and whether every program here said it is done."""
         if self.compiled:
-            c = self._ctr
-            return {"wakes": int(c[N_WAKES]), "events": int(c[N_EVENTS]), "sent": int(c[N_SENT]),
-                    "sent_scalars": int(c[N_SENT_SCALARS]), "delayed": int(c[N_DELAYED]), "late": int(c[N_LATE]),
-                    "lateness": float(self._fc[F_LATENESS]), "done": bool(c[N_DONE])}
+            c = self._ctr[0]
+            out = {k: int(c[k]) for k in ("wakes", "events", "sent", "sent_scalars", "delayed", "late")}
+            out.update(lateness=float(self._fc[0]["lateness"]), done=bool(c["done"]))
+            return out
         c = self._counts
         out = {k: c[k] for k in ("wakes", "events", "sent", "sent_scalars", "delayed", "late")}
         out.update(lateness=self._lateness, done=self._done_py)
         return out
 
     def node_state(self) -> np.ndarray:
-        """Per node: epoch, clock ticks drawn, messages sent, down count, dead flag, churn counter."""
-        if self.compiled:
-            return self._ni
-        return np.array(self._ni_py, dtype=np.int64).reshape(-1, 6)  # pragma: no mutate (equivalent: ints are int64)
+        """Per node: a `NODE_STATE` record (epoch, clock ticks drawn, messages sent, down count, dead flag, churn
+        counter)."""
+        return self._ni if self.compiled else self._ni_py
 
     def in_flight_rows(self) -> list[tuple[int, int, str, np.ndarray]]:
         """The messages on this host's heap now, as (src, dst, tag, payload row), in no particular order."""
         out = []
         if self.compiled:
-            nh = int(self._ctr[N_HEAP])
-            for slot in self._hk[:nh][self._hk[:nh, 0] == P_DELIVER, 2]:
-                src, dst, tag = (int(v) for v in self._mi[slot, :3])
+            for slot in self._slots_in_flight().tolist():
+                m = self._mi[slot]
+                src, dst, tag = int(m["src"]), int(m["dst"]), int(m["tag"])
                 out.append((src, dst, self.kernel.tags[tag], self._mp[slot, :self._widths[tag]].copy()))
         else:
             for e in self._heap:
@@ -354,9 +357,13 @@ class EventHost:
     def pending(self) -> int:
         """Messages this host holds: on its heap and in its outgoing buffer."""
         if self.compiled:
-            nh = int(self._ctr[N_HEAP])
-            return int(np.count_nonzero(self._hk[:nh, 0] == P_DELIVER)) + int(self._ctr[N_OUT])
+            return int(self._slots_in_flight().size) + int(self._ctr[0]["out"])
         return sum(1 for e in self._heap if e[1] == P_DELIVER) + len(self._xout)
+
+    def _slots_in_flight(self) -> np.ndarray:
+        """The pool slots of the deliveries on the compiled loop's heap."""
+        hk = self._hk[:int(self._ctr[0]["heap"])]
+        return hk["subject"][hk["prio"] == P_DELIVER]
 
     # -- running --------------------------------------------------------------------------------------------------
     def advance(self, max_time: float) -> int:
@@ -365,13 +372,13 @@ class EventHost:
         if not self.compiled:
             return self._run_python(max_time)
         fc, lim = self._fc, self._lim
-        fc[F_NEXT_EVAL] = self.next_eval
-        fc[F_MAX_TIME] = max_time
-        lim[L_MAX_MESSAGES] = self.max_messages
-        lim[L_MAX_SCALARS] = self.max_scalars
-        lim[L_NEXT_EVAL_MSG] = self.next_eval_msg
-        lim[L_DRAIN] = 1 if self.draining else 0  # pragma: no mutate (equivalent: the loop tests it against 0)
-        lim[L_PAUSE_DONE] = bool(self.pause_on_done)
+        fc["next_eval"] = self.next_eval
+        fc["max_time"] = max_time
+        lim["max_messages"] = self.max_messages
+        lim["max_scalars"] = self.max_scalars
+        lim["next_eval_msg"] = self.next_eval_msg
+        lim["drain"] = 1 if self.draining else 0  # pragma: no mutate (equivalent: the loop tests it against 0)
+        lim["pause_done"] = bool(self.pause_on_done)
         st = self.setting
         # pragma: no mutate start (equivalent for every result: only silences numba's warning at the first compile)
         if not self._loop_compiled:              # numba calls a loop bound to functions "experimental"; it is not
@@ -381,9 +388,9 @@ class EventHost:
                 return self.advance(max_time)
         # pragma: no mutate end
         return int(self._loop(self.kernel.arrays, self._widths, self._ht, self._hk, self._mi, self._mp, self._free,
-                              self._ni, st.rates, st.keys, st.edge_key, st.env, st.cfg, self.adj_ptr, self.adj,
+                              self._ni, st.rates, st.keys, st.edge_key, st.model, self.adj_ptr, self.adj,
                               self.owner, self.me, self._rec, self._log_t, self._log_i, self._ctr, fc, lim,
-                              self._out_dst, self._out_tag, self._out_pay, self._xi, self._xf))
+                              self._out_dst, self._out_tag, self._out_pay, self._xi, self._xt, self._xp))
 
     def grow(self, extra: int = 0) -> None:  # pragma: no mutate (equivalent: room for one more is still room)
         """Grow the compiled loop's message pool and heap until `extra` more messages (and a step's output) fit."""
@@ -393,7 +400,7 @@ class EventHost:
 
     def raise_bad_edge(self, s: int | None = None, d: int | None = None) -> None:
         if s is None:
-            s, d = int(self._ctr[N_BAD_SRC]), int(self._ctr[N_BAD_DST])
+            s, d = int(self._ctr[0]["bad_src"]), int(self._ctr[0]["bad_dst"])
         names = self.meter.node_names
         if not (0 <= d < self.n_nodes):
             raise ProtocolError(f"node {s} sent a message to node {d}, but node ids must lie in 0..{self.n_nodes - 1}")
@@ -418,7 +425,7 @@ class EventHost:
         all_done, return_on_done = self._done_py, self.return_on_done
         pause_on_done = self.pause_on_done
         st = self.setting
-        env, cfg, keys, rates, edge_key = st.env, st.cfg, st.keys, st.rates, st.edge_key
+        model, keys, rates, edge_key = st.model, st.keys, st.rates, st.edge_key
         round_time = self.round_time
         counts = self._counts
         seq = self._seq
@@ -456,13 +463,13 @@ class EventHost:
                 continue
             if prio == P_WAKE:
                 nstate = ni[a]
-                if b != nstate[I_EPOCH]:
+                if b != nstate["epoch"]:
                     continue
                 now = t
                 events += 1
-                k = nstate[I_TICKS]
-                nstate[I_TICKS] = k + 1
-                heappush(heap, (t + next_tick(cfg, env, keys, rates, a, k), P_WAKE, next(seq), a, b))
+                k = nstate["ticks"]
+                nstate["ticks"] = k + 1
+                heappush(heap, (t + next_tick(model, keys, rates, a, k), P_WAKE, next(seq), a, b))
                 wakes += 1
                 gid = node_group[a]
                 states[gid], out = programs[gid].wake(states[gid], one_ids[a], np.array((t,)))
@@ -471,7 +478,7 @@ class EventHost:
                 now = t
                 events += 1
                 src, dst, kind, bin_, dup, payload = a
-                if ni[dst][I_DOWN] > 0:
+                if ni[dst]["down"] > 0:
                     rec.extend((bin_, src, dst, kind * 16 + dup * 8 + CAUSE_DEAD_RECEIVER))
                     continue
                 # pragma: no mutate start (equivalent: CAUSE_DELIVERED is 0, so + and - agree)
@@ -491,11 +498,11 @@ class EventHost:
                 if d not in adj_sets[s]:                # (an id out of range is in no set)
                     self.raise_bad_edge(s, d)
                 nstate = ni[s]
-                c = nstate[I_SENT]
-                nstate[I_SENT] = c + 1
+                c = nstate["sent"]
+                nstate["sent"] = c + 1
                 sent += 1
                 sent_scalars += spm
-                copies, dl, lat1, lat2 = send_fate(env, cfg, keys, edge_key, s, d, c, nbytes)
+                copies, dl, lat1, lat2 = send_fate(model, keys, edge_key, s, d, c, nbytes)
                 if copies == 0:
                     rec.extend((bin_, s, d, kind * 16 + CAUSE_LOST))
                     continue
@@ -539,18 +546,18 @@ class EventHost:
         if prio == P_CRASH or prio == P_LEAVE:
             if prio == P_CRASH:
                 if b == 1:
-                    nstate[I_DEAD] = 1
+                    nstate["dead"] = 1
                 event = NODE_CRASH
             else:
-                if nstate[I_DEAD] == 1:
+                if nstate["dead"] == 1:
                     return                                         # a dead node's churn ends
-                c = nstate[I_CHURN]
-                heapq.heappush(heap, (t + churn_duration(st.env, st.keys[node, K_CHURN], 2 * c + 1), P_JOIN,
+                c = nstate["churn"]
+                heapq.heappush(heap, (t + churn_duration(st.model, st.keys[node]["churn"], 2 * c + 1), P_JOIN,
                                       next(seq), node, UNREAD_FLAG))
                 event = NODE_LEAVE
-            nstate[I_DOWN] += 1
-            if nstate[I_DOWN] == 1:
-                nstate[I_EPOCH] += 1
+            nstate["down"] += 1
+            if nstate["down"] == 1:
+                nstate["epoch"] += 1
                 res = self.programs[gid].crash(self.states[gid], self._one_ids[node])
                 if res is not None:
                     self.states[gid] = res
@@ -560,20 +567,20 @@ class EventHost:
             keep = b == 1
             event = NODE_RECOVER
         else:
-            c = nstate[I_CHURN]
-            nstate[I_CHURN] = c + 1
-            heapq.heappush(heap, (t + churn_duration(st.env, st.keys[node, K_CHURN], 2 * c + 2), P_LEAVE,
+            c = nstate["churn"]
+            nstate["churn"] = c + 1
+            heapq.heappush(heap, (t + churn_duration(st.model, st.keys[node]["churn"], 2 * c + 2), P_LEAVE,
                                   next(seq), node, UNREAD_FLAG))
-            keep = st.cfg[C_CHURN_KEEP] == 1
+            keep = st.model[0]["churn_keeps_state"] == 1
             event = NODE_JOIN
-        if nstate[I_DOWN] > 0:  # pragma: no mutate (equivalent: a recover or join follows its crash or leave)
-            nstate[I_DOWN] -= 1
-            if nstate[I_DOWN] == 0 and nstate[I_DEAD] == 0:
-                nstate[I_EPOCH] += 1
-                k = nstate[I_TICKS]
-                nstate[I_TICKS] = k + 1
-                heapq.heappush(heap, (t + next_tick(st.cfg, st.env, st.keys, st.rates, node, k), P_WAKE,
-                                      next(seq), node, nstate[I_EPOCH]))
+        if nstate["down"] > 0:  # pragma: no mutate (equivalent: a recover or join follows its crash or leave)
+            nstate["down"] -= 1
+            if nstate["down"] == 0 and nstate["dead"] == 0:
+                nstate["epoch"] += 1
+                k = nstate["ticks"]
+                nstate["ticks"] = k + 1
+                heapq.heappush(heap, (t + next_tick(st.model, st.keys, st.rates, node, k), P_WAKE,
+                                      next(seq), node, nstate["epoch"]))
                 res = self.programs[gid].recover(self.states[gid], self._one_ids[node], bool(keep))
                 if res is not None:
                     self.states[gid] = res
@@ -581,23 +588,25 @@ class EventHost:
 
     # -- messages between hosts ------------------------------------------------------------------------------------
     def take_outgoing(self) -> dict[int, list]:
-        """The outgoing buffer as ``{host: [(tag, spm, dtype, ints, times, payload), ...]}`` (ints rows: src, dst,
-        round bin, duplicate copy; times: arrival times); empties it."""
+        """The outgoing buffer as ``{host: [(tag, spm, dtype, arrivals, times, payload), ...]}`` (arrivals:
+        `ARRIVAL` records; times: arrival times); empties it."""
         out: dict[int, list] = {}
         if self.compiled:
-            x = int(self._ctr[N_OUT])
+            x = int(self._ctr[0]["out"])
             if x == 0:
                 return out
-            xi, xf = self._xi[:x], self._xf[:x]
-            self._ctr[N_OUT] = 0
-            for dest in np.unique(xi[:, X_HOST]).tolist():
-                for_dest = xi[:, X_HOST] == dest
-                for tag in np.unique(xi[for_dest, X_TAG]).tolist():
-                    sel = np.flatnonzero(for_dest & (xi[:, X_TAG] == tag))
+            xi, xt, xp = self._xi[:x], self._xt[:x], self._xp[:x]
+            self._ctr["out"] = 0
+            for dest in np.unique(xi["host"]).tolist():
+                for_dest = xi["host"] == dest
+                for tag in np.unique(xi["tag"][for_dest]).tolist():
+                    sel = np.flatnonzero(for_dest & (xi["tag"] == tag))
                     w = int(self._widths[tag])
-                    out.setdefault(dest, []).append((self.kernel.tags[tag], w, "<f8",
-                                                     np.ascontiguousarray(xi[sel][:, [X_SRC, X_DST, X_BIN, X_COPY]]),
-                                                     xf[sel, 0].copy(), np.ascontiguousarray(xf[sel, 1:][:, :w])))
+                    arrivals = np.empty(sel.size, ARRIVAL)
+                    for field in ARRIVAL.names:
+                        arrivals[field] = xi[field][sel]
+                    out.setdefault(dest, []).append((self.kernel.tags[tag], w, "<f8", arrivals, xt[sel].copy(),
+                                                     np.ascontiguousarray(xp[sel, :w])))
             return out
         if not self._xout:
             return out
@@ -608,66 +617,65 @@ class EventHost:
         for (dest, kind), rs in by.items():
             tag, spm, dtype = self._kinds[kind]
             # pragma: no mutate start (equivalent: Python ints and floats make int64 and float64 arrays)
-            ints = np.array([r[2:6] for r in rs], dtype=np.int64)
+            arrivals = np.array([r[2:6] for r in rs], dtype=ARRIVAL)
             times = np.array([r[6] for r in rs], dtype=np.float64)
             # pragma: no mutate end
             payload = np.concatenate([r[7] for r in rs])         # rows of the kind's dtype
-            out.setdefault(dest, []).append((tag, spm, dtype.str, ints, times, payload))
+            out.setdefault(dest, []).append((tag, spm, dtype.str, arrivals, times, payload))
         return out
 
     def put_incoming(self, parts: list) -> None:
         """Put messages from another host (parts as `take_outgoing` gives them) on the heap at max(arrival time,
         now): on time when this host's clock has not reached the arrival time yet, late (at once) otherwise."""
-        for tag, spm, dtype, ints, times, payload in parts:
+        for tag, spm, dtype, arrivals, times, payload in parts:
             # unpickled arrays may be read-only views of a call's buffer; programs may write to what they get
             # pragma: no mutate start (equivalent: numpy reads the requirement letters in either case)
-            ints, times, payload = (np.require(a, requirements=("C", "W")) for a in (ints, times, payload))
+            arrivals, times, payload = (np.require(a, requirements=("C", "W")) for a in (arrivals, times, payload))
             # pragma: no mutate end
             if self.compiled:
-                self.grow(ints.shape[0])
+                self.grow(arrivals.shape[0])
                 EK.push_arrivals(self._ht, self._hk, self._ctr, self._fc, self._mi, self._mp, self._free,
-                                 self._tag_ids[tag], ints, times, payload)
+                                 self._tag_ids[tag], arrivals, times, payload)
                 continue
             kind = self.kind_id(tag, spm, dtype)
             now = self._now
-            for r in range(ints.shape[0]):
+            for r in range(arrivals.shape[0]):
                 t = float(times[r])
                 if t < now:
                     self._counts["late"] += 1
                     self._lateness += now - t
                     t = now
-                s, d, bin_, dup = (int(v) for v in ints[r])
+                m = arrivals[r]
+                s, d, bin_, dup = int(m["src"]), int(m["dst"]), int(m["bin"]), int(m["copy"])
                 heapq.heappush(self._heap, (t, P_DELIVER, next(self._seq), (s, d, kind, bin_, dup, payload[r:r + 1]),
                                             UNREAD_FLAG))
 
     def meter_parts_in_flight(self, parts: list) -> None:
         """Meter messages for another host that will not be sent (a sealed host) as in flight at the end."""
         recs = []
-        for tag, spm, dtype, ints, times, payload in parts:
+        for tag, spm, dtype, arrivals, times, payload in parts:
             kind = self.kind_id(tag, spm, dtype)
-            recs.append(np.column_stack([ints[:, 2], ints[:, 0], ints[:, 1], kind * 16 + ints[:, 3] * 8
-                                         + CAUSE_IN_FLIGHT]))
+            recs.append(fates(arrivals["bin"], arrivals["src"], arrivals["dst"],
+                              kind * 16 + arrivals["copy"] * 8 + CAUSE_IN_FLIGHT))
         if recs:
-            self._meter_records(np.concatenate(recs).astype(np.int64))
+            self._meter_records(np.concatenate(recs))
 
     # -- metering ---------------------------------------------------------------------------------------------------
     def flush(self, extra: np.ndarray | None = None) -> None:
         """Hand the buffered records to the meter (one batch per kind, fate and round) and the fault tally."""
         if self.compiled:
-            nr = int(self._ctr[N_REC])
+            nr = int(self._ctr[0]["records"])
             recs = self._rec[:nr]
             if extra is not None:
-                recs = np.concatenate([recs, extra.astype(np.int64)])
-            self._ctr[N_REC] = 0
-            ng = int(self._ctr[N_LOG])
-            log = [(float(self._log_t[i]), int(self._log_i[i, 0]), int(self._log_i[i, 1])) for i in range(ng)]
-            self._ctr[N_LOG] = 0
+                recs = np.concatenate([recs, extra])
+            self._ctr["records"] = 0
+            ng = int(self._ctr[0]["log"])
+            log = [(float(t), int(e["node"]), int(e["event"])) for t, e in zip(self._log_t[:ng], self._log_i[:ng])]
+            self._ctr["log"] = 0
         else:
-            # pragma: no mutate start (equivalent: numpy reads any negative size as -1)
-            recs = np.frombuffer(self._rec_py, dtype=np.int64).reshape(-1, 4)
-            # pragma: no mutate end
+            recs = np.frombuffer(self._rec_py, dtype=FATE)
             if extra is not None:
-                recs = np.concatenate([recs, extra.astype(np.int64)])
+                recs = np.concatenate([recs, extra])
             self._rec_py = array("q")  # pragma: no mutate (equivalent: records are never negative: q or Q alike)
             log, self._log = self._log, []
         for t, node, event in log:
@@ -679,40 +687,38 @@ class EventHost:
         """Meter every message still on the heap as in flight at the end (delivered traffic: it was sent) and
         empty the heap of deliveries; flushes all records."""
         if self.compiled:
-            nh = int(self._ctr[N_HEAP])
-            slots = self._hk[:nh][self._hk[:nh, 0] == P_DELIVER, 2]
-            mi = self._mi[slots]
-            rec = np.column_stack([mi[:, 3], mi[:, 0], mi[:, 1], mi[:, 2] * 16 + mi[:, 4] * 8 + CAUSE_IN_FLIGHT])
+            mi = self._mi[self._slots_in_flight()]
+            rec = fates(mi["bin"], mi["src"], mi["dst"], mi["tag"] * 16 + mi["copy"] * 8 + CAUSE_IN_FLIGHT)
         else:
-            rows = [(a[3], a[0], a[1], a[2] * 16 + a[4] * 8 + CAUSE_IN_FLIGHT)
-                    for _, prio, _, a, _ in self._heap if prio == P_DELIVER]
-            rec = np.array(rows, dtype=np.int64).reshape(-1, 4)  # pragma: no mutate (equivalent: ints make int64)
+            rec = np.array([(a[3], a[0], a[1], a[2] * 16 + a[4] * 8 + CAUSE_IN_FLIGHT)
+                            for _, prio, _, a, _ in self._heap if prio == P_DELIVER], dtype=FATE)
         self.flush(extra=rec)
 
     def end(self) -> None:
         """The run is over and its messages in flight are metered (`meter_in_flight`): let go of the event queue
         and the message pool (about 100 bytes a node), keeping the counters and the node state."""
         if self.compiled:
-            self._ctr[N_HEAP] = self._ctr[N_FREE] = 0
+            self._ctr["heap"] = self._ctr["free"] = 0
             # pragma: no mutate start (equivalent: nothing advances the loop after end, so arrays of any small size
             # and dtype let the pool go alike)
-            self._ht, self._hk = np.empty(0), np.empty((0, 4), dtype=np.int64)
-            self._mi, self._mp = np.empty((0, 5), dtype=np.int64), np.empty((0, self._mp.shape[1]))
+            self._ht, self._hk = np.empty(0), np.empty(0, HEAP_KEY)
+            self._mi, self._mp = np.empty(0, POOL_ENTRY), np.empty((0, self._mp.shape[1]))
             self._free = np.empty(0, dtype=np.int64)
             # pragma: no mutate end
         else:
             self._heap = []
 
     def _meter_records(self, recs: np.ndarray) -> None:
-        code = recs[:, 3]
+        """Meter `FATE` records: one batch per kind, fate and round."""
+        code = recs["code"]
         cause = code & 7
         dropped = np.isin(cause, DROPPED_CAUSES)
         group = (code >> 4) * 2 + dropped
-        order = np.lexsort((recs[:, 0], group))  # pragma: no mutate (equivalent: the batches cut by round are fewer)
+        order = np.lexsort((recs["bin"], group))  # pragma: no mutate (equivalent: the batches cut by round are fewer)
         group = group[order]
-        bins = recs[order, 0]
-        src = recs[order, 1]
-        dst = recs[order, 2]
+        bins = recs["bin"][order]
+        src = recs["src"][order]
+        dst = recs["dst"][order]
         cut = np.flatnonzero((np.diff(group) != 0) | (np.diff(bins) != 0)) + 1
         starts = np.concatenate([[0], cut])
         ends = np.concatenate([cut, [group.shape[0]]])

@@ -37,7 +37,7 @@ from ..errors import ScenarioError
 from ..program import GossipProgram, Group
 from ..topology import check_connected, neighbour_csr
 from .event_host import EventHost, GossipSetting
-from .event_kernels import (I_DEAD, I_DOWN, I_SENT, I_TICKS, NO_LIMIT, ST_BAD_EDGE, ST_DONE, ST_EVAL_MSG,
+from .event_kernels import (NO_LIMIT, ST_BAD_EDGE, ST_DONE, ST_EVAL_MSG,
                             ST_EVAL_TIME, ST_FLUSH, ST_GROW, ST_MESSAGES, ST_QUIESCENT, ST_SCALARS, ST_TIME, ST_YIELD)
 
 __all__ = ["GossipScheduler", "GossipProgress", "GossipStopReason", "GossipOutcome",
@@ -206,8 +206,8 @@ class GossipScheduler:
         """Per node: clock ticks drawn (those handled plus the pending one), messages sent, whether it is down now,
         whether it crashed for good."""
         ni = self.host.node_state()
-        return {"ticks": ni[:, I_TICKS].copy(), "sent": ni[:, I_SENT].copy(), "down": ni[:, I_DOWN] > 0,
-                "dead": ni[:, I_DEAD] > 0}
+        return {"ticks": ni["ticks"].copy(), "sent": ni["sent"].copy(), "down": ni["down"] > 0,
+                "dead": ni["dead"] > 0}
 
     def observe(self) -> dict:
         """Every group's observation now (gid -> `program.observe(state)`)."""

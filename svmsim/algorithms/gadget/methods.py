@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -76,11 +77,19 @@ MIXINGS = ("neighbour", "metropolis", "uniform")             # `topology.MIXING_
 #: message tags
 PUSH, AVERAGE, AVERAGE_REPLY = "push", "average", "average_reply"
 
-# per-node integer slots
-_STEPS, _TICKS, _HITS, _DONE, _SENT_PUSH, _SENT_AVERAGE, _SENT_REPLY, _AVERAGED, _DOWN = range(9)
-_N_INTS = 9
-# per-node float slots: Push-Sum weight omega, previous F, last |dF|
-_OMEGA, _F_PREV, _LAST_DF = range(3)
+#: per hosted node: local steps taken, clock ticks, consecutive small |dF|, finished (0/1), messages sent of each
+#: kind, steps summed into the averaged iterate, down (0/1)
+NODE_COUNTERS = np.dtype([("steps", np.int64), ("ticks", np.int64), ("hits", np.int64), ("done", np.int64),
+                          ("sent_push", np.int64), ("sent_average", np.int64), ("sent_reply", np.int64),
+                          ("averaged", np.int64), ("down", np.int64)], align=True)
+#: per hosted node: its Push-Sum weight omega, the previous step's F and the last |dF|
+NODE_FLOATS = np.dtype([("omega", np.float64), ("f_prev", np.float64), ("last_df", np.float64)], align=True)
+#: the group's progress: nodes finished, nodes, nodes down that have not finished
+PROGRESS = np.dtype([("finished", np.int64), ("nodes", np.int64), ("down", np.int64)], align=True)
+#: the program's constants
+CONFIG = np.dtype([("lam", np.float64), ("radius", np.float64), ("eps", np.float64), ("patience", np.int64),
+                   ("max_steps", np.int64), ("ticks_per_step", np.int64), ("project_local", np.bool_),
+                   ("project_gossip", np.bool_), ("push_sum", np.bool_), ("average", np.bool_)], align=True)
 #: a Push-Sum weight below this is not split any further (it would underflow after ~1000 unanswered pushes)
 _TINY_OMEGA = 1e-250
 
@@ -94,9 +103,26 @@ def gadget_scalars_per_message(d: int, gossip: str) -> int:
 # Kernels: one node's clock tick and one message's delivery, shared by the Python methods and the compiled loop
 # ---------------------------------------------------------------------------------------------------------------
 
-# slots of the program's constants (one array)
-_LAM, _RADIUS, _EPS, _PATIENCE, _MAX_STEPS, _TICKS_PER_STEP, _PROJECT_LOCAL, _PROJECT_GOSSIP, _PUSH_SUM, \
-    _AVERAGE = range(10)
+class GadgetArrays(NamedTuple):
+    """What the kernels act on for a group of hosted nodes (row j: the group's j-th node; see `GadgetState`)."""
+
+    local_of: np.ndarray
+    X: object                   # array or CSR triple
+    y: np.ndarray
+    row_start: np.ndarray
+    W: np.ndarray
+    W_sum: np.ndarray
+    counters: np.ndarray        # one `NODE_COUNTERS` record per row
+    node_floats: np.ndarray     # one `NODE_FLOATS` record per row
+    rng: np.ndarray
+    nbr_ptr: np.ndarray
+    nbr_ids: np.ndarray
+    nbr_cum: np.ndarray
+    progress: np.ndarray        # one `PROGRESS` record
+    config: np.ndarray          # one `CONFIG` record
+    points: np.ndarray
+
+
 # message kinds inside the kernels (index into the program's tags): Push-Sum uses 0; pairwise 0 = request, 1 = reply
 _REQUEST, _REPLY = 0, 1
 
@@ -128,21 +154,25 @@ def _project_row(W, j, radius):
 def _tick(node, arrays, message):
     """One tick of `node`'s clock: a local step (a)-(f) at every R-th tick, then the gossip send (g) written to
     `message`. Returns the destination, or -1 when nothing is sent."""
-    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config, points = arrays
-    lam, radius, eps = config[_LAM], config[_RADIUS], config[_EPS]
-    patience, max_steps, ticks_per_step = int(config[_PATIENCE]), int(config[_MAX_STEPS]), int(config[_TICKS_PER_STEP])
+    X, y, row_start, W, W_sum, rng, points = arrays.X, arrays.y, arrays.row_start, arrays.W, arrays.W_sum, arrays.rng, \
+        arrays.points
+    config = arrays.config[0]
+    lam, radius, eps = config.lam, config.radius, config.eps
+    patience, max_steps, ticks_per_step = config.patience, config.max_steps, config.ticks_per_step
     d = W.shape[1]
-    j = local_of[node]
-    if ints[j, _DONE]:
+    j = arrays.local_of[node]
+    counters = arrays.counters[j]
+    floats = arrays.node_floats[j]
+    if counters.done:
         return -1
-    ints[j, _TICKS] += 1
-    if (ints[j, _TICKS] - 1) % ticks_per_step == 0:
-        t = ints[j, _STEPS] + 1
-        ints[j, _STEPS] = t
-        if config[_AVERAGE] != 0.0 and 2 * t > max_steps:                   # sum of w_j^(t), t in (T/2, T]
+    counters.ticks += 1
+    if (counters.ticks - 1) % ticks_per_step == 0:
+        t = counters.steps + 1
+        counters.steps = t
+        if config.average and 2 * t > max_steps:                             # sum of w_j^(t), t in (T/2, T]
             for c in range(d):
                 W_sum[j, c] += W[j, c]
-            ints[j, _AVERAGED] += 1
+            counters.averaged += 1
         lo = row_start[j]
         i = lo + next_index(rng, j, row_start[j + 1] - lo)                   # (a)
         if points.shape[0]:                                                  # the point's row of the shared set
@@ -154,41 +184,42 @@ def _tick(node, arrays, message):
             wj[c] *= shrink
         if violated:
             row_axpy(X, i, y[i] / (lam * t), wj)
-        if config[_PROJECT_LOCAL] != 0.0:                                     # (f)
+        if config.project_local:                                              # (f)
             nrm2 = _project_row(W, j, radius)
         else:
             nrm2 = 0.0
             for c in range(d):
                 nrm2 += wj[c] * wj[c]
         F = (1.0 if violated else 0.0) + 0.5 * lam * nrm2                     # the authors' single-sample F
-        floats[j, _LAST_DF] = abs(F - floats[j, _F_PREV])
-        ints[j, _HITS] = stopping_update(F, floats[j, _F_PREV], ints[j, _HITS], eps) if eps > 0.0 else 0
-        floats[j, _F_PREV] = F
+        floats.last_df = abs(F - floats.f_prev)
+        counters.hits = stopping_update(F, floats.f_prev, counters.hits, eps) if eps > 0.0 else 0
+        floats.f_prev = F
     # (g) one neighbour drawn from row j of B (past the last cumulative share: no exchange this tick)
     dst = -1
     u = next_uniform(rng, j)
-    k, hi = nbr_ptr[j], nbr_ptr[j + 1]
+    nbr_cum = arrays.nbr_cum
+    k, hi = arrays.nbr_ptr[j], arrays.nbr_ptr[j + 1]
     while k < hi and nbr_cum[k] <= u:
         k += 1
-    if config[_PUSH_SUM] != 0.0:
-        if k < hi and floats[j, _OMEGA] >= 2.0 * _TINY_OMEGA:
-            half = 0.5 * floats[j, _OMEGA]                                     # keep half of (s, omega), send half
-            floats[j, _OMEGA] = half
+    if config.push_sum:
+        if k < hi and floats.omega >= 2.0 * _TINY_OMEGA:
+            half = 0.5 * floats.omega                                          # keep half of (s, omega), send half
+            floats.omega = half
             for c in range(d):
                 message[c] = half * W[j, c]
             message[d] = half
-            ints[j, _SENT_PUSH] += 1
-            dst = nbr_ids[k]
+            counters.sent_push += 1
+            dst = arrays.nbr_ids[k]
     elif k < hi:
         for c in range(d):
             message[c] = W[j, c]
-        ints[j, _SENT_AVERAGE] += 1
-        dst = nbr_ids[k]
+        counters.sent_average += 1
+        dst = arrays.nbr_ids[k]
     # finished: the stopping rule or T steps, once the last step's R gossip ticks are over
-    if ints[j, _TICKS] % ticks_per_step == 0 and (
-            (eps > 0.0 and ints[j, _HITS] >= patience) or (max_steps > 0 and ints[j, _STEPS] >= max_steps)):
-        ints[j, _DONE] = 1
-        progress[0] += 1
+    if counters.ticks % ticks_per_step == 0 and (
+            (eps > 0.0 and counters.hits >= patience) or (max_steps > 0 and counters.steps >= max_steps)):
+        counters.done = 1
+        arrays.progress[0].finished += 1
     return dst
 
 
@@ -197,28 +228,30 @@ def _deliver(node, kind, message, arrays, reply):
     """A message reaches `node`: Push-Sum adds the share (s, omega) to the node's pair (its model is the ratio);
     pairwise averaging moves the peer to the mean of the two and answers with minus its change (written to
     `reply`, returns True), which the initiator adds. Then (h)."""
-    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config, points = arrays
+    W = arrays.W
+    config = arrays.config[0]
     d = W.shape[1]
-    j = local_of[node]
+    j = arrays.local_of[node]
     answered = False
-    if config[_PUSH_SUM] != 0.0:
-        total = floats[j, _OMEGA] + message[d]
-        keep = floats[j, _OMEGA] / total
+    if config.push_sum:
+        floats = arrays.node_floats[j]
+        total = floats.omega + message[d]
+        keep = floats.omega / total
         for c in range(d):
             W[j, c] = keep * W[j, c] + message[c] / total
-        floats[j, _OMEGA] = total
+        floats.omega = total
     elif kind == _REQUEST:                                    # w_j <- (w_i + w_j)/2; answer minus the change
         answered = True
         for c in range(d):
             change = 0.5 * (message[c] - W[j, c])
             W[j, c] += change
             reply[c] = -change
-        ints[j, _SENT_REPLY] += 1
+        arrays.counters[j].sent_reply += 1
     else:                                                     # the initiator adds the answer
         for c in range(d):
             W[j, c] += message[c]
-    if config[_PROJECT_GOSSIP] != 0.0:
-        _project_row(W, j, config[_RADIUS])
+    if config.project_gossip:
+        _project_row(W, j, config.radius)
     return answered
 
 
@@ -246,35 +279,38 @@ def _deliver_rows(dst, kind, payload, arrays, replies):
 @numba.njit(cache=True)
 def _kernel_wake(arrays, node, t, out_dst, out_tag, out_payload):
     dst = _tick(node, arrays, out_payload[0])
-    progress = arrays[12]
     if dst < 0:
-        return 0, progress[0] + progress[2] >= progress[1]
+        return 0, _all_done(arrays.progress[0])
     out_dst[0] = dst
     out_tag[0] = _REQUEST
-    return 1, progress[0] + progress[2] >= progress[1]
+    return 1, _all_done(arrays.progress[0])
 
 
 @numba.njit(cache=True)
 def _kernel_prefetch(arrays, node):
     """Prefetch what `node`'s next tick or delivery reads first (`GossipKernel.prefetch`): its model row and sum,
     its counters, its random stream and its neighbour row (its data rows are read only at a local step)."""
-    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config, points = arrays
-    j = local_of[node]
-    prefetch_row(W, j)
-    prefetch(ints, j)
-    prefetch(floats, j)
-    prefetch(rng, j)
-    prefetch(nbr_ptr, j)
+    j = arrays.local_of[node]
+    prefetch_row(arrays.W, j)
+    prefetch(arrays.counters, j)
+    prefetch(arrays.node_floats, j)
+    prefetch(arrays.rng, j)
+    prefetch(arrays.nbr_ptr, j)
 
 
 @numba.njit(cache=True)
 def _kernel_receive(arrays, dst, src, tag, payload, t, out_dst, out_tag, out_payload):
-    progress = arrays[12]
     if _deliver(dst, tag, payload, arrays, out_payload[0]):
         out_dst[0] = src
         out_tag[0] = _REPLY
-        return 1, progress[0] + progress[2] >= progress[1]
-    return 0, progress[0] + progress[2] >= progress[1]
+        return 1, _all_done(arrays.progress[0])
+    return 0, _all_done(arrays.progress[0])
+
+
+@numba.njit(inline="always", cache=True)
+def _all_done(progress):
+    """Whether every node of the group has finished or is down (`progress`: a `PROGRESS` record)."""
+    return progress.finished + progress.down >= progress.nodes
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -292,26 +328,27 @@ class GadgetState:
     row_start: np.ndarray       # node j's points are rows row_start[j]:row_start[j+1] (of X and y, or of points)
     W: np.ndarray               # models w_j (Push-Sum: the ratio s_j/omega_j)
     W_sum: np.ndarray           # with `average`: sum of w_j^(t) over the last half of node j's steps
-    ints: np.ndarray            # steps, ticks, hits, done, messages sent (push, request, reply), averaged steps
-    floats: np.ndarray          # omega, F_prev, last |dF|
+    counters: np.ndarray        # per node: a `NODE_COUNTERS` record (steps, ticks, hits, done, messages sent, ...)
+    node_floats: np.ndarray     # per node: a `NODE_FLOATS` record (omega, F_prev, last |dF|)
     rng: np.ndarray             # one splitmix64 stream per node
     nbr_ptr: np.ndarray         # neighbours of node j: nbr_ids[nbr_ptr[j]:nbr_ptr[j+1]], cumulative B row nbr_cum
     nbr_ids: np.ndarray
     nbr_cum: np.ndarray
-    progress: np.ndarray        # [finished nodes, nodes, nodes down that have not finished]
+    progress: np.ndarray        # one `PROGRESS` record: finished nodes, nodes, nodes down that have not finished
     shard_sizes: np.ndarray
-    config: np.ndarray          # the program's constants
+    config: np.ndarray          # one `CONFIG` record: the program's constants
     points: np.ndarray          # shard position -> row of X and y, where they are a shared data set (else empty)
 
     def __post_init__(self):
         # what the kernels take (in this order)
-        self.arrays = (self.local_of, self.rows, self.y, self.row_start, self.W, self.W_sum, self.ints,
-                       self.floats, self.rng, self.nbr_ptr, self.nbr_ids, self.nbr_cum, self.progress, self.config,
-                       self.points)
+        self.arrays = GadgetArrays(self.local_of, self.rows, self.y, self.row_start, self.W, self.W_sum,
+                                   self.counters, self.node_floats, self.rng, self.nbr_ptr, self.nbr_ids, self.nbr_cum,
+                                   self.progress, self.config, self.points)
 
     @property
     def all_done(self) -> bool:
-        return self.progress[0] + self.progress[2] >= self.progress[1]
+        p = self.progress[0]
+        return bool(p["finished"] + p["down"] >= p["nodes"])
 
 
 class GadgetPeer(GossipProgram):
@@ -343,11 +380,9 @@ class GadgetPeer(GossipProgram):
         self._no_replies = np.empty((0, self.d))
 
     def _config(self) -> np.ndarray:
-        config = np.zeros(10)
-        config[[_LAM, _RADIUS, _EPS, _PATIENCE, _MAX_STEPS, _TICKS_PER_STEP, _PROJECT_LOCAL, _PROJECT_GOSSIP,
-                _PUSH_SUM, _AVERAGE]] = (self.lam, self.radius, self.eps, self.patience, self.iterations,
-                                         self.rounds, self.project_local, self.project_gossip, self.push_sum,
-                                         self.average)
+        config = np.zeros(1, CONFIG)
+        config[0] = (self.lam, self.radius, self.eps, self.patience, self.iterations, self.rounds, self.project_local,
+                     self.project_gossip, self.push_sum, self.average)
         return config
 
     # -- interface ----------------------------------------------------------------------------------------------
@@ -393,16 +428,18 @@ class GadgetPeer(GossipProgram):
         top = int(max(node_ids.max(), nbr_ids.max() if nbr_ids.size else 0))
         local_of = np.full(top + 1, -1, dtype=np.int64)
         local_of[node_ids] = np.arange(m)
-        floats = np.zeros((m, 3))
-        floats[:, _OMEGA] = omega
-        floats[:, _F_PREV] = np.nan
+        node_floats = np.zeros(m, NODE_FLOATS)
+        node_floats["omega"] = omega
+        node_floats["f_prev"] = np.nan
+        progress = np.zeros(1, PROGRESS)
+        progress[0] = (0, m, 0)
         return GadgetState(
             node_ids=node_ids, local_of=local_of, rows=as_rows(X), y=y,
             row_start=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), W=np.zeros((m, self.d)),
-            W_sum=np.zeros((m, self.d) if self.average else (0, self.d)), ints=np.zeros((m, _N_INTS), dtype=np.int64),
-            floats=floats, rng=seed_streams(seed, node_ids), nbr_ptr=np.asarray(nbr_ptr, dtype=np.int64),
+            W_sum=np.zeros((m, self.d) if self.average else (0, self.d)), counters=np.zeros(m, NODE_COUNTERS),
+            node_floats=node_floats, rng=seed_streams(seed, node_ids), nbr_ptr=np.asarray(nbr_ptr, dtype=np.int64),
             nbr_ids=nbr_ids, nbr_cum=segment_cumsum(np.asarray(nbr_ptr, dtype=np.int64), probs),
-            progress=np.array([0, m, 0], dtype=np.int64), shard_sizes=np.asarray(sizes, dtype=np.int64),
+            progress=progress, shard_sizes=np.asarray(sizes, dtype=np.int64),
             config=self._config(), points=np.zeros(0, dtype=np.int64) if points is None else points)
 
     def wake(self, st: GadgetState, nodes, times):
@@ -453,19 +490,19 @@ class GadgetPeer(GossipProgram):
 
     def _observation(self, st: GadgetState, models) -> dict:
         """The observation, with `models(W)` as w (and as w_out without averaged iterates)."""
-        ints = st.ints
+        counters = st.counters
         if self.average:                            # the averaged iterate where a node has one
             w_out = st.W.copy()
-            counts = ints[:, _AVERAGED]
+            counts = counters["averaged"]
             has = counts > 0
             w_out[has] = st.W_sum[has] / counts[has, None]
         else:
             w_out = models(st.W)
-        return {"nodes": st.node_ids, "w": models(st.W), "w_out": w_out, "steps": ints[:, _STEPS].copy(),
-                "done": ints[:, _DONE].astype(bool), "sent_push": ints[:, _SENT_PUSH].copy(),
-                "sent_average": ints[:, _SENT_AVERAGE].copy(), "sent_reply": ints[:, _SENT_REPLY].copy(),
-                "last_dF": st.floats[:, _LAST_DF].copy(), "omega": st.floats[:, _OMEGA].copy(),
-                "shard_sizes": st.shard_sizes, "down": ints[:, _DOWN].astype(bool)}
+        return {"nodes": st.node_ids, "w": models(st.W), "w_out": w_out, "steps": counters["steps"].copy(),
+                "done": counters["done"].astype(bool), "sent_push": counters["sent_push"].copy(),
+                "sent_average": counters["sent_average"].copy(), "sent_reply": counters["sent_reply"].copy(),
+                "last_dF": st.node_floats["last_df"].copy(), "omega": st.node_floats["omega"].copy(),
+                "shard_sizes": st.shard_sizes, "down": counters["down"].astype(bool)}
 
     def crash(self, st: GadgetState, nodes):
         """A crashed node keeps its state; the scheduler neither wakes it nor delivers to it. It is marked down:
@@ -485,37 +522,37 @@ class GadgetPeer(GossipProgram):
 @numba.njit(cache=True)
 def _kernel_crash(arrays, node):
     """`node` went down (a crash, or it left by churn): mark it. A node that is down cannot finish, so the program
-    is done when every node has finished or is down (progress[0] + progress[2] == nodes): a permanent crash does
-    not hold the run up until its budget. A node that would come back later misses the end of the run; it is
-    listed in the fault summary's ``down_at_end``."""
-    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config, points = arrays
-    j = local_of[node]
-    if ints[j, _DOWN] == 0:
-        ints[j, _DOWN] = 1
-        if ints[j, _DONE] == 0:
-            progress[2] += 1
+    is done when every node has finished or is down (finished + down == nodes): a permanent crash does not hold the
+    run up until its budget. A node that would come back later misses the end of the run; it is listed in the fault
+    summary's ``down_at_end``."""
+    counters = arrays.counters[arrays.local_of[node]]
+    if counters.down == 0:
+        counters.down = 1
+        if counters.done == 0:
+            arrays.progress[0].down += 1
 
 
 @numba.njit(cache=True)
 def _kernel_recover(arrays, node, keep_state):
-    local_of, X, y, row_start, W, W_sum, ints, floats, rng, nbr_ptr, nbr_ids, nbr_cum, progress, config, points = arrays
-    j = local_of[node]
-    if ints[j, _DOWN] == 1:
-        ints[j, _DOWN] = 0
-        if ints[j, _DONE] == 0:
-            progress[2] -= 1
+    j = arrays.local_of[node]
+    counters = arrays.counters[j]
+    progress = arrays.progress[0]
+    if counters.down == 1:
+        counters.down = 0
+        if counters.done == 0:
+            progress.down -= 1
     if keep_state:
         return
-    progress[0] -= ints[j, _DONE]
-    W[j, :] = 0.0
-    if W_sum.shape[0]:
-        W_sum[j, :] = 0.0
-    ints[j, _STEPS] = 0
-    ints[j, _TICKS] = 0
-    ints[j, _HITS] = 0
-    ints[j, _DONE] = 0
-    ints[j, _AVERAGED] = 0
-    floats[j, _F_PREV] = np.nan
+    progress.finished -= counters.done
+    arrays.W[j, :] = 0.0
+    if arrays.W_sum.shape[0]:
+        arrays.W_sum[j, :] = 0.0
+    counters.steps = 0
+    counters.ticks = 0
+    counters.hits = 0
+    counters.done = 0
+    counters.averaged = 0
+    arrays.node_floats[j].f_prev = np.nan
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from `gossip_topology_info`: the spectral gap of the gossip chain, 1/gap, the mi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import networkx as nx
 import numba
@@ -63,9 +64,35 @@ MIXINGS = MIXING_RULES
 TAGS = ("push", "push_cumulative", "average", "average_reply")
 TAG_PUSH, TAG_CUMULATIVE, TAG_AVERAGE, TAG_REPLY = range(4)
 _TAG_ID = {t: i for i, t in enumerate(TAGS)}
-# ip (integer parameters) and counts columns
-IP_VARIANT, IP_MAX_WAKES, IP_DIM, IP_DONE, IP_SIZE = range(5)
-CT_WAKES, CT_PUSH, CT_CUMULATIVE, CT_AVERAGE, CT_REPLY, CT_RECEIVED = range(6)
+#: the program's settings and its count of finished nodes (one record; `done` grows as nodes reach `max_wakes`)
+SETTINGS = np.dtype([("variant", np.int64), ("max_wakes", np.int64), ("dim", np.int64), ("done", np.int64),
+                     ("size", np.int64), ("share", np.float64)], align=True)
+#: per hosted node: its clock ticks, the messages it sent of each kind and those it received
+NODE_COUNTS = np.dtype([("wakes", np.int64), ("push", np.int64), ("cumulative", np.int64), ("average", np.int64),
+                        ("reply", np.int64), ("received", np.int64)], align=True)
+#: the kinds of message sent, as `NODE_COUNTS` fields (in tag order)
+SENT_FIELDS = ("push", "cumulative", "average", "reply")
+
+
+class PushSumArrays(NamedTuple):
+    """What the numba functions act on for a group of hosted nodes (row i: the group's i-th node)."""
+
+    local_of: np.ndarray        # node id -> row (-1: another group's node)
+    s0: np.ndarray              # initial sums and weights (read only)
+    w0: np.ndarray
+    s: np.ndarray               # current sums and weights
+    w: np.ndarray
+    sigma: np.ndarray           # running-sum: per out-edge slot, the total pushed (empty for the other variants)
+    rho: np.ndarray             # running-sum: per in-edge slot, the last total applied
+    nbr_ptr: np.ndarray         # neighbours of row i: nbr[nbr_ptr[i]:nbr_ptr[i + 1]] (sorted node ids)
+    nbr: np.ndarray
+    cand_ptr: np.ndarray        # tick targets of row i: cand_node[cand_ptr[i]:cand_ptr[i + 1]], their edge slots
+    cand_node: np.ndarray       # (-1: the node itself) and the running sums of their mixing probabilities
+    cand_slot: np.ndarray
+    cand_cum: np.ndarray
+    target_key: np.ndarray      # per row: the key of its target stream
+    counts: np.ndarray          # per row: one `NODE_COUNTS` record
+    settings: np.ndarray        # one `SETTINGS` record
 
 
 #: above this many nodes `gossip_topology_info` reads the spectrum with a sparse solver and bounds the diameter
@@ -280,30 +307,33 @@ def _edge_slot(nbr_ptr, nbr, i, j):
 
 @numba.njit(cache=True)
 def pushsum_wake(arrays, node, t, out_dst, out_tag, out_pay):
-    """Node `node`'s clock ticked: pick a target from its mixing row and push (or ask for an average)."""
-    (local_of, s0, w0, s, w, sigma, rho, nbr_ptr, nbr, cand_ptr, cand_node, cand_slot, cand_cum, target_key,
-     counts, ip, fp) = arrays
-    i = local_of[node]
-    k = counts[i, CT_WAKES]
-    counts[i, CT_WAKES] = k + 1
-    max_wakes = ip[IP_MAX_WAKES]
+    """Node `node`'s clock ticked: pick a target from its mixing row and push (or ask for an average).
+    `arrays`: a `PushSumArrays`."""
+    s, w, sigma = arrays.s, arrays.w, arrays.sigma
+    settings = arrays.settings[0]
+    i = arrays.local_of[node]
+    counts = arrays.counts[i]
+    k = counts.wakes
+    counts.wakes = k + 1
+    max_wakes = settings.max_wakes
     if max_wakes >= 0:
         if k >= max_wakes:
-            return 0, ip[IP_DONE] >= ip[IP_SIZE]
+            return 0, settings.done >= settings.size
         if k + 1 == max_wakes:
-            ip[IP_DONE] += 1
-    done = ip[IP_DONE] >= ip[IP_SIZE]
-    u = counter_uniform(target_key[i], k)
+            settings.done += 1
+    done = settings.done >= settings.size
+    u = counter_uniform(arrays.target_key[i], k)
+    cand_ptr, cand_cum = arrays.cand_ptr, arrays.cand_cum
     c = cand_ptr[i]
     last = cand_ptr[i + 1] - 1
     while c < last and u >= cand_cum[c]:
         c += 1
-    j = cand_node[c]
+    j = arrays.cand_node[c]
     if j == node:
         return 0, done
-    d = ip[IP_DIM]
-    share = fp[0]
-    variant = ip[IP_VARIANT]
+    d = settings.dim
+    share = settings.share
+    variant = settings.variant
     if variant == 0:                                   # push-sum: send a share of (s, w)
         for q in range(d):
             part = share * s[i, q]
@@ -313,9 +343,9 @@ def pushsum_wake(arrays, node, t, out_dst, out_tag, out_pay):
         w[i] = w[i] - part
         out_pay[0, d] = part
         out_tag[0] = TAG_PUSH
-        counts[i, CT_PUSH] += 1
+        counts.push += 1
     elif variant == 1:                                 # running sum: add the share to the edge's total, send it
-        e = cand_slot[c]
+        e = arrays.cand_slot[c]
         for q in range(d):
             part = share * s[i, q]
             s[i, q] = s[i, q] - part
@@ -326,12 +356,12 @@ def pushsum_wake(arrays, node, t, out_dst, out_tag, out_pay):
         sigma[e, d] = sigma[e, d] + part
         out_pay[0, d] = sigma[e, d]
         out_tag[0] = TAG_CUMULATIVE
-        counts[i, CT_CUMULATIVE] += 1
+        counts.cumulative += 1
     else:                                              # pairwise: ask j to average with x_i
         for q in range(d):
             out_pay[0, q] = s[i, q]
         out_tag[0] = TAG_AVERAGE
-        counts[i, CT_AVERAGE] += 1
+        counts.average += 1
     out_dst[0] = j
     return 1, done
 
@@ -340,32 +370,31 @@ def pushsum_wake(arrays, node, t, out_dst, out_tag, out_pay):
 def pushsum_prefetch(arrays, node):
     """Prefetch what node `node`'s next tick or delivery reads (`GossipKernel.prefetch`): s, w, its counts, its
     target stream and its mixing row."""
-    (local_of, s0, w0, s, w, sigma, rho, nbr_ptr, nbr, cand_ptr, cand_node, cand_slot, cand_cum, target_key,
-     counts, ip, fp) = arrays
-    i = local_of[node]
-    prefetch_row(s, i)
-    prefetch(w, i)
-    prefetch(counts, i)
-    prefetch(target_key, i)
-    prefetch(cand_ptr, i)
+    i = arrays.local_of[node]
+    prefetch_row(arrays.s, i)
+    prefetch(arrays.w, i)
+    prefetch(arrays.counts, i)
+    prefetch(arrays.target_key, i)
+    prefetch(arrays.cand_ptr, i)
 
 
 @numba.njit(cache=True)
 def pushsum_receive(arrays, dst, src, tag, payload, t, out_dst, out_tag, out_pay):
     """A message from `src` arrived at `dst`: add the pushed mass, apply a running total, or average."""
-    (local_of, s0, w0, s, w, sigma, rho, nbr_ptr, nbr, cand_ptr, cand_node, cand_slot, cand_cum, target_key,
-     counts, ip, fp) = arrays
-    i = local_of[dst]
-    counts[i, CT_RECEIVED] += 1
-    d = ip[IP_DIM]
-    done = ip[IP_DONE] >= ip[IP_SIZE]
+    s, w, rho = arrays.s, arrays.w, arrays.rho
+    settings = arrays.settings[0]
+    i = arrays.local_of[dst]
+    counts = arrays.counts[i]
+    counts.received += 1
+    d = settings.dim
+    done = settings.done >= settings.size
     if tag == TAG_PUSH:
         for q in range(d):
             s[i, q] = s[i, q] + payload[q]
         w[i] = w[i] + payload[d]
         return 0, done
     if tag == TAG_CUMULATIVE:
-        e = _edge_slot(nbr_ptr, nbr, i, src)
+        e = _edge_slot(arrays.nbr_ptr, arrays.nbr, i, src)
         if payload[d] > rho[e, d]:                     # newer than what was applied: add the difference
             for q in range(d):
                 s[i, q] = s[i, q] + (payload[q] - rho[e, q])
@@ -381,7 +410,7 @@ def pushsum_receive(arrays, dst, src, tag, payload, t, out_dst, out_tag, out_pay
             out_pay[0, q] = old - new
         out_dst[0] = src
         out_tag[0] = TAG_REPLY
-        counts[i, CT_REPLY] += 1
+        counts.reply += 1
         return 1, done
     for q in range(d):                                 # the reply to our averaging request
         s[i, q] = s[i, q] + payload[q]
@@ -391,11 +420,11 @@ def pushsum_receive(arrays, dst, src, tag, payload, t, out_dst, out_tag, out_pay
 @numba.njit(cache=True)
 def pushsum_recover(arrays, node, keep_state):
     """A node comes back; without its state it restarts from its initial value and forgets its edge totals."""
-    (local_of, s0, w0, s, w, sigma, rho, nbr_ptr, nbr, cand_ptr, cand_node, cand_slot, cand_cum, target_key,
-     counts, ip, fp) = arrays
     if keep_state:
         return
-    i = local_of[node]
+    s, w, s0, w0, sigma, rho = arrays.s, arrays.w, arrays.s0, arrays.w0, arrays.sigma, arrays.rho
+    nbr_ptr = arrays.nbr_ptr
+    i = arrays.local_of[node]
     for q in range(s.shape[1]):
         s[i, q] = s0[i, q]
     w[i] = w0[i]
@@ -413,10 +442,10 @@ def pushsum_recover(arrays, node, keep_state):
 
 @dataclass
 class PushSumState:
-    """A group's state: `arrays` is the tuple the numba functions act on (see `pushsum_wake` for its layout)."""
+    """A group's state: `arrays` is what the numba functions act on."""
 
     node_ids: np.ndarray
-    arrays: tuple
+    arrays: PushSumArrays
     out_dst: np.ndarray
     out_tag: np.ndarray
     out_pay: np.ndarray
@@ -424,7 +453,7 @@ class PushSumState:
 
     @property
     def dim(self) -> int:
-        return int(self.arrays[-2][IP_DIM])
+        return int(self.arrays.settings[0]["dim"])
 
 
 def _node_value(node: int, data, weighted: bool) -> tuple[np.ndarray, float]:
@@ -533,14 +562,15 @@ class PushSum(GossipProgram):
         nbr_ptr, nbr, cand_ptr, cand_node = (_read_only(a) for a in (nbr_ptr, nbr, cand_ptr, cand_node))
         edges = int(nbr_ptr[-1])
         running = self.variant == "running-sum"
-        arrays = (local_of, s0, w0, s0.copy(), w0.copy(),
-                  np.zeros((edges if running else 0, d + 1)), np.zeros((edges if running else 0, d + 1)),
-                  nbr_ptr, nbr, cand_ptr, cand_node, cand_slot.astype(np.int64), cand_cum.astype(np.float64),
-                  stream_keys(seed, STREAM_PROGRAM, self.n_nodes)[node_ids],
-                  np.zeros((m, 6), dtype=np.int64),
-                  np.array([VARIANTS.index(self.variant), -1 if self.max_wakes is None else int(self.max_wakes), d,
-                            0, m, 0], dtype=np.int64),
-                  np.array([self.share]))
+        settings = np.zeros(1, SETTINGS)
+        settings[0] = (VARIANTS.index(self.variant), -1 if self.max_wakes is None else int(self.max_wakes), d, 0, m,
+                       self.share)
+        arrays = PushSumArrays(
+            local_of=local_of, s0=s0, w0=w0, s=s0.copy(), w=w0.copy(),
+            sigma=np.zeros((edges if running else 0, d + 1)), rho=np.zeros((edges if running else 0, d + 1)),
+            nbr_ptr=nbr_ptr, nbr=nbr, cand_ptr=cand_ptr, cand_node=cand_node, cand_slot=cand_slot.astype(np.int64),
+            cand_cum=cand_cum.astype(np.float64), target_key=stream_keys(seed, STREAM_PROGRAM, self.n_nodes)[node_ids],
+            counts=np.zeros(m, NODE_COUNTS), settings=settings)
         return PushSumState(node_ids, arrays, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
                             np.zeros((1, d + 1)), tag_widths(d))
 
@@ -590,18 +620,17 @@ class PushSum(GossipProgram):
     def hand_over(self, state: PushSumState) -> dict:
         """`peek` with the state's own s and w, writable, marked ``handed_over``: the run is over, and the model
         divides s by w in place (no third N x d array: 1 KB a node at d = 123)."""
-        (_, _, _, s, w, *_rest) = state.arrays
-        return {**self.peek(state), "s": s, "w": w, "handed_over": True}
+        return {**self.peek(state), "s": state.arrays.s, "w": state.arrays.w, "handed_over": True}
 
     def peek(self, state: PushSumState) -> dict:
         """`observe` with read-only views of the nodes' s and w (no copy: 1 KB a node at d = 123)."""
-        (_, s0, w0, s, w, sigma, rho, *_rest) = state.arrays
-        counts = state.arrays[-3]
-        return {"node_ids": frozen_view(state.node_ids), "s": frozen_view(s), "w": frozen_view(w),
-                "s0": frozen_view(s0), "w0": frozen_view(w0),
+        a = state.arrays
+        s, sigma, rho, counts = a.s, a.sigma, a.rho, a.counts
+        return {"node_ids": frozen_view(state.node_ids), "s": frozen_view(s), "w": frozen_view(a.w),
+                "s0": frozen_view(a.s0), "w0": frozen_view(a.w0),
                 "edge_mass": sigma.sum(axis=0) - rho.sum(axis=0) if sigma.shape[0] else np.zeros(s.shape[1] + 1),
-                "sent": counts[:, [CT_PUSH, CT_CUMULATIVE, CT_AVERAGE, CT_REPLY]].sum(axis=0),
-                "wakes": int(counts[:, CT_WAKES].sum()), "received": int(counts[:, CT_RECEIVED].sum())}
+                "sent": np.array([counts[f].sum() for f in SENT_FIELDS], dtype=np.int64),
+                "wakes": int(counts["wakes"].sum()), "received": int(counts["received"].sum())}
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
