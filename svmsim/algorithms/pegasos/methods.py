@@ -173,8 +173,10 @@ def stopping_update(F, F_prev, hits, eps):
 # Pegasos kernel
 # ---------------------------------------------------------------------------------------------------------------
 
-# slots of the float64 state vector of a Pegasos run (w = scale * v; averaged w = (U + beta v) / n_avg)
-_P_SCALE, _P_T, _P_VV, _P_BETA, _P_NAVG, _P_F, _P_HITS = range(7)
+#: a Pegasos run's scalars (one record; w = scale * v, |v|^2 = vv, averaged w = (U + beta v) / n_avg; f_prev and
+#: hits: the paper's stopping counter)
+PEGASOS_STATE = np.dtype([("scale", np.float64), ("t", np.float64), ("vv", np.float64), ("beta", np.float64),
+                          ("n_avg", np.float64), ("f_prev", np.float64), ("hits", np.int64)], align=True)
 
 
 @numba.njit(cache=True)
@@ -186,8 +188,9 @@ def _pegasos_steps(X, y, sqnorm, v, U, st, idx, viol, rng_state, lam, radius, pr
     n = y.shape[0]
     k = idx.shape[0]
     d = v.shape[0]
-    scale, t, vv, beta, n_avg = st[_P_SCALE], st[_P_T], st[_P_VV], st[_P_BETA], st[_P_NAVG]
-    F_prev, hits = st[_P_F], int(st[_P_HITS])
+    s = st[0]
+    scale, t, vv, beta, n_avg = s.scale, s.t, s.vv, s.beta, s.n_avg
+    F_prev, hits = s.f_prev, s.hits
     done = 0
     for _ in range(n_steps):
         t += 1.0
@@ -246,8 +249,8 @@ def _pegasos_steps(X, y, sqnorm, v, U, st, idx, viol, rng_state, lam, radius, pr
             F_prev = F
             if hits >= patience:
                 break
-    st[_P_SCALE], st[_P_T], st[_P_VV], st[_P_BETA], st[_P_NAVG] = scale, t, vv, beta, n_avg
-    st[_P_F], st[_P_HITS] = F_prev, hits
+    s.scale, s.t, s.vv, s.beta, s.n_avg = scale, t, vv, beta, n_avg
+    s.f_prev, s.hits = F_prev, hits
     return done
 
 
@@ -255,7 +258,16 @@ def _pegasos_steps(X, y, sqnorm, v, U, st, idx, viol, rng_state, lam, radius, pr
 # SVM-SGD kernel (Bottou)
 # ---------------------------------------------------------------------------------------------------------------
 
-_S_SCALE, _S_T, _S_BIAS, _S_F, _S_HITS = range(5)
+#: an SVM-SGD run's scalars (one record; w = scale * v, the bias, the step count t, the stopping counter)
+SGD_STATE = np.dtype([("scale", np.float64), ("t", np.float64), ("bias", np.float64), ("f_prev", np.float64),
+                      ("hits", np.int64)], align=True)
+
+
+def _sgd_state() -> np.ndarray:
+    """A fresh `SGD_STATE` record: w = 0 (scale 1), t = 0, no bias, no previous objective."""
+    st = np.zeros(1, SGD_STATE)
+    st[0] = (1.0, 0.0, 0.0, math.nan, 0)
+    return st
 
 
 @numba.njit(cache=True)
@@ -263,8 +275,9 @@ def _sgd_steps(X, y, order, v, st, lam, eta0, decay, bias_rate, eps, patience):
     """One SVM-SGD step per index in `order`; eta = eta0 / (1 + lam eta0 t) (constant eta0 when not decay).
     Returns the number of steps done (fewer when the paper's counter reaches `patience`)."""
     d = v.shape[0]
-    scale, t, bias = st[_S_SCALE], st[_S_T], st[_S_BIAS]
-    F_prev, hits = st[_S_F], int(st[_S_HITS])
+    s = st[0]
+    scale, t, bias = s.scale, s.t, s.bias
+    F_prev, hits = s.f_prev, s.hits
     done = 0
     for p in range(order.shape[0]):
         i = order[p]
@@ -295,7 +308,7 @@ def _sgd_steps(X, y, order, v, st, lam, eta0, decay, bias_rate, eps, patience):
             F_prev = F
             if hits >= patience:
                 break
-    st[_S_SCALE], st[_S_T], st[_S_BIAS], st[_S_F], st[_S_HITS] = scale, t, bias, F_prev, hits
+    s.scale, s.t, s.bias, s.f_prev, s.hits = scale, t, bias, F_prev, hits
     return done
 
 
@@ -376,9 +389,8 @@ class PegasosSVC(_PrimalLinearSVC):
         T = int(self.max_iter) if self.max_iter is not None else int(math.ceil(10 * n / k))
         rows, sqnorm = as_rows(X), row_sqnorms(X)
         v, U = np.zeros(d), np.zeros(d)
-        st = np.zeros(7)
-        st[_P_SCALE] = 1.0
-        st[_P_F] = math.nan
+        st = np.zeros(1, PEGASOS_STATE)
+        st[0] = (1.0, 0.0, 0.0, 0.0, 0.0, math.nan, 0)
         rng = seed_streams(0 if self.random_state is None else self.random_state, [0])
         idx, viol = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.bool_)
         lam, radius = float(self.lam), 1.0 / math.sqrt(self.lam)
@@ -413,9 +425,10 @@ class PegasosSVC(_PrimalLinearSVC):
         return self
 
     def _current(self, v, U, st):
-        if self.average and st[_P_NAVG] > 0:
-            return (U + st[_P_BETA] * v) / st[_P_NAVG]
-        return st[_P_SCALE] * v
+        s = st[0]
+        if self.average and s["n_avg"] > 0:
+            return (U + s["beta"] * v) / s["n_avg"]
+        return s["scale"] * v
 
 
 def _determine_eta0(rows, y, sample, lam, bias_rate, fit_intercept, X):
@@ -425,9 +438,9 @@ def _determine_eta0(rows, y, sample, lam, bias_rate, fit_intercept, X):
     Xs, ys = X[sample], y[sample]
 
     def cost(eta):
-        v, st = np.zeros(d), np.array([1.0, 0.0, 0.0, math.nan, 0.0])
+        v, st = np.zeros(d), _sgd_state()
         _sgd_steps(rows, y, sample, v, st, lam, eta, False, bias_rate if fit_intercept else 0.0, 0.0, 1)
-        return primal_objective(st[_S_SCALE] * v, Xs, ys, lam, st[_S_BIAS])
+        return primal_objective(st[0]["scale"] * v, Xs, ys, lam, st[0]["bias"])
 
     lo_eta, factor = 1.0, 2.0
     lo_cost, hi_eta = cost(lo_eta), lo_eta * factor
@@ -485,7 +498,7 @@ class SGDSVC(_PrimalLinearSVC):
         self.eta0_ = float(self.eta0) if self.eta0 else _determine_eta0(rows, ypm, first[:min(1000, n)], lam,
                                                                         bias_rate, self.fit_intercept, X)
         self.t0_ = 1.0 / (lam * self.eta0_)
-        v, st = np.zeros(d), np.array([1.0, 0.0, 0.0, math.nan, 0.0])
+        v, st = np.zeros(d), _sgd_state()
         eps = float(self.eps or 0.0)
         chunk = int(self.check_every) if self.check_every else n
         history, steps, epochs = [], 0, 0
@@ -498,7 +511,7 @@ class SGDSVC(_PrimalLinearSVC):
                 done = _sgd_steps(rows, ypm, part, v, st, lam, self.eta0_, True, bias_rate, eps, int(self.patience))
                 steps += done
                 self.converged_ = done < part.shape[0]
-                info = self._record(steps, st[_S_SCALE] * v, st[_S_BIAS], X, ypm, eval_set, t_start)
+                info = self._record(steps, st[0]["scale"] * v, st[0]["bias"], X, ypm, eval_set, t_start)
                 info["epoch"] = epochs + (lo + done) / n
                 history.append(info)
                 if callback is not None and callback(info):
@@ -509,8 +522,8 @@ class SGDSVC(_PrimalLinearSVC):
                     break
             epochs += 1
             order = next(orders, None)
-        self.coef_ = (st[_S_SCALE] * v).reshape(1, -1)
-        self.intercept_ = np.array([st[_S_BIAS]])
+        self.coef_ = (st[0]["scale"] * v).reshape(1, -1)
+        self.intercept_ = np.array([st[0]["bias"]])
         self.n_iter_, self.n_epochs_, self.history_ = steps, epochs, history
         self.fit_time_ = time.perf_counter() - t_start
         self._warn_if_unconverged()
