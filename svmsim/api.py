@@ -88,7 +88,8 @@ SIGNALS = {
     "done": "True: the algorithm has finished (synchronous rounds: the run stops; gossip: this group's nodes have "
             "all finished, and the run stops when every group has said so)",
     "counts": "{quantity: amounts}: work of a node quantity (e.g. 'kernel_evaluations') the group's members did in "
-              "this step, one amount per member in member order: metered per node and round",
+              "this step, one amount per member in member order (gossip: one amount, for the event's node; a "
+              "compiled gossip kernel keeps running totals in GossipKernel.counts): metered per node and round",
     "work": "array: operations each member did in this step, for the modelled cluster time ([network])",
 }
 

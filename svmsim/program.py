@@ -177,17 +177,22 @@ def kernel_step(kernel: SyncKernel, inbox: Inbox, round_: int) -> Outbox:
 
 # -- gossip programs (asynchronous: woken by their clocks, handed messages one event at a time) -------------
 
-@numba.njit(cache=True)
+# The default hooks take every program's arrays, so they are not cached on disk: numba's cache index of a function
+# names the types it was compiled for, and a program's own types (a named tuple of a plugin's module) in svmsim's
+# index would break every later process that cannot import that module. They compile in a fraction of a second;
+# a loop that calls them is cached with them inside.
+
+@numba.njit
 def _kernel_no_crash(arrays, node):
     return
 
 
-@numba.njit(cache=True)
+@numba.njit
 def _kernel_no_recover(arrays, node, keep_state):
     return
 
 
-@numba.njit(cache=True)
+@numba.njit
 def _kernel_no_prefetch(arrays, node):
     return
 
@@ -206,6 +211,11 @@ class GossipKernel:
     A call writes its messages to rows ``0..n_out-1`` of the out arrays (sender: the event's node; payload row k
     holds ``widths[out_tag[k]]`` float64 scalars) and returns whether every node of the program has finished.
     The results must equal the program's Python methods exactly (the easy way: the methods call these functions).
+
+    Node quantities (work a node did, `svmsim.comm.quantities`): ``counts`` is an int64 array of shape
+    ``(len(quantities), nodes)``, by node id, that the kernel's `wake` and `receive` add to for the event's node
+    (running totals; never lowered). After each event the loop meters what it added in the round of the event's
+    time, as the Python methods' ``Outbox.signals["counts"] = {quantity: amount}`` is metered.
     """
 
     arrays: tuple
@@ -217,6 +227,8 @@ class GossipKernel:
     crash: Callable = _kernel_no_crash
     recover: Callable = _kernel_no_recover
     prefetch: Callable = _kernel_no_prefetch
+    quantities: tuple = ()
+    counts: np.ndarray | None = None
 
 
 class GossipProgram(NodeProgram):

@@ -34,7 +34,7 @@ from . import event_kernels as EK
 from .event_kernels import (ARRIVAL, CAUSE_DEAD_RECEIVER, CAUSE_DELIVERED, CAUSE_IN_FLIGHT, CAUSE_LOST,
                             CAUSE_NAMES, CLOCK, COUNTERS, DROPPED_CAUSES, EVENT, FATE, HEAP_KEY, LIMITS, MODEL,
                             NO_LIMIT, NODE_CRASH, NODE_EVENT, NODE_EVENT_NAMES, NODE_JOIN, NODE_KEYS, NODE_LEAVE,
-                            NODE_RECOVER, NODE_STATE, OUTGOING, P_CRASH, P_DELIVER, P_JOIN, P_LEAVE, P_RECOVER,
+                            NODE_RECOVER, NODE_STATE, NODE_WORK, OUTGOING, P_CRASH, P_DELIVER, P_JOIN, P_LEAVE, P_RECOVER,
                             P_WAKE, POOL_ENTRY, ST_DONE, ST_DONE_CHANGE, ST_EVAL_MSG, ST_EVAL_TIME, ST_MESSAGES,
                             ST_QUIESCENT, ST_SCALARS, ST_TIME, ST_XFLUSH, ST_YIELD, churn_duration, next_tick,
                             send_fate)
@@ -259,6 +259,15 @@ class EventHost:
         self._out_dst = np.zeros(k.max_out, dtype=np.int64)
         self._out_tag = np.zeros(k.max_out, dtype=np.int64)
         self._out_pay = np.zeros((k.max_out, width))
+        self._quantities = tuple(k.quantities)
+        counts = np.zeros((0, self.n_nodes), dtype=np.int64) if k.counts is None else k.counts
+        if (not isinstance(counts, np.ndarray) or counts.dtype != np.int64
+                or counts.shape != (len(self._quantities), self.n_nodes)):
+            raise ScenarioError(f"GossipKernel.counts must be an int64 array of shape (len(quantities), nodes) = "
+                                f"({len(self._quantities)}, {self.n_nodes}); got "
+                                f"{getattr(counts, 'dtype', type(counts).__name__)} {getattr(counts, 'shape', '')}")
+        self._node_counts, self._seen = counts, counts.copy()
+        self._work = np.empty(4096, NODE_WORK)
         # hand-back sizes: a batch for other hosts, a slice (the run is the same for any; tests/test_schedule_exact.py)
         xbatch = NO_LIMIT if xbatch_bytes is None else max(1, int(xbatch_bytes) // (8 * (6 + width)))
         rows = (0 if xbatch_bytes is None else xbatch) + 2 * k.max_out + 8
@@ -282,6 +291,7 @@ class EventHost:
             heapq.heappush(self._heap, (t, prio, next(self._seq), a, b))
         self._rec_py = array("q")  # pragma: no mutate (equivalent: records are never negative: q or Q alike)
         self._log: list[tuple[float, int, int]] = []
+        self._work_py: list[tuple[int, int, str, object]] = []    # (round, node, quantity, amount)
         self._counts = {"wakes": 0, "sent": 0, "sent_scalars": 0, "events": 0, "delayed": 0, "late": 0}
         self._lateness = 0.0
         self._now = 0.0
@@ -390,7 +400,8 @@ class EventHost:
         return int(self._loop(self.kernel.arrays, self._widths, self._ht, self._hk, self._mi, self._mp, self._free,
                               self._ni, st.rates, st.keys, st.edge_key, st.model, self.adj_ptr, self.adj,
                               self.owner, self.me, self._rec, self._log_t, self._log_i, self._ctr, fc, lim,
-                              self._out_dst, self._out_tag, self._out_pay, self._xi, self._xt, self._xp))
+                              self._out_dst, self._out_tag, self._out_pay, self._xi, self._xt, self._xp,
+                              self._node_counts, self._seen, self._work))
 
     def grow(self, extra: int = 0) -> None:  # pragma: no mutate (equivalent: room for one more is still room)
         """Grow the compiled loop's message pool and heap until `extra` more messages (and a step's output) fit."""
@@ -494,6 +505,8 @@ class EventHost:
                 self._node_event(heap, seq, t, prio, a, b, ni[a], node_group[a])
                 continue
             bin_ = int(t / round_time)
+            if out.signals and out.signals.get("counts"):
+                self._note_work(bin_, sender, out.signals["counts"])
             for kind, spm, nbytes, s, d, row in _program_sends(out, sender, self.kind_id):
                 if d not in adj_sets[s]:                # (an id out of range is in no set)
                     self.raise_bad_edge(s, d)
@@ -672,16 +685,45 @@ class EventHost:
             ng = int(self._ctr[0]["log"])
             log = [(float(t), int(e["node"]), int(e["event"])) for t, e in zip(self._log_t[:ng], self._log_i[:ng])]
             self._ctr["log"] = 0
+            w = self._work[:int(self._ctr[0]["work"])]
+            work = (w["bin"], w["node"], np.array(self._quantities, dtype=object)[w["quantity"]], w["amount"])
+            self._ctr["work"] = 0
         else:
             recs = np.frombuffer(self._rec_py, dtype=FATE)
             if extra is not None:
                 recs = np.concatenate([recs, extra])
             self._rec_py = array("q")  # pragma: no mutate (equivalent: records are never negative: q or Q alike)
             log, self._log = self._log, []
+            rows, self._work_py = self._work_py, []
+            work = tuple(np.array([r[i] for r in rows], dtype=object if i == 2 else None) for i in range(4)) \
+                if rows else None
         for t, node, event in log:
             self.plan.tally.node_event(t, node, NODE_EVENT_NAMES[event])
         if recs.shape[0]:
             self._meter_records(recs)
+        if work is not None and work[0].shape[0]:
+            self._meter_work(*work)
+
+    def _note_work(self, bin_: int, node: int, counts: dict) -> None:
+        """Keep what a Python program's event reported as ``Outbox.signals["counts"]`` ({quantity: amount} for the
+        event's node), to be metered in round `bin_` at the next flush."""
+        for quantity, amount in counts.items():
+            amount = np.asarray(amount).reshape(-1)
+            if amount.shape[0] != 1:
+                raise ProtocolError(f"a gossip event reported {amount.shape[0]} amounts of node quantity "
+                                    f"{quantity!r}; allowed: one, for the node whose event it is (node {node})")
+            self._work_py.append((bin_, node, quantity, amount[0]))
+
+    def _meter_work(self, bins: np.ndarray, nodes: np.ndarray, quantities: np.ndarray, amounts: np.ndarray) -> None:
+        """Meter node work (per row: the round, the node, the quantity's name, the amount): one call per quantity
+        and round, in that order."""
+        for quantity in sorted(set(quantities.tolist())):
+            mine = np.flatnonzero(quantities == quantity)
+            b = bins[mine]
+            order = mine[np.argsort(b, kind="stable")]
+            cuts = np.flatnonzero(np.diff(bins[order])) + 1
+            for part in np.split(order, cuts):
+                self.meter.record_node(int(bins[part[0]]), quantity, nodes[part].astype(np.int64), amounts[part])
 
     def meter_in_flight(self) -> None:
         """Meter every message still on the heap as in flight at the end (delivered traffic: it was sent) and

@@ -61,9 +61,10 @@ MODEL = _record(*((f, np.float64) for f in (
     "periodic", "latency_code", "delay_code", "nodes", "churn_keeps_state")
 #: a host's counters, updated in place: events on the heap, the next sequence number, free pool slots, buffered
 #: records and log rows, clock ticks and events handled, messages and scalars sent, whether the programs say they are
-#: done, delayed copies, the ends of a send along no edge, messages waiting for other hosts, late arrivals
+#: done, delayed copies, the ends of a send along no edge, messages waiting for other hosts, late arrivals, buffered
+#: node work records
 COUNTERS = _record("heap", "seq", "free", "records", "log", "wakes", "sent", "sent_scalars", "events", "done",
-                   "delayed", "bad_src", "bad_dst", "out", "late")
+                   "delayed", "bad_src", "bad_dst", "out", "late", "work")
 #: a host's clock: the time of its last event, the next evaluation time, the slice's end, summed lateness of late
 #: arrivals
 CLOCK = _record("now", "next_eval", "max_time", "lateness", dtype=np.float64)
@@ -84,6 +85,9 @@ HEAP_KEY = _record("prio", "seq", "subject", "flag")
 POOL_ENTRY = _record("src", "dst", "tag", "bin", "copy")
 #: per metered fate: the round of the send time, the ends and the code kind * 16 + duplicate * 8 + cause
 FATE = _record("bin", "src", "dst", "code")
+#: per event whose program counted work (`GossipKernel.counts`): the meter's round of the event's time, the node,
+#: the quantity (its index in `GossipKernel.quantities`) and the amount the event added
+NODE_WORK = _record("bin", "node", "quantity", "amount")
 #: per change of a node (beside its time): the node and its event (`NODE_EVENT_NAMES`)
 NODE_EVENT = _record("node", "event")
 #: per message for another host (beside its arrival time and payload): that host, the ends, kind, round, copy
@@ -402,14 +406,32 @@ def has_room(ctr, ht, extra, max_out):
 
 
 @numba.njit(cache=True, _nrt=False)
-def _no_room(ctr, ht, rec, log_t, max_out):
-    """ST_GROW if the pool or the heap may not hold the next event's messages, ST_FLUSH if the records or the
-    log may not; -1 if there is room."""
+def _no_room(ctr, ht, rec, log_t, work, n_quantities, max_out):
+    """ST_GROW if the pool or the heap may not hold the next event's messages, ST_FLUSH if the records, the
+    log or the work records may not; -1 if there is room."""
     if not has_room(ctr, ht, 0, max_out):
         return ST_GROW
-    if ctr[0].records + 2 * max_out + 1 > rec.shape[0] or ctr[0].log + 1 > log_t.shape[0]:
+    if (ctr[0].records + 2 * max_out + 1 > rec.shape[0] or ctr[0].log + 1 > log_t.shape[0]
+            or ctr[0].work + n_quantities > work.shape[0]):
         return ST_FLUSH
     return -1
+
+
+@numba.njit(cache=True, _nrt=False)
+def _note_work(counts, seen, work, ctr, node, bin_):
+    """A `NODE_WORK` record for each node quantity whose counter `node`'s event raised (counts[q, node] against
+    seen[q, node], which then catches up)."""
+    for q in range(counts.shape[0]):
+        now = counts[q, node]
+        before = seen[q, node]
+        if now != before:
+            w = ctr[0].work
+            ctr[0].work = w + 1
+            work[w].bin = bin_
+            work[w].node = node
+            work[w].quantity = q
+            work[w].amount = now - before
+            seen[q, node] = now
 
 
 #: below this many nodes the rows stay in the caches and the loop does not prefetch
@@ -430,7 +452,7 @@ def _prefetch_node(prefetch_fn, prog, ni, keys, rates, adj_ptr, node):
 @numba.njit(nogil=True, _nrt=False)
 def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prefetch_fn, prog, widths, ht, hk, mi, mp, free, ni,
                 rates, keys, edge_key, model, adj_ptr, adj, owner, me, rec, log_t, log_i, ctr, fc, lim, out_dst,
-                out_tag, out_pay, xi, xt, xp, remote):
+                out_tag, out_pay, xi, xt, xp, counts, seen, work, remote):
     """The gossip event loop, compiled: events of the nodes that `owner` gives to host `me`, in (time, priority,
     sequence) order, until Python is needed: a budget, an evaluation point, a full buffer, every `yield_every`
     events (wall-clock checks). The loop's state: `MODEL`, `COUNTERS`, `CLOCK` and `LIMITS` records (model, ctr,
@@ -438,7 +460,8 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prefetch_fn, prog, wi
     message pool (`POOL_ENTRY` records mi, payloads mp, free slots), the fates and node events to meter (`FATE`
     records rec; times log_t and `NODE_EVENT` records log_i). A message to a node of this host goes on the heap; a
     message to another host's node goes to the outgoing buffer (xi: `OUTGOING` records, xt: arrival times, xp:
-    payloads). While draining (`lim.drain`) only deliveries are handled; `done` is then left to the engine (in
+    payloads). After a program's wake or receive, what it added to its node counters (`GossipKernel.counts`, seen
+    so far: `seen`) becomes a `NODE_WORK` record (work). While draining (`lim.drain`) only deliveries are handled; `done` is then left to the engine (in
     `ctr.done`) instead of ending the slice, and with `lim.pause_done` the loop hands back after every event that
     changed it.
     `remote` is a compile-time constant of `loop_for`: a host that owns every node compiles none of that.
@@ -448,6 +471,7 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prefetch_fn, prog, wi
     spares a push to the top and a pop through every level of a heap that no longer fits the caches (12 % of a
     10^5-node Push-Sum run). The lane goes back on the heap, with its sequence number, before the loop returns."""
     max_out = out_dst.shape[0]
+    n_quantities = counts.shape[0]
     round_time = model[0].round_time
     draining = remote and lim[0].drain != 0
     prefetching = model[0].nodes >= PREFETCH_MIN_NODES
@@ -469,7 +493,7 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prefetch_fn, prog, wi
             if t > fc[0].max_time:
                 status = ST_TIME
                 break
-        room = _no_room(ctr, ht, rec, log_t, max_out)
+        room = _no_room(ctr, ht, rec, log_t, work, n_quantities, max_out)
         if room >= 0:
             status = room
             break
@@ -496,6 +520,8 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prefetch_fn, prog, wi
                                                  fc, out_dst, out_tag, out_pay, t, prio, a, b)
         if not ran:
             continue
+        if n_quantities > 0:
+            _note_work(counts, seen, work, ctr, sender, np.int64(t / round_time))
         for k in range(n_out if prefetching else 0):       # the receivers' rows (latency 0: their turn is next)
             if not remote or owner[out_dst[k]] == me:
                 _prefetch_node(prefetch_fn, prog, ni, keys, rates, adj_ptr, out_dst[k])
@@ -575,10 +601,10 @@ def loop_for(kernel, remote: bool) -> Callable:
 
         @numba.njit(nogil=True)
         def loop(prog, widths, ht, hk, mi, mp, free, ni, rates, keys, edge_key, model, adj_ptr, adj, owner, me,
-                 rec, log_t, log_i, ctr, fc, lim, out_dst, out_tag, out_pay, xi, xt, xp):
+                 rec, log_t, log_i, ctr, fc, lim, out_dst, out_tag, out_pay, xi, xt, xp, counts, seen, work):
             return _event_loop(wake, receive, crash, recover, prefetch_, prog, widths, ht, hk, mi, mp, free, ni,
                                rates, keys, edge_key, model, adj_ptr, adj, owner, me, rec, log_t, log_i, ctr, fc,
-                               lim, out_dst, out_tag, out_pay, xi, xt, xp, remote_)
+                               lim, out_dst, out_tag, out_pay, xi, xt, xp, counts, seen, work, remote_)
 
         loop = _LOOPS[key] = loop
     return loop
