@@ -6,6 +6,9 @@ functions of `svmsim.plotspec`; this module draws their specs. Labels of metrics
 (`svmsim.core.metrics`): a curve is called "certified" only when the metric is a certificate."""
 from __future__ import annotations
 
+import copy
+import functools
+import re
 import textwrap
 from pathlib import Path
 
@@ -18,6 +21,11 @@ __all__ = ["plot_run", "plot_cost_vs_eps", "plot_sweep_curves", "plot_scaling", 
            "CONSENSUS_PANEL"]
 
 
+#: the resolution of every figure (pixels per inch): the figures are made at it, so that the layout's measurements of
+#: the text are the drawing's (a figure made at another resolution than it is saved at measures every label twice)
+DPI = 110
+
+
 def _pyplot():
     import matplotlib
 
@@ -25,6 +33,65 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+_SUPERSCRIPT = str.maketrans("0123456789-", "\N{SUPERSCRIPT ZERO}\N{SUPERSCRIPT ONE}\N{SUPERSCRIPT TWO}"
+                             "\N{SUPERSCRIPT THREE}\N{SUPERSCRIPT FOUR}\N{SUPERSCRIPT FIVE}\N{SUPERSCRIPT SIX}"
+                             "\N{SUPERSCRIPT SEVEN}\N{SUPERSCRIPT EIGHT}\N{SUPERSCRIPT NINE}\N{SUPERSCRIPT MINUS}")
+
+
+def plain_log_label(label: str) -> str:
+    """A tick label of matplotlib's log axes, written for its mathtext parser (``$\\mathdefault{10^{-3}}$``,
+    ``$\\mathdefault{2\\times10^{-3}}$``), as plain text with Unicode superscripts (``10⁻³``, ``2×10⁻³``): the same
+    label without the parser, whose set-up takes a tenth of a second of a run's first figure. Any other label is
+    returned as it is."""
+    m = re.fullmatch(r"\$\\mathdefault\{(.*)\}\$", label)
+    if m is None:
+        return label
+    body = re.sub(r"\^\{(-?\d+)\}", lambda e: e.group(1).translate(_SUPERSCRIPT), m.group(1).replace(r"\times", "×"))
+    if re.search(r"[\\{}^$_]", body):
+        return label
+    return body.replace("-", "\N{MINUS SIGN}")
+
+
+@functools.cache
+def _plain_log_formatter() -> type:
+    from matplotlib.ticker import LogFormatterSciNotation
+
+    class PlainLogFormatter(LogFormatterSciNotation):
+        """matplotlib's log axis labels, as `plain_log_label` writes them."""
+
+        def __call__(self, x, pos=None):
+            return plain_log_label(super().__call__(x, pos))
+
+    return PlainLogFormatter
+
+
+def _plain_log_labels(ax) -> None:
+    """The tick labels of the log axes of `ax` as `plain_log_label` writes them: major and minor, the same ticks
+    labelled as matplotlib's log scale labels them."""
+    from matplotlib.ticker import LogFormatterSciNotation
+
+    plain_class = _plain_log_formatter()
+    for axis in (ax.xaxis, ax.yaxis):
+        for get, put in ((axis.get_major_formatter, axis.set_major_formatter),
+                         (axis.get_minor_formatter, axis.set_minor_formatter)):
+            f = get()
+            if type(f) is LogFormatterSciNotation:          # the log scale's own: the same settings, plain labels
+                plain = copy.copy(f)
+                plain.__class__ = plain_class
+                put(plain)
+
+
+def _save(plt, fig, path: Path) -> Path:
+    """Lay `fig` out (tight), write it to `path` as PNG at `DPI` and close it."""
+    fig.tight_layout()
+    # the layout is done: tight_layout leaves a placeholder layout engine behind, for which savefig would draw the
+    # whole figure once more, without rendering, before drawing it (a fifth of the quickstart's plot)
+    fig.set_layout_engine(None)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return Path(path)
 
 
 def draw_figure(spec: FigureSpec, path: Path) -> Path:
@@ -39,7 +106,7 @@ def draw_figure(spec: FigureSpec, path: Path) -> Path:
     cols = max(1, min(spec.ncols, n))
     rows = int(np.ceil(n / cols))
     w, h = spec.panel_size
-    fig, axes = plt.subplots(rows, cols, figsize=(w * cols, h * rows), squeeze=False,
+    fig, axes = plt.subplots(rows, cols, figsize=(w * cols, h * rows), squeeze=False, dpi=DPI,
                              sharex=spec.sharex and n > 1, sharey=spec.sharey and n > 1)
     for ax, panel in zip(axes.ravel(), spec.panels):
         _draw_panel(ax, panel)
@@ -50,15 +117,13 @@ def draw_figure(spec: FigureSpec, path: Path) -> Path:
         small = len(text) > 9 * w * cols
         fig.suptitle("\n".join(textwrap.fill(line, int((14 if small else 10) * w * cols))
                                for line in text.split("\n")), fontsize=9 if small else 12)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path)
 
 
 def _draw_panel(ax, panel: Panel) -> None:
     ax.set_xscale(panel.xscale)
     ax.set_yscale(panel.yscale)
+    _plain_log_labels(ax)
     for s in panel.series:
         if s.band is not None:
             ax.fill_between(s.x, s.band[0], s.band[1], color=s.color, alpha=0.2, linewidth=0,
@@ -105,7 +170,7 @@ def plot_cost_vs_eps(rows: list[dict], slopes: list[dict], path: Path, title: st
     that fits the group's points best (stated in the legend), to compare shapes. `group_keys`: the grid keys other than
     eps (default: every row key that is not a known result column)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig, ax = plt.subplots(figsize=(7.5, 5), dpi=DPI)
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         if group_keys is not None:
@@ -141,10 +206,8 @@ def plot_cost_vs_eps(rows: list[dict], slopes: list[dict], path: Path, title: st
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    _plain_log_labels(ax)
+    return _save(plt, fig, path)
 
 
 #: keys of a sweep row that are results, not grid coordinates
@@ -170,7 +233,7 @@ def plot_scaling(rows: list[dict], fits: list[dict], path: Path, x: str, ys: lis
     marker by variant), the least-squares line of each variant with its slope in the legend, and a slope-1 guide
     through the points' geometric mean. Runs that did not reach the target (NaN cost) are left out."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(ys), figsize=(6.4 * len(ys), 4.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(ys), figsize=(6.4 * len(ys), 4.8), squeeze=False, dpi=DPI)
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     colours = list(dict.fromkeys(r.get(by) for r in rows)) if by else variants
     for ax, y in zip(axes.ravel(), ys):
@@ -207,11 +270,9 @@ def plot_scaling(rows: list[dict], fits: list[dict], path: Path, x: str, ys: lis
         ax.set_ylabel(y)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, loc="best")
+        _plain_log_labels(ax)
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path)
 
 
 def _nested_size(colour: int) -> float:

@@ -23,9 +23,6 @@ from typing import Any, Callable
 
 import networkx as nx
 import numpy as np
-import scipy.linalg
-import scipy.sparse
-import scipy.sparse.csgraph
 
 from svmsim.core.array_graph import ArrayGraph, held_edges
 from svmsim.errors import TopologyError
@@ -450,14 +447,43 @@ def _adjacency(G: nx.Graph) -> tuple[np.ndarray, np.ndarray]:
     return np.repeat(nodes, counts), dst
 
 
+#: Up to this many adjacency pairs (each undirected edge counts twice) :func:`_components` joins the components in
+#: Python rather than importing scipy for its compiled search (scipy's import costs more than the search saves)
+SMALL_GRAPH_PAIRS = 4096
+
+
 def _components(G: nx.Graph) -> tuple[int, list[int]]:
     """(number of connected components, their sizes in ascending order) of a graph with nodes 0..N-1 (weakly
-    connected ones for a directed graph), by scipy's compiled search on its adjacency."""
+    connected ones for a directed graph), by scipy's compiled search on its adjacency (by a union-find in Python
+    for a small graph)."""
     n = G.number_of_nodes()
     src, dst = _adjacency(G)
+    if src.shape[0] <= SMALL_GRAPH_PAIRS:
+        sizes = np.unique(_union_find_labels(n, src.tolist(), dst.tolist()), return_counts=True)[1]
+        return int(sizes.shape[0]), sorted(sizes.tolist())
+    import scipy.sparse
+    import scipy.sparse.csgraph
+
     A = scipy.sparse.csr_array((np.ones(src.shape[0], dtype=np.int8), (src, dst)), shape=(n, n))
     count, labels = scipy.sparse.csgraph.connected_components(A, directed=True, connection="weak")
     return int(count), sorted(np.bincount(labels, minlength=count).tolist())
+
+
+def _union_find_labels(n: int, src: list[int], dst: list[int]) -> np.ndarray:
+    """Each node's root after joining the ends of every pair (src[i], dst[i]): equal roots, one component."""
+    parent = list(range(n))
+
+    def root(u: int) -> int:
+        while parent[u] != u:
+            parent[u] = parent[parent[u]]
+            u = parent[u]
+        return u
+
+    for u, v in zip(src, dst):
+        ru, rv = root(u), root(v)
+        if ru != rv:
+            parent[max(ru, rv)] = min(ru, rv)
+    return np.array([root(u) for u in range(n)], dtype=np.int64)
 
 
 def edge_array(G: nx.Graph) -> np.ndarray:
@@ -658,6 +684,8 @@ def spectral_gap(W: np.ndarray) -> float:
     W = _as_square(W)
     if W.shape[0] == 1:
         return 1.0
+    import scipy.linalg
+
     if np.allclose(W, W.T, rtol=0.0, atol=1e-12):
         eig = scipy.linalg.eigvalsh(W)
     else:
@@ -692,6 +720,9 @@ def topology_summary(G: nx.Graph) -> dict[str, Any]:
     if n == 0:
         return dict(n_nodes=0, n_edges=0, min_degree=0, mean_degree=0.0, max_degree=0, diameter=None,
                     spectral_gap=0.0, connected=False, n_components=0)
+    import scipy.sparse
+    import scipy.sparse.csgraph
+
     A = scipy.sparse.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n)).tocsr()
     n_comp, _ = scipy.sparse.csgraph.connected_components(A, directed=False)
     connected = n_comp == 1

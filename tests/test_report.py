@@ -5,6 +5,7 @@ import warnings
 
 import matplotlib.image as mpimg
 import numpy as np
+import pytest
 
 from svmsim.report import plot_run
 
@@ -56,3 +57,32 @@ def test_the_cost_plot_fits_the_bounds_constant_and_says_it(tmp_path, monkeypatc
     plot_cost_vs_eps(rows, [], tmp_path / "c.png", group_keys=[])
     labels = [line.get_label() for line in kept[0].axes[0].get_lines()]
     assert "bound shape x 7 (constant fitted; v)" in labels      # measured = 7 x bound: the constant is 7
+
+
+def test_log_axes_are_labelled_in_plain_text(tmp_path, monkeypatch):
+    """The log axes' tick labels are plain text with Unicode superscripts, not mathtext (whose parser's set-up
+    takes a tenth of a second of a run's first figure), on the ticks matplotlib labels."""
+    kept = _figures(monkeypatch)
+    plot_run(_rows(gap=True), tmp_path / "b.png", eps=1e-3)
+    gap = kept[0].axes[1]
+    assert gap.get_yscale() == "log"
+    labels = [t.get_text() for t in gap.get_yticklabels() if t.get_text()]
+    assert "10\N{SUPERSCRIPT MINUS}\N{SUPERSCRIPT TWO}" in labels
+    assert not any("$" in t for ax in kept[0].axes for t in
+                   [x.get_text() for x in ax.get_xticklabels(which="both") + ax.get_yticklabels(which="both")])
+
+
+@pytest.mark.parametrize("mathtext, plain", [
+    (r"$\mathdefault{10^{-3}}$", "10⁻³"),
+    (r"$\mathdefault{10^{12}}$", "10¹²"),
+    (r"$\mathdefault{2\times10^{-3}}$", "2×10⁻³"),
+    (r"$\mathdefault{-10^{2}}$", "\N{MINUS SIGN}10²"),
+    (r"$\mathdefault{0}$", "0"),
+    ("", ""),
+    ("0.5", "0.5"),
+    (r"$\mathdefault{10^{2.50}}$", r"$\mathdefault{10^{2.50}}$"),     # no superscript for a point: kept as it is
+])
+def test_plain_log_labels(mathtext, plain):
+    from svmsim.report import plain_log_label
+
+    assert plain_log_label(mathtext) == plain

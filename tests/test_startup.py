@@ -104,15 +104,33 @@ def test_a_deferred_function_is_imported_at_its_first_call():
             deferred(bad)
 
 
-def test_the_quickstart_run_does_not_import_scikit_learn():
+def _modules_after(probe: str, *argv: str) -> set[str]:
+    """Every module (full dotted names) imported by the Python code `probe` run in a fresh interpreter."""
+    code = probe + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_importing_the_runner_imports_no_plotting_and_no_gossip_scheduler():
+    """The runner imports what a run needs: matplotlib only when a run writes its plot (`svmsim.report`), the
+    gossip scheduler and its compiled event loop only for a gossip run (`svmsim.schedule` imports its schedulers
+    on first use), scipy's sparse matrices only where data or an algorithm has them."""
+    modules = _modules_after("import svmsim.runner")
+    assert {m.split(".")[0] for m in modules} & {"matplotlib", "sklearn", "ray"} == set()
+    assert {"scipy.sparse", "scipy.linalg", "svmsim.report", "svmsim.schedule.gossip"} & modules == set()
+
+
+def test_the_quickstart_run_imports_neither_scikit_learn_nor_scipy_sparse(tmp_path):
     """The quickstart's set (iris) is read from the CSV that scikit-learn ships, without importing scikit-learn
-    (about a second and a half, longer than the run's simulation)."""
-    probe = ("import json, sys; import svmsim\n"
-             "svmsim.run(sys.argv[1], write=False, progress=False)\n"
-             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
-    out = subprocess.run([sys.executable, "-c", probe, str(ROOT / "scenarios" / "quickstart.toml")], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
-    assert "sklearn" not in json.loads(out.strip().splitlines()[-1])
+    (about a second and a half, longer than the run's simulation); its dense data, its five-node star and its plot
+    need no scipy.sparse (a quarter of a second: `svmsim.numerics.sparse.issparse` answers without it), and its
+    synchronous rounds no gossip scheduler."""
+    modules = _modules_after("import sys, svmsim\nsvmsim.run(sys.argv[1], out_dir=sys.argv[2], progress=False)",
+                             str(ROOT / "scenarios" / "quickstart.toml"), str(tmp_path / "run"))
+    assert (tmp_path / "run" / "convergence.png").is_file()
+    assert "sklearn" not in {m.split(".")[0] for m in modules}
+    assert {"scipy.sparse", "scipy.sparse.csgraph", "svmsim.schedule.gossip"} & modules == set()
 
 
 @pytest.mark.parametrize("name, loader, positive", [("iris", "load_iris", (1, 2)),

@@ -148,3 +148,21 @@ def test_a_disconnected_array_graph_is_named_as_before():
         check_connected(G, "topology")
     with pytest.raises(TopologyError, match=r"1 isolated node\(s\) \(no neighbours\): 5"):
         ensure_usable(ArrayGraph(6, np.array([[0, 1], [1, 2], [2, 3], [3, 4], [5, 5]])))
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_small_graphs_count_their_components_as_scipy_does(directed, monkeypatch):
+    """Up to `SMALL_GRAPH_PAIRS` adjacency pairs the components are joined in Python, without importing scipy: the
+    same count and sizes as scipy's search, on random graphs with and without isolated nodes and self-loops."""
+    import svmsim.topology as T
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(1, 30))
+        G = nx.DiGraph() if directed else nx.Graph()
+        G.add_nodes_from(range(n))
+        G.add_edges_from(rng.integers(0, n, size=(int(rng.integers(0, 2 * n)), 2)).tolist())
+        small = T._components(G)
+        with monkeypatch.context() as m:
+            m.setattr(T, "SMALL_GRAPH_PAIRS", -1)
+            assert T._components(G) == small, (n, sorted(G.edges()))

@@ -36,6 +36,7 @@ from svmsim.data.partition import train_test_split_indices
 from svmsim.data.catalog import BUILTIN_DATASETS, SCALINGS
 from svmsim.data.synthetic import SYNTHETIC_KINDS
 from svmsim.errors import DataError, ScenarioError
+from svmsim.numerics.sparse import issparse
 
 if TYPE_CHECKING:                                  # pragma: no cover
     import scipy.sparse as sp
@@ -86,9 +87,7 @@ class Dataset:
     @property
     def is_sparse(self) -> bool:
         """True when ``X`` is a scipy sparse matrix."""
-        import scipy.sparse as sp
-
-        return sp.issparse(self.X)
+        return issparse(self.X)
 
     def __repr__(self) -> str:
         test = f", n_test={self.X_test.shape[0]}" if self.X_test is not None else ""
@@ -252,8 +251,6 @@ DENSE_SCALING_LIMIT = 200_000_000
 
 def scale_dataset(ds: "Dataset", scaling: str) -> "Dataset":
     """`ds` with its features scaled by `scaling` (a key of :data:`SCALINGS`), fitted on the training set."""
-    import scipy.sparse as sp
-
     if scaling not in SCALINGS:
         raise ScenarioError(f"scale = {scaling!r} is not a feature scaling; allowed: "
                             + ", ".join(f"{k!r} ({v})" for k, v in SCALINGS.items()))
@@ -261,15 +258,15 @@ def scale_dataset(ds: "Dataset", scaling: str) -> "Dataset":
         return ds
     X, X_test = ds.X, ds.X_test
     if scaling == "unit_box":
-        if sp.issparse(X) and X.shape[0] * X.shape[1] > DENSE_SCALING_LIMIT:
+        if issparse(X) and X.shape[0] * X.shape[1] > DENSE_SCALING_LIMIT:
             raise ScenarioError(
                 f"scale = 'unit_box' would make data set '{ds.name}' dense ({X.shape[0]} x {X.shape[1]} = "
                 f"{X.shape[0] * X.shape[1]:,} entries, more than {DENSE_SCALING_LIMIT:,}); allowed for it: "
                 "'max_abs' (keeps it sparse) or 'none'")
-        dense = X.toarray() if sp.issparse(X) else X
+        dense = X.toarray() if issparse(X) else X
         X_new = scale_to_unit_box(dense)
         if X_test is not None:
-            X_test = scale_to_unit_box(X_test.toarray() if sp.issparse(X_test) else X_test, reference=dense)
+            X_test = scale_to_unit_box(X_test.toarray() if issparse(X_test) else X_test, reference=dense)
     else:
         from sklearn.preprocessing import MaxAbsScaler
 
@@ -472,9 +469,7 @@ FEATURE_FLOOR = 1e-100
 
 
 def _values(X) -> np.ndarray:
-    import scipy.sparse as sp
-
-    return X.data if sp.issparse(X) else np.asarray(X, dtype=np.float64).ravel()
+    return X.data if issparse(X) else np.asarray(X, dtype=np.float64).ravel()
 
 
 def check_values(ds: Dataset, scale: str = "none") -> Dataset:
@@ -482,11 +477,9 @@ def check_values(ds: Dataset, scale: str = "none") -> Dataset:
     training set without features (a LIBSVM file of labels only) or whose every value is zero; a value that is not
     finite (a scaling of huge values can make one); a largest magnitude above :data:`FEATURE_LIMIT` or below
     :data:`FEATURE_FLOOR`, in the training or the test set."""
-    import scipy.sparse as sp
-
     where = f"data set '{ds.name}'" + (f" (after scale = '{scale}')" if scale != "none" else "")
     fix = "scale the data (data.scale = 'max_abs' divides each feature by its largest |value|)"
-    if ds.X.shape[1] == 0 or (sp.issparse(ds.X) and ds.X.nnz == 0 and ds.source not in ("sklearn", "synthetic")):
+    if ds.X.shape[1] == 0 or (issparse(ds.X) and ds.X.nnz == 0 and ds.source not in ("sklearn", "synthetic")):
         raise DataError(f"{where} has no feature values: every line of '{ds.source}' holds only a label; allowed: "
                         "LIBSVM lines 'label index:value ...' with at least one nonzero feature value")
     for part, X in (("training", ds.X), ("test", ds.X_test)):

@@ -11,14 +11,14 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from ...errors import DataError, InfeasibleParameterError
 from ...numerics.hadamard import fwht_rows, next_power_of_two, rotate_into_columns
+from ...numerics.sparse import issparse
 
 
 def row_norms(X) -> np.ndarray:
-    if sp.issparse(X):
+    if issparse(X):
         return np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
     return np.sqrt(np.einsum("ij,ij->i", X, X))
 
@@ -26,7 +26,7 @@ def row_norms(X) -> np.ndarray:
 def _dense_rows(X, rows: np.ndarray, width: int) -> np.ndarray:
     """Rows of X as a dense (len(rows), width) float64 array, zero-padded."""
     out = np.zeros((rows.shape[0], width), dtype=np.float64)
-    if sp.issparse(X):
+    if issparse(X):
         out[:, : X.shape[1]] = X[rows].toarray()
     else:
         out[:, : X.shape[1]] = X[rows]
