@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from ...core.jit import inner
 from .mirror import (exp_into, exp_sums, mirror_hard, segment_capped_dot, segment_max, segment_mirror_fused,
                      segment_rescale_exp)
 from .projection import newton_projection, cap_multiplier, sort_multiplier
@@ -47,17 +48,25 @@ class SolverParams(NamedTuple):
     mode: int            # projection: 0 = Newton from a predicted threshold, 1 = Rule 3 (from c = 1), 2 = Rule 2
 
 
+@inner
+def _put(dst, lo, src):
+    """dst[lo:lo + len(src)] = src, element by element: a slice assignment compiles numba's shape-mismatch message
+    (string formatting, about 5 s of a first fit) for a check these callers do not need."""
+    for i in range(src.shape[0]):
+        dst[lo + i] = src[i]
+
+
 @numba.njit(cache=True, nogil=True)
 def _aligned_copy(a):
     """A copy of the 1-d array `a` starting on a 64-byte boundary (whole-cache-line vector loads and stores)."""
     buf = np.empty(a.shape[0] + 8)
     start = ((-buf.ctypes.data) % 64) // 8
     out = buf[start:start + a.shape[0]]
-    out[:] = a
+    _put(out, 0, a)
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _class_step_hard(r, rn, rnn, uc, Lc, dw, d, prm, st, k, wnorm_hat):
     """One class k of one fused single-machine hard-margin iteration (state slices uc, Lc of the class):
     Algorithm 2 line 5-6 by eqs. (10)-(11), and the normalisation.
@@ -85,7 +94,7 @@ def _class_step_hard(r, rn, rnn, uc, Lc, dw, d, prm, st, k, wnorm_hat):
     return acc_n / z, acc_nn / z
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
 def _class_step(r, rn, fut, uc, Lc, pc, dw, dw_prev, d, prm, logcap, st, trend, k, wnorm_hat):
     """One class k of one fused single-machine nu-SVM iteration (state slices uc, Lc, pc of the class):
     Algorithm 2 lines 5-6 (eqs. 10-11) and the nu-projection (Rule 2 / Lemma 11, Rule 3 / eqs. 12-13, or
@@ -207,14 +216,14 @@ def run_iterations(S, st, seg_lo, seg_hi, coords, n_iter, delta0, prm):
                                 logcap, st, trend, 0, wnorm_hat)
             delta += _class_step(row[lo1:hi1], row_next[lo1:hi1], row_nn[lo1:hi1], u1, L1, p1, dw, dw_prev, d, prm,
                                  logcap, st, trend, 1, wnorm_hat)
-    u[lo0:hi0] = u0
-    u[lo1:hi1] = u1
-    Lr[lo0:hi0] = L0
-    Lr[lo1:hi1] = L1
+    _put(u, lo0, u0)
+    _put(u, lo1, u1)
+    _put(Lr, lo0, L0)
+    _put(Lr, lo1, L1)
     if hard:
         exp_into(L0, pr[lo0:hi0])
         exp_into(L1, pr[lo1:hi1])
     else:
-        pr[lo0:hi0] = p0
-        pr[lo1:hi1] = p1
+        _put(pr, lo0, p0)
+        _put(pr, lo1, p1)
     return delta
