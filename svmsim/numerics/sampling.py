@@ -85,7 +85,8 @@ def _draw_rows(out, start, pop, words, pos, tail):
             for q in range(pop):
                 whole[q] = q
             pos = _shuffle(whole, max(pop - k, 1), words, pos)
-            picks[:] = whole[pop - k:]
+            for q in range(k):                  # (element by element: a slice assignment compiles numba's
+                picks[q] = whole[pop - k + q]   # shape-mismatch message, seconds of a first run)
         else:
             table[:] = empty
             for j in range(pop - k, pop):

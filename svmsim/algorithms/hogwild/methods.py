@@ -160,8 +160,9 @@ def _hinge_write(indptr, indices, data, y, rows, keys, values, w_read, grad):
         grad[j] = 0.0
         w_read[j] = 0.0
     payload = np.empty(2 * nnz)
-    payload[:nnz] = out[:nnz]
-    payload[nnz:] = out[keys.shape[0]:keys.shape[0] + nnz]
+    for q in range(nnz):                        # (element by element: a slice assignment compiles numba's
+        payload[q] = out[q]                     # shape-mismatch message, seconds of a first run)
+        payload[nnz + q] = out[keys.shape[0] + q]
     return payload, violators
 
 
