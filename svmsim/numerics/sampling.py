@@ -110,6 +110,11 @@ def _draw_rows(out, start, pop, words, pos, tail):
     return i, pos
 
 
+#: 32-bit words drawn at a time (128 MB as the uint64 the draws read): the same stream, consumed in order, whatever
+#: the chunk (a whole 10 002-node, k = 300 draw took 2.7 GB at once)
+_CHUNK_WORDS = 1 << 24
+
+
 def k_out_draws(n: int, k: int, seed: int) -> np.ndarray:
     """(n, k) int64: row i holds k distinct nodes other than i, as the per-node `choice` loop of the module
     docstring draws them from ``np.random.default_rng(seed)``."""
@@ -122,8 +127,9 @@ def k_out_draws(n: int, k: int, seed: int) -> np.ndarray:
     per_row = (pop if tail else 2 * k) + 1
     words = np.empty(0, dtype=np.uint64)
     row, pos = 0, 0
+    chunk_rows = max(1, _CHUNK_WORDS // per_row)      # the stream in chunks: memory O(chunk), not O(n * pop)
     while row < n:
-        more = bitgen.random_raw((n - row) * per_row // 2 + _SLACK_WORDS)
+        more = bitgen.random_raw(min(n - row, chunk_rows) * per_row // 2 + _SLACK_WORDS)
         words = np.concatenate([words[pos:], more.view(np.uint32).astype(np.uint64)])
         row, pos = _draw_rows(out, row, pop, words, 0, tail)
     return out
