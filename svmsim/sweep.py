@@ -432,11 +432,16 @@ def _keep_only_runs(directory: Path, slugs: set[str]) -> None:
 _WARMED: set = set()                  # variants warmed up in this process (a worker's: `warmup = true`)
 
 
-def _init_worker(events) -> None:
+def _init_worker(events, blas_threads: int) -> None:
     """A worker process of `run_sweep(jobs=N)`: an interrupt reaches it only while it runs a point (the sweep
-    forwards its own), so that an idle worker waits for the sweep to end it."""
+    forwards its own), so that an idle worker waits for the sweep to end it. Its BLAS uses `blas_threads` threads
+    (the machine's cores shared among the workers: N workers each with a thread per core were slower together
+    than one point after another)."""
     import signal
 
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=blas_threads)
     global _EVENTS
     _EVENTS = events
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -617,7 +622,9 @@ def _run_in_workers(points: list[SweepPoint], todo: list[int], run_dirs: list, w
                 ended.add(what[0])
                 running.pop(what[0], None)
 
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker, initargs=(events,))
+    blas_threads = max(1, (os.cpu_count() or 1) // jobs)
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
+                               initargs=(events, blas_threads))
     try:
         pending = {pool.submit(_worker_point, i, points[i].scenario, points[i].variant, run_dirs[i], warmup): i
                    for i in todo}

@@ -310,3 +310,20 @@ def test_a_sweep_on_a_two_node_cluster_runs_on_both_nodes_and_writes_the_sequent
     assert len(out["nodes"]) == 2 and set(out["ran_on"]) == set(out["nodes"])
     assert out["failed"] == [200, 200]
     assert_same_files(seq, on_cluster)
+
+
+def test_a_sweep_worker_shares_the_cores_with_the_others():
+    """N workers that each kept a BLAS thread per core were slower together than one point after another (12-point
+    bench at n = 8000: --jobs 2 at 1.2x the sequential time; 0.59x with one thread each): a worker's BLAS uses
+    cores // jobs threads."""
+    import subprocess
+    import sys
+
+    code = ("import multiprocessing as mp, numpy\n"
+            "from threadpoolctl import threadpool_info\n"
+            "from svmsim.sweep import _init_worker\n"
+            "_init_worker(mp.get_context('spawn').SimpleQueue(), 1)\n"
+            "print(sorted({p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[1]"
