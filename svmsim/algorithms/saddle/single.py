@@ -148,82 +148,114 @@ def _class_step(r, rn, fut, uc, Lc, pc, dw, dw_prev, d, prm, logcap, st, trend, 
     return (1.0 + prm.theta) * acc_new - prm.theta * acc_old
 
 
-@numba.njit(cache=True, nogil=True)
+@inner
+def _prox_step(w, i, delta, sigma, wnorm2, d):
+    """Algorithm 2 line 4 (the prox step, eq. 9) on coordinate i: returns the step dw, the new ||w||^2 and
+    ||w_hat|| <= ||w[t+1]|| + (d-1)|dw|, an upper bound on |<w_hat, x>| for ||x|| <= 1."""
+    wi = w[i]
+    wnew = (wi + sigma * delta) / (sigma + 1.0)
+    dw = wnew - wi
+    w[i] = wnew
+    wnorm2 += wnew * wnew - wi * wi
+    return dw, wnorm2, math.sqrt(max(wnorm2, 0.0)) + (d - 1) * abs(dw)
+
+
+@inner
+def _squared_norm(w):
+    total = 0.0
+    for i in range(w.shape[0]):
+        total += w[i] * w[i]
+    return total
+
+
 def run_iterations(S, st, seg_lo, seg_hi, coords, n_iter, delta0, prm):
     """Run `n_iter` Saddle-SVC iterations (Algorithm 2) on a single machine (two segments: the two classes),
     updating the `SolverState` st in place; prm is the `SolverParams`.
 
     coords[t] is i* of iteration t and coords[n_iter] the next one (its delta is prepared at the end).
     delta0 = delta(+) - delta(-) for coords[0]. Returns the pending delta for coords[n_iter].
-    The classes' u, Lr (and pr for the nu-SVM) are worked on in 64-byte aligned copies, written back at the end;
-    the hard margin keeps no raw weights in the loop (each pass already forms its part of the delta after next)
-    and writes pr = exp(Lr) once at the end.
+    The classes' u, Lr (and pr for the nu-SVM) are worked on in 64-byte aligned copies, written back at the end.
+    The hard margin and the nu-SVM are two compiled loops, so that a fit compiles only its own class step.
     """
     if n_iter <= 0:
         return delta0
+    loop = _iterations_nu if prm.cap < np.inf else _iterations_hard
+    return loop(S, st, seg_lo, seg_hi, coords, n_iter, delta0, prm)
+
+
+@numba.njit(cache=True, nogil=True)
+def _iterations_hard(S, st, seg_lo, seg_hi, coords, n_iter, delta0, prm):
+    """`run_iterations` for the hard margin: it keeps no raw weights in the loop (each pass already forms its
+    part of the delta after next) and writes pr = exp(Lr) once at the end."""
     w, u, Lr, pr = st.w, st.u, st.Lr, st.pr
-    sigma, theta, cap = prm.sigma, prm.theta, prm.cap
     d = S.shape[0]
-    hard = not (cap < np.inf)
-    logcap = math.log(cap) if not hard else np.inf
     lo0, hi0, lo1, hi1 = seg_lo[0], seg_hi[0], seg_lo[1], seg_hi[1]
     u0 = _aligned_copy(u[lo0:hi0])
     u1 = _aligned_copy(u[lo1:hi1])
     L0 = _aligned_copy(Lr[lo0:hi0])
     L1 = _aligned_copy(Lr[lo1:hi1])
-    if hard:
-        p0 = L0[:0]
-        p1 = L1[:0]
-        # <S_i*(1), p[0]> of each class, the old-weights part of the delta of iteration 1
-        nxt = S[coords[1]]
-        old0 = segment_capped_dot(nxt, pr, lo0, hi0, st.mult[0], np.inf)
-        old1 = segment_capped_dot(nxt, pr, lo1, hi1, st.mult[1], np.inf)
-    else:
-        p0 = _aligned_copy(pr[lo0:hi0])
-        p1 = _aligned_copy(pr[lo1:hi1])
-        old0 = 0.0
-        old1 = 0.0
+    # <S_i*(1), p[0]> of each class, the old-weights part of the delta of iteration 1
+    nxt = S[coords[1]]
+    old0 = segment_capped_dot(nxt, pr, lo0, hi0, st.mult[0], np.inf)
+    old1 = segment_capped_dot(nxt, pr, lo1, hi1, st.mult[1], np.inf)
     delta = delta0
-    dw = 0.0
-    trend = np.zeros((2, 2))
-    wnorm2 = 0.0
-    for i in range(d):
-        wnorm2 += w[i] * w[i]
+    wnorm2 = _squared_norm(w)
     for t in range(n_iter):
         i = coords[t]
-        wi = w[i]
-        wnew = (wi + sigma * delta) / (sigma + 1.0)       # Algorithm 2 line 4 (prox step, eq. 9)
-        dw_prev = dw
-        dw = wnew - wi
-        w[i] = wnew
-        wnorm2 += wnew * wnew - wi * wi
-        # ||w_hat|| <= ||w[t+1]|| + (d-1)|dw|, an upper bound on |<w_hat, x>| for ||x|| <= 1
-        wnorm_hat = math.sqrt(max(wnorm2, 0.0)) + (d - 1) * abs(dw)
+        dw, wnorm2, wnorm_hat = _prox_step(w, i, delta, prm.sigma, wnorm2, d)
         row = S[i]
         row_next = S[coords[t + 1]]
-        # i*(t+2): the hard margin dots it with the new weights; the nu-SVM prefetches it (its next fresh row)
+        # i*(t+2): dotted with the new weights
         row_nn = S[coords[t + 2]] if t + 2 <= n_iter else row_next
-        if hard:
-            new0, nn0 = _class_step_hard(row[lo0:hi0], row_next[lo0:hi0], row_nn[lo0:hi0], u0, L0, dw, d, prm, st,
-                                         0, wnorm_hat)
-            new1, nn1 = _class_step_hard(row[lo1:hi1], row_next[lo1:hi1], row_nn[lo1:hi1], u1, L1, dw, d, prm, st,
-                                         1, wnorm_hat)
-            delta = (1.0 + theta) * (new0 + new1) - theta * (old0 + old1)
-            old0 = nn0
-            old1 = nn1
-        else:
-            delta = _class_step(row[lo0:hi0], row_next[lo0:hi0], row_nn[lo0:hi0], u0, L0, p0, dw, dw_prev, d, prm,
-                                logcap, st, trend, 0, wnorm_hat)
-            delta += _class_step(row[lo1:hi1], row_next[lo1:hi1], row_nn[lo1:hi1], u1, L1, p1, dw, dw_prev, d, prm,
-                                 logcap, st, trend, 1, wnorm_hat)
+        new0, nn0 = _class_step_hard(row[lo0:hi0], row_next[lo0:hi0], row_nn[lo0:hi0], u0, L0, dw, d, prm, st,
+                                     0, wnorm_hat)
+        new1, nn1 = _class_step_hard(row[lo1:hi1], row_next[lo1:hi1], row_nn[lo1:hi1], u1, L1, dw, d, prm, st,
+                                     1, wnorm_hat)
+        delta = (1.0 + prm.theta) * (new0 + new1) - prm.theta * (old0 + old1)
+        old0 = nn0
+        old1 = nn1
     _put(u, lo0, u0)
     _put(u, lo1, u1)
     _put(Lr, lo0, L0)
     _put(Lr, lo1, L1)
-    if hard:
-        exp_into(L0, pr[lo0:hi0])
-        exp_into(L1, pr[lo1:hi1])
-    else:
-        _put(pr, lo0, p0)
-        _put(pr, lo1, p1)
+    exp_into(L0, pr[lo0:hi0])
+    exp_into(L1, pr[lo1:hi1])
+    return delta
+
+
+@numba.njit(cache=True, nogil=True)
+def _iterations_nu(S, st, seg_lo, seg_hi, coords, n_iter, delta0, prm):
+    """`run_iterations` for the nu-SVM (weights capped at prm.cap)."""
+    w, u, Lr, pr = st.w, st.u, st.Lr, st.pr
+    d = S.shape[0]
+    logcap = math.log(prm.cap)
+    lo0, hi0, lo1, hi1 = seg_lo[0], seg_hi[0], seg_lo[1], seg_hi[1]
+    u0 = _aligned_copy(u[lo0:hi0])
+    u1 = _aligned_copy(u[lo1:hi1])
+    L0 = _aligned_copy(Lr[lo0:hi0])
+    L1 = _aligned_copy(Lr[lo1:hi1])
+    p0 = _aligned_copy(pr[lo0:hi0])
+    p1 = _aligned_copy(pr[lo1:hi1])
+    delta = delta0
+    dw = 0.0
+    trend = np.zeros((2, 2))
+    wnorm2 = _squared_norm(w)
+    for t in range(n_iter):
+        i = coords[t]
+        dw_prev = dw
+        dw, wnorm2, wnorm_hat = _prox_step(w, i, delta, prm.sigma, wnorm2, d)
+        row = S[i]
+        row_next = S[coords[t + 1]]
+        # i*(t+2), prefetched: the next fresh row
+        row_nn = S[coords[t + 2]] if t + 2 <= n_iter else row_next
+        delta = _class_step(row[lo0:hi0], row_next[lo0:hi0], row_nn[lo0:hi0], u0, L0, p0, dw, dw_prev, d, prm,
+                            logcap, st, trend, 0, wnorm_hat)
+        delta += _class_step(row[lo1:hi1], row_next[lo1:hi1], row_nn[lo1:hi1], u1, L1, p1, dw, dw_prev, d, prm,
+                             logcap, st, trend, 1, wnorm_hat)
+    _put(u, lo0, u0)
+    _put(u, lo1, u1)
+    _put(Lr, lo0, L0)
+    _put(Lr, lo1, L1)
+    _put(pr, lo0, p0)
+    _put(pr, lo1, p1)
     return delta
