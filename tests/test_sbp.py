@@ -255,6 +255,29 @@ def test_distributed_sbp_meters_each_clients_kernel_evaluations_on_that_client(m
     assert per_node.tolist() == [0, *(T * sizes).tolist()]
 
 
+def test_distributed_sbp_meters_the_counter_its_kernel_rows_keep(monkeypatch, shared_data_dir):
+    """The metered counts are each member's own counter from `numerics.kernels`, not a re-declared shard size: with
+    the linear kernel the diagonal costs evaluations too (n_i per client, once), as single-machine SBP counts it;
+    the group's clients, stepped as one, keep their counters apart (4 unequal shards)."""
+    from svmsim.data import partition
+    from svmsim.runner import _problem
+
+    monkeypatch.setenv("SVMSIM_DATA_DIR", str(shared_data_dir))
+    sc = {"name": "t", "seed": 5, "data": {"name": "heart_scale"}, "stop": {"max_seconds": 300},
+          "partition": {"scheme": "unequal", "alpha": 0.5}, "output": {"eval_every": 10_000},
+          "algorithm": {"name": "dsbp", "clients": 4, "epochs": 1, "nu": 0.05, "kernel": "linear"}}
+    r = svmsim.run(sc, write=False, progress=False)
+    ds = _problem(svmsim.load_scenario(sc), None).dataset
+    sizes = np.array([len(p) for p in partition(ds.y, 4, "unequal", seed=5, alpha=0.5)])
+    T = r.final["iteration"]
+    per_node = r.ledger.node_totals["kernel_evaluations"]
+    assert per_node.tolist() == [0, *((T + 1) * sizes).tolist()]
+    single = svmsim.run({**sc, "algorithm": {"name": "sbp", "epochs": 1, "nu": 0.05, "kernel": "linear",
+                                              "eval_points": 2}}, write=False, progress=False)
+    assert single.final["iteration"] == T
+    assert single.final["kernel_evaluations"] == (T + 1) * ds.n == per_node.sum()
+
+
 def test_distributed_sbp_refuses_what_it_cannot_do():
     with pytest.raises(InfeasibleParameterError, match="bias"):
         svmsim.run(_scenario({"name": "dsbp", "bias": True, "nu": 0.1}), write=False, progress=False)

@@ -94,7 +94,7 @@ def model_metrics(kp: KernelProblem, coef: np.ndarray, c: np.ndarray, test: np.n
 
 
 def _counts(R: Responses) -> dict:
-    e = int(R.evaluations[0])
+    e = int(R.evaluations.sum())
     return {"kernel_evaluations": e, "inner_products": e, "evaluator_kernel_evaluations": int(R.test_evaluations[0])}
 
 

@@ -169,7 +169,7 @@ class _Clients:
     R: Responses                 # the group's clients' points, concatenated (averaged, with their test shares)
     lo: np.ndarray               # member m holds points lo[m]..lo[m + 1] of R (and tests tlo[m]..tlo[m + 1])
     tlo: np.ndarray
-    sizes: np.ndarray            # member m's points: the kernel evaluations an update costs it
+    metered: np.ndarray          # member m's kernel evaluations handed to the meter so far (R.evaluations[m] counts)
     pending: int = -1            # the index (in R) a member was asked to sample, until the update arrives
     last_tau: float = 0.0        # the level the last stats were taken at (the covered set is c < last_tau)
 
@@ -193,9 +193,11 @@ class SBPClient(NodeProgram):
         if node_data[0]["X_test"] is not None:
             test = kernel_data(stack([d["X_test"] for d in node_data]))
             tsizes = [d["X_test"].shape[0] for d in node_data]
-        R = responses(kernel_data(X), self.params, np.concatenate([d["y"] for d in node_data]), test, averaged=True)
-        return _Clients(frozen_ids(node_ids), R, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
-                        np.concatenate([[0], np.cumsum(tsizes)]).astype(np.int64), np.array(sizes, np.int64))
+        lo = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        R = responses(kernel_data(X), self.params, np.concatenate([d["y"] for d in node_data]), test, averaged=True,
+                      members=lo)
+        return _Clients(frozen_ids(node_ids), R, lo, np.concatenate([[0], np.cumsum(tsizes)]).astype(np.int64),
+                        np.zeros(len(node_data), np.int64))
 
     def step(self, st: _Clients, inbox, round_):
         out = Outbox()
@@ -207,7 +209,9 @@ class SBPClient(NodeProgram):
             eta, y_i, shrink, tau = float(p[0]), float(p[1]), float(p[2]), float(p[3])
             apply_row(R, q, 0, y_i, st.pending, eta, shrink)           # n/k kernel evaluations per client
             st.pending = -1
-            out.signals = {"counts": {"kernel_evaluations": st.sizes}}
+        if np.any(R.evaluations != st.metered):          # each member's own counter (`numerics.kernels`)
+            out.signals = {"counts": {"kernel_evaluations": R.evaluations - st.metered}}
+            st.metered = R.evaluations.copy()
         if "trial" in inbox:
             tau = float(inbox["trial"].row(0)[0])
             st.pending = -1                               # a pick rides with every trial: only the last one counts

@@ -151,7 +151,7 @@ class SBPClassifier(_KernelClassifier):
             warnings.warn(f"SBP's averaged iterate has level {level:.3g} <= 0 after {T} iterations: the model is "
                           "the unscaled average (its signs only); increase epochs", ConvergenceWarning, stacklevel=2)
         divide = level if level > 0 else 1.0
-        self._store(X, yy, classes, coef / divide, b / divide, params, R.evaluations[0], T)
+        self._store(X, yy, classes, coef / divide, b / divide, params, R.evaluations.sum(), T)
         self.level_ = level
         self.nu_ = nu
         return self
@@ -185,7 +185,7 @@ class _BaselineClassifier(_KernelClassifier):
         T = max(1, round(self.epochs * n))
         baseline_iterations(R, S, T)
         renormalise(R)
-        self._store(X, yy, classes, R.coef.copy(), 0.0, params, R.evaluations[0], T)
+        self._store(X, yy, classes, R.coef.copy(), 0.0, params, R.evaluations.sum(), T)
         self.n_updates_ = int(S.updates[0])
         return self
 

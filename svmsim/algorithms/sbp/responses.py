@@ -45,25 +45,31 @@ class Responses(NamedTuple):
     row: np.ndarray               # scratch: one training kernel row
     test_row: np.ndarray          # scratch: one test kernel row
     scratch: np.ndarray           # scratch: a zero d-vector (sparse rows are scattered into it)
-    evaluations: np.ndarray       # (1,) kernel evaluations of the method (training rows and the diagonal)
+    evaluations: np.ndarray       # (M,) kernel evaluations of the method (training rows and the diagonal), per member
+    members: np.ndarray           # (M + 1,) member m holds the training points members[m]..members[m + 1]
     test_evaluations: np.ndarray  # (1,) kernel evaluations for the test responses (the evaluator's)
 
 
 def responses(data: KernelData, params: KernelParams, y: np.ndarray, test: KernelData | None = None,
-              averaged: bool = False) -> Responses:
-    """A zero model on `data` (and `test`, when given: its responses are then kept up to date)."""
+              averaged: bool = False, members: np.ndarray | None = None) -> Responses:
+    """A zero model on `data` (and `test`, when given: its responses are then kept up to date).
+
+    `members`: the boundaries of the nodes whose points `data` concatenates (distributed SBP steps a group of
+    clients as one); each member's kernel evaluations are counted apart (`evaluations[m]`). Default: one member."""
     n = data.sqnorm.shape[0]
     if test is None:
         test = KernelData(data.indptr[:1], data.indices[:0], data.values[:0], data.dense[:0], data.sqnorm[:0],
                           data.sparse, data.d)
     m = test.sqnorm.shape[0]
-    evaluations = np.zeros(1, np.int64)
-    kdiag = kernel_diagonal(data, params, evaluations)
+    members = np.array([0, n], np.int64) if members is None else np.asarray(members, np.int64)
+    diagonal = np.zeros(1, np.int64)
+    kdiag = kernel_diagonal(data, params, diagonal)
+    evaluations = np.diff(members) if diagonal[0] else np.zeros(members.shape[0] - 1, np.int64)
     sums = n if averaged else 0
     return Responses(data, test, params, np.asarray(y, np.float64), kdiag, np.zeros(n), np.zeros(n), np.zeros(m),
                      bool(averaged), np.zeros(sums), np.zeros(sums), np.zeros(m if averaged else 0), np.ones(1),
                      np.ones(1), np.zeros(1), np.zeros(sums), np.zeros(n), np.zeros(m), np.zeros(data.d), evaluations,
-                     np.zeros(1, np.int64))
+                     members, np.zeros(1, np.int64))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -78,7 +84,9 @@ def apply_row(R, q, qi, yq, owner, delta, shrink):
     """`add_row` for a point z = row `qi` of `q` with label `yq` that may live elsewhere (distributed SBP: the sampled
     point arrives in a message); `owner` is its index here, or -1 when another node holds its coefficient."""
     n = R.c.shape[0]
-    kernel_row(R.data, R.params, q, qi, 0, n, R.row, R.scratch, R.evaluations)
+    for k in range(R.members.shape[0] - 1):         # each member's rows, counted on that member
+        lo, hi = R.members[k], R.members[k + 1]
+        kernel_row(R.data, R.params, q, qi, lo, hi, R.row[lo:hi], R.scratch, R.evaluations[k:k + 1])
     a = delta * yq
     i = owner
     step = a / R.scale[0]                   # without averaging: in the lazy scale's units
