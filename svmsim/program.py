@@ -81,6 +81,12 @@ class SyncKernel:
     `work` (optional) is an array the step fills with each member's operations in its last step, in member order:
     the modelled cluster time (`schedule.cluster_time`) turns it into compute seconds.
 
+    `quantities` and `counts` (optional): node quantities the step counts (e.g. ``"kernel_evaluations"``), as
+    running totals it adds to in place: `counts` is an int64 array of shape (len(quantities), members), an item of
+    `arrays` so that the compiled loop reads it. What a step adds is metered per member in that step's round, by
+    either loop, like ``signals["counts"]`` (`metered`: the totals when the kernel was made, plus what has been
+    metered since; so only the step may change `counts`).
+
     `dtypes` gives each tag's payload dtype on the wire (float64 when None; float32, int64 and int32 also
     allowed): messages carry their values cast to it, and the ledger's bytes are its item size per scalar.
     """
@@ -93,6 +99,34 @@ class SyncKernel:
     error: Callable[[], str] | None = None   # describes the protocol error after a KERNEL_ERROR flag
     dtypes: tuple | None = None               # per tag: the payload dtype on the wire (None: all float64)
     work: np.ndarray | None = None            # per member: the operations its last step did (for modelled time)
+    quantities: tuple = ()                    # names of the node quantities in `counts`
+    counts: np.ndarray | None = None          # (quantities, members) int64 running totals the step adds to
+    metered: np.ndarray | None = field(default=None, init=False, repr=False)   # the totals metered so far
+
+    def __post_init__(self):
+        if self.counts is None:
+            if self.quantities:
+                raise ProtocolError(f"a kernel names node quantities {self.quantities} but has no counts array")
+            return
+        c = self.counts
+        if not (isinstance(c, np.ndarray) and c.dtype == np.int64 and c.ndim == 2 and c.flags.c_contiguous
+                and c.shape[0] == len(self.quantities)):
+            raise ProtocolError(f"a kernel's counts must be a C-contiguous int64 array of shape (len(quantities) = "
+                                f"{len(self.quantities)}, members); got {getattr(c, 'dtype', type(c).__name__)} "
+                                f"of shape {getattr(c, 'shape', None)}")
+        if not any(a is c for a in self.arrays):
+            raise ProtocolError("a kernel's counts must be an item of its arrays (the compiled loop reads it there)")
+        self.metered = c.copy()
+
+    def counted(self) -> dict | None:
+        """The node quantities counted since the last call (``{quantity: per-member amounts}``, only those that
+        moved), for ``signals["counts"]``; None when nothing moved."""
+        if self.counts is None:
+            return None
+        delta = self.counts - self.metered
+        moved = {q: delta[i] for i, q in enumerate(self.quantities) if delta[i].any()}
+        self.metered[...] = self.counts
+        return moved or None
 
 
 _WIRE_DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.int32))
@@ -171,6 +205,9 @@ def kernel_step(kernel: SyncKernel, inbox: Inbox, round_: int) -> Outbox:
         signals["done"] = True
     if kernel.work is not None:
         signals["work"] = kernel.work.copy()
+    counted = kernel.counted()
+    if counted:
+        signals["counts"] = counted
     out.signals = signals or None
     return out
 

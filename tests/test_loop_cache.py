@@ -166,9 +166,9 @@ def test_the_synchronous_rounds_of_a_step_that_cannot_be_imported_compile_in_mem
     kernel = SyncKernel((np.zeros(1),), local_step, ("t",), np.array([1], np.int64), 1)
     assert not compiled_sync.loop_cacheable([kernel])
     monkeypatch.setattr(compiled_sync, "_LOOPS", {})
-    loop = compiled_sync._loop((True,), (-1,), None)
+    loop = compiled_sync._loop((True,), ((-1, -1),), None)
     assert type(loop._cache).__name__ == "NullCache" and not cache_dir.exists()
-    cached = compiled_sync._loop((True,), (-1,), (("svmsim.algorithms.collective", "collective_kernel_step"),))
+    cached = compiled_sync._loop((True,), ((-1, -1),), (("svmsim.algorithms.collective", "collective_kernel_step"),))
     assert type(cached._cache).__name__ == "FunctionCache" and cached.py_func.__module__.startswith("svmsim_rounds_")
     text = Path(sys.modules[cached.py_func.__module__].__file__).read_text()
     assert "kinds[0][1]" not in text and "step_0(" in text

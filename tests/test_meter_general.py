@@ -171,14 +171,88 @@ def test_groups_of_one_program_with_arrays_of_another_type_are_kinds_of_their_ow
     b = SyncKernel((np.zeros(4), np.zeros(1, np.int64)), _spoke_step, TAGS, WIDTHS, 1)
     c = SyncKernel((np.zeros((2, 2))[:, 0], np.zeros(1, np.int64)), _spoke_step, TAGS, WIDTHS, 1)   # strided
     h = SyncKernel((np.zeros(1, np.int64), np.zeros(2, np.int64), np.zeros(1)), _hub_step, TAGS, WIDTHS, 1)
-    kinds, kind_of, slot_of, work_slots = _kinds([h, a, b, c])
+    kinds, kind_of, slot_of, slots = _kinds([h, a, b, c])
     assert len(kinds) == 3 and kind_of.tolist() == [0, 1, 1, 2] and slot_of.tolist() == [0, 0, 1, 0]
-    assert work_slots == (-1, -1, -1)
+    assert slots == ((-1, -1),) * 3                  # (work, counts) items of each kind's state: none
     worker = SyncKernel((np.zeros(3), np.zeros(2)), _spoke_step, TAGS, WIDTHS, 1)
     worker.work = worker.arrays[1]                    # the modelled time reads item 1 of this kind's state
-    assert _kinds([worker, a])[3] == (1, -1)
+    assert _kinds([worker, a])[3] == ((1, -1), (-1, -1))
     apart = SyncKernel((np.zeros(3),), _spoke_step, TAGS, WIDTHS, 1, work=np.zeros(1))   # not in its state
-    assert _kinds([apart])[3] == (-1,) and not work_readable(apart) and work_readable(a) and work_readable(worker)
+    assert _kinds([apart])[3] == ((-1, -1),) and not work_readable(apart) and work_readable(a) and work_readable(worker)
+    counts = np.zeros((1, 3), np.int64)
+    counting = SyncKernel((np.zeros(3), np.zeros(3), counts), _spoke_step, TAGS, WIDTHS, 1, quantities=("q",),
+                          counts=counts)
+    assert _kinds([counting, a])[3] == ((-1, 2), (-1, -1))
+
+
+QUANTITIES = ("kernel_evaluations", "flops")
+
+
+@numba.njit(cache=True)
+def _counting_spoke_step(arrays, round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
+                         out_payload):
+    """`_spoke_step`, counting per member: 1 + round % 3 kernel evaluations and 10 * node id flops per message."""
+    ids, seen, counts = arrays
+    n_out = _spoke_step((ids, seen), round_, in_tag, in_src, in_dst, in_payload, n_in, out_tag, out_src, out_dst,
+                        out_payload)[0]
+    for r in range(n_in):
+        c = in_dst[r] - ids[0]
+        counts[0, c] += 1 + round_ % 3
+        counts[1, c] += 10 * in_dst[r]
+    return n_out, -1, 0
+
+
+class CountingSpoke(Spoke):
+    def init(self, node_ids, node_data, seed):
+        return {**super().init(node_ids, node_data, seed), "counts": np.zeros((2, len(node_ids)), np.int64)}
+
+    def kernel(self, st):
+        return SyncKernel((st["ids"], st["seen"], st["counts"]), _counting_spoke_step, TAGS, WIDTHS, st["ids"].size,
+                          quantities=QUANTITIES, counts=st["counts"])
+
+    def observe(self, st):
+        return {"seen": st["seen"].copy(), "counts": st["counts"].copy(), "ids": st["ids"].copy()}
+
+
+def test_node_quantities_from_compiled_steps_reach_the_meter_as_from_python_steps(compiled_calls):
+    """A kernel's `counts` are metered per member and round by the compiled loop exactly as the Python rounds meter
+    them (`kernel_step`'s signals): the same node totals and per-round rows, for 3 groups of spokes, through the
+    loop's buffer flushes (40 counters a round, 1,024 records); the totals are the programs' own counters."""
+    def run(compiled):
+        n_nodes = 41
+        spokes = np.arange(1, n_nodes, dtype=np.int64)
+        roles = [RoleSpec("hub", Hub(30), np.array([0]), [{"spokes": spokes}]),
+                 RoleSpec("spoke", CountingSpoke(), spokes, [None] * spokes.size)]
+        eng = InProcessEngine()
+        groups = split_roles(roles, {"spoke": 3})
+        eng.deploy(groups, 0)
+        meter = Meter(n_nodes, _star(n_nodes, False))
+        SyncScheduler(eng, groups, meter, n_nodes, compiled=compiled).run(max_iterations=30)
+        return meter.ledger(), eng.observe()
+
+    (python, obs_p), (compiled, obs_c) = run(False), run(True)
+    assert compiled_calls
+    assert python.equals(compiled)
+    for q, name in enumerate(QUANTITIES):
+        own = np.zeros(41, np.int64)
+        for o in obs_c.values():
+            if "counts" in o:
+                own[o["ids"]] = o["counts"][q]
+        np.testing.assert_array_equal(compiled.node_totals[name], own, err_msg=name)
+        np.testing.assert_array_equal(python.node_rounds[name], compiled.node_rounds[name], err_msg=name)
+    assert compiled.node_totals["flops"][7] == 30 * 70 and compiled.node_totals["kernel_evaluations"][0] == 0
+    assert compiled.node_rounds["kernel_evaluations"].shape[0] == 30           # one row per round with pings
+
+
+def test_a_kernel_refuses_counts_it_cannot_meter():
+    from svmsim.errors import ProtocolError
+
+    with pytest.raises(ProtocolError, match="int64 array of shape"):
+        SyncKernel((np.zeros((1, 3)),), _spoke_step, TAGS, WIDTHS, 1, quantities=("q",), counts=np.zeros((1, 3)))
+    with pytest.raises(ProtocolError, match="item of its arrays"):
+        SyncKernel((), _spoke_step, TAGS, WIDTHS, 1, quantities=("q",), counts=np.zeros((1, 3), np.int64))
+    with pytest.raises(ProtocolError, match="no counts array"):
+        SyncKernel((), _spoke_step, TAGS, WIDTHS, 1, quantities=("q",))
 
 
 def test_bytes_follow_the_payload_dtype_on_both_paths(compiled_calls):

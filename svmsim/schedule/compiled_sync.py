@@ -8,6 +8,8 @@ metered in that round and delivered in the next; an inbox is ordered by (tag, sr
 the loop into the buffers the meter lends (`Meter.compiled_buffers`: its own per-edge counters, indexed by the
 topology's CSR edge ids, and per-tag, per-round and per-iteration buffers that `Meter.absorb` takes back), so the
 ledger is the one the Python loop would write; bytes follow each tag's payload dtype, as on the Python path.
+A kernel's node-quantity `counts` are logged after each step (what it added, per member: `NODE_COUNT` records) and
+metered per round after the call, as the Python loop meters `kernel_step`'s ``signals["counts"]``.
 With a `cluster_time.ClusterClock` the loop also keeps the modelled time, with the clock's own numba functions
 (each stepped group's declared work, then the round's messages on the links), so it equals the Python rounds'.
 The groups' steps are called directly: the distinct step functions sit in a tuple with the arrays of their groups
@@ -59,7 +61,10 @@ LOOP_LIMITS = np.dtype([("max_rounds", np.int64), ("max_scalars", np.int64), ("m
                         ("observe_every", np.int64)])
 LOOP_STATE = np.dtype([("round", np.int64), ("iteration", np.int64), ("scalars", np.int64),
                        ("n_round_log", np.int64), ("n_iteration_log", np.int64), ("done", np.int64),
-                       ("swapped", np.int64)])
+                       ("swapped", np.int64), ("n_node_log", np.int64)])
+#: one metered node quantity: what `member` of a step's group added to quantity `quantity` (an index into the run's
+#: names of the kernels' quantities) in `round`
+NODE_COUNT = np.dtype([("round", np.int64), ("node", np.int64), ("quantity", np.int64), ("amount", np.int64)])
 #: one round's metered totals, and what its steps reported (an ended iteration, or -1; done; pause)
 ROUND_COUNTS = np.dtype([("messages", np.int64), ("scalars", np.int64), ("bytes", np.int64)])
 ROUND_SIGNALS = np.dtype([("iteration", np.int64), ("done", np.int64), ("pause", np.int64)])
@@ -261,6 +266,27 @@ def _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, x_tag, x_src
     return -1
 
 
+@numba.njit(cache=True, nogil=True)
+def _note_counts(counts, metered, at, names, nodes, round_, node_log, state):
+    """Log what a step added to its kernel's node-quantity totals (`counts`, quantities x members) since
+    `metered` (flat, from index `at`), per member and quantity (`names`: the run's index of each quantity), and
+    bring `metered` up to date."""
+    k = state[0].n_node_log
+    members = counts.shape[1]
+    for q in range(counts.shape[0]):
+        for m in range(members):
+            i = at + q * members + m
+            amount = counts[q, m] - metered[i]
+            if amount != 0:
+                node_log[k].round = round_
+                node_log[k].node = nodes[m]
+                node_log[k].quantity = names[q]
+                node_log[k].amount = amount
+                metered[i] = counts[q, m]
+                k += 1
+    state[0].n_node_log = k
+
+
 def _STEP_OF_KIND(kinds, kind, slot, *args):  # noqa: N802 - stands for the written-out branches
     """A placeholder in `_loop_source`: `_loop` writes its call out as one direct call per kind."""
     raise NotImplementedError("_loop_source runs only as compiled by _loop")
@@ -272,10 +298,16 @@ def _WORK_OF_KIND(kinds, kind, slot, no_work):  # stands for the written-out bra
     raise NotImplementedError("_loop_source runs only as compiled by _loop")
 
 
+def _COUNTS_OF_KIND(kinds, kind, slot, no_counts):  # noqa: N802 - stands for the written-out branches
+    """A placeholder in `_loop_source`: `_loop` writes it out as the kind's counts array (an item of its state, see
+    `_state_slot`), or `no_counts` for kinds that count no node quantity."""
+    raise NotImplementedError("_loop_source runs only as compiled by _loop")
+
+
 def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay,
           b_n, b_wake, node_group, n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup, by_tag, out_tag,
                  out_src, out_dst, out_payload, round_log, iteration_log, limits, state, error_info, max_outs, clock,
-                 group_ptr, group_nodes, no_work):
+                 group_ptr, group_nodes, no_work, node_log, node_room, metered, metered_at, names, names_at, no_counts):
     """Rounds until Python is needed, for any number of groups. kinds: one (index, step, arrays of its groups)
     entry per distinct step (and arrays type); group g runs the step of entry ``kind_of[g]`` on the entry's arrays
     ``[slot_of[g]]`` (`_loop` compiles this source with the `_STEP_OF_KIND` line written out as direct calls).
@@ -286,6 +318,9 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
     clock: a `cluster_time.ClockState` (its `on` False when no modelled time is kept): a stepped group's
     members (group_nodes[group_ptr[g]:group_ptr[g + 1]]) compute for their step's declared work
     (`_WORK_OF_KIND`, or `no_work`), and the round's messages then cross the links (`clock_round`).
+    node_log: `NODE_COUNT` records of what the steps added to their kernels' node-quantity counts
+    (`_COUNTS_OF_KIND`, see `_note_counts`; group g's are flat in metered[metered_at[g]:], its quantities'
+    indices in names[names_at[g]:]); node_room: the most one round can log.
     Returns why it stopped."""
     lim = limits[0]
     max_rounds, max_scalars, max_iterations, observe_every = (lim.max_rounds, lim.max_scalars, lim.max_iterations,
@@ -313,7 +348,8 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
                 return ROUNDS
             if not pending:
                 return QUIESCENT
-            if st.n_round_log + 2 > round_log.shape[0] or st.n_iteration_log >= iteration_log.shape[0]:
+            if (st.n_round_log + 2 > round_log.shape[0] or st.n_iteration_log >= iteration_log.shape[0]
+                    or st.n_node_log + node_room > node_log.shape[0]):
                 return FLUSH
         b_n[:] = 0
         if settle:
@@ -337,6 +373,10 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
                 work = _WORK_OF_KIND(kinds, kind_of[g], slot_of[g], no_work)
                 if work.shape[0] > 0:
                     clock_work(clock, group_nodes[group_ptr[g]:group_ptr[g + 1]], work)
+            counted = _COUNTS_OF_KIND(kinds, kind_of[g], slot_of[g], no_counts)
+            if counted.shape[0] > 0:
+                _note_counts(counted, metered, metered_at[g], names[names_at[g]:],
+                             group_nodes[group_ptr[g]:group_ptr[g + 1]], round_, node_log, state)
             stepped[0] = r[0]
             stepped[1] = r[1]
             stepped[2] = r[2]
@@ -450,11 +490,12 @@ globals().update({{k: v for k, v in vars(_rounds).items() if not k.startswith("_
 '''
 
 
-def _loop(singles: tuple, work_slots: tuple, steps: tuple | None = None):
+def _loop(singles: tuple, slots: tuple, steps: tuple | None = None):
     """`_loop_source` compiled for kinds of steps with one group (True) or several (False) each: its
     `_STEP_OF_KIND(kinds, kind, slot, ...)` line becomes one branch per kind with a direct call of that kind's step
     on ``kinds[i][2][slot]``; the arrays of a kind with one group are taken out of the tuple once, before the rounds.
-    `_WORK_OF_KIND` likewise becomes item ``work_slots[i]`` of the kind's state (``no_work`` where it is -1).
+    `_WORK_OF_KIND` and `_COUNTS_OF_KIND` likewise become items ``slots[i]`` = (work, counts) of the kind's state
+    (``no_work``, ``no_counts`` where -1).
     (A call through a helper function, or `numba.literal_unroll` over the kinds, cost a quarter of a microsecond per
     step, a quarter of the whole round of a small protocol; a branch on a constant index costs nothing measurable.)
 
@@ -462,10 +503,10 @@ def _loop(singles: tuple, work_slots: tuple, steps: tuple | None = None):
     global of a module that `loop_cache` writes out and numba caches on disk (``kinds[i][1]`` is unused), so that
     another process loads it instead of compiling it again; None: the loop calls ``kinds[i][1]`` and is compiled in
     memory (also where the module cannot be written)."""
-    key = (singles, work_slots, steps)
+    key = (singles, slots, steps)
     fn = _LOOPS.get(key)
     if fn is None:
-        src = _loop_text(singles, work_slots, steps)
+        src = _loop_text(singles, slots, steps)
         if steps is not None:
             fn = _cached_loop(src, steps)
         if fn is None:
@@ -476,7 +517,7 @@ def _loop(singles: tuple, work_slots: tuple, steps: tuple | None = None):
     return fn
 
 
-def _loop_text(singles: tuple, work_slots: tuple, steps: tuple | None) -> str:
+def _loop_text(singles: tuple, slots: tuple, steps: tuple | None) -> str:
     """The source of `_loop`'s function ``_loop_compiled`` for these kinds (see `_loop`)."""
     lines = textwrap.dedent(inspect.getsource(_loop_source)).splitlines()
 
@@ -489,10 +530,11 @@ def _loop_text(singles: tuple, work_slots: tuple, steps: tuple | None) -> str:
     at, end, indent, target, (kind, slot, rest) = _placeholder(lines, "_STEP_OF_KIND")
     calls = [f"{target} = {step_of(i)}({state_of(i, slot)},{rest})" for i in range(len(singles))]
     lines = lines[:at] + _branches(indent, kind, calls) + lines[end + 1:]
-    at, end, indent, target, (kind, slot, rest) = _placeholder(lines, "_WORK_OF_KIND")
-    calls = [f"{target} = {state_of(i, slot)}[{w}]" if w >= 0 else f"{target} = {rest.strip()}"
-             for i, w in enumerate(work_slots)]
-    lines = lines[:at] + _branches(indent, kind, calls) + lines[end + 1:]
+    for which, placeholder in enumerate(("_WORK_OF_KIND", "_COUNTS_OF_KIND")):
+        at, end, indent, target, (kind, slot, rest) = _placeholder(lines, placeholder)
+        calls = [f"{target} = {state_of(i, slot)}[{w[which]}]" if w[which] >= 0 else f"{target} = {rest.strip()}"
+                 for i, w in enumerate(slots)]
+        lines = lines[:at] + _branches(indent, kind, calls) + lines[end + 1:]
     top = next(i for i, line in enumerate(lines) if line.strip().startswith("kinds = "))
     pad = lines[top][:len(lines[top]) - len(lines[top].lstrip())]
     # the steps' arrays borrowed too (`_borrowed` of `kinds` reaches only its top level): reference counting
@@ -514,14 +556,14 @@ def _cached_text(src: str, steps: tuple) -> tuple[str, list]:
 def loop_ready(kernels: list[SyncKernel]) -> bool:
     """Whether the compiled rounds of these kernels are in this process already or in numba's cache on disk (then
     switching to them costs a load, not a compilation: `SyncScheduler` switches at once)."""
-    kinds, _, _, work_slots = _kinds(kernels)
+    kinds, _, _, slots = _kinds(kernels)
     steps = _importable_steps(kinds)
     singles = tuple(len(k[2]) == 1 for k in kinds)
-    if (singles, work_slots, steps) in _LOOPS:
+    if (singles, slots, steps) in _LOOPS:
         return True
     if steps is None:
         return False
-    return module_compiled("svmsim_rounds", *_cached_text(_loop_text(singles, work_slots, steps), steps), steps)
+    return module_compiled("svmsim_rounds", *_cached_text(_loop_text(singles, slots, steps), steps), steps)
 
 
 def _cached_loop(src: str, steps: tuple):
@@ -532,12 +574,12 @@ def _cached_loop(src: str, steps: tuple):
     return None if module is None else module.loop
 
 
-def _work_slot(kernel: SyncKernel) -> int:
-    """The index of the kernel's `work` array among its state's items; -1 when it declares none, or one the compiled
-    loop cannot read (not an item of its state: see `work_readable`)."""
-    if kernel.work is not None:
+def _state_slot(kernel: SyncKernel, array: np.ndarray | None) -> int:
+    """The index of `array` (the kernel's `work` or `counts`) among its state's items; -1 when it is None, or not
+    an item of the state, which the compiled loop cannot read (see `work_readable`)."""
+    if array is not None:
         for i, a in enumerate(kernel.arrays):
-            if a is kernel.work:
+            if a is array:
                 return i
     return -1
 
@@ -545,10 +587,11 @@ def _work_slot(kernel: SyncKernel) -> int:
 def work_readable(kernel: SyncKernel) -> bool:
     """Whether the compiled loop can read the kernel's declared work (for the modelled time): none declared, or an
     item of its state; otherwise a clocked run keeps to the Python rounds, which read it from the step's signals."""
-    return kernel.work is None or _work_slot(kernel) >= 0
+    return kernel.work is None or _state_slot(kernel, kernel.work) >= 0
 
 
 _NO_WORK = np.zeros(0)
+_NO_COUNTS = np.zeros((0, 0), np.int64)
 
 
 def _type_key(x):
@@ -560,15 +603,16 @@ def _type_key(x):
 
 
 def _kinds(kernels: list[SyncKernel]) -> tuple[tuple, np.ndarray, np.ndarray, tuple]:
-    """(kinds, kind_of, slot_of, work_slots) for `_loop`: the groups gathered by step function and arrays type, in
-    order of first appearance; groups of one kind share the compiled call and index their own arrays."""
+    """(kinds, kind_of, slot_of, slots) for `_loop`: the groups gathered by step function and arrays type, in
+    order of first appearance; groups of one kind share the compiled call and index their own arrays; slots: per
+    kind, where its work and counts arrays are among its state's items."""
     index: dict[tuple, int] = {}
     members: list[list] = []
     steps: list = []
     kind_of = np.zeros(len(kernels), np.int64)
     slot_of = np.zeros(len(kernels), np.int64)
     for g, k in enumerate(kernels):
-        key = (id(k.step), _work_slot(k), tuple(_type_key(a) for a in k.arrays))
+        key = (id(k.step), (_state_slot(k, k.work), _state_slot(k, k.counts)), tuple(_type_key(a) for a in k.arrays))
         i = index.get(key)
         if i is None:
             i = index[key] = len(members)
@@ -591,6 +635,53 @@ def _importable_steps(kinds: tuple) -> tuple | None:
     """Each kind's step as (module, name) when every one can be imported by name, else None."""
     named = tuple(importable(step) for _, step, _ in kinds)
     return None if any(n is None for n in named) else named
+
+
+class _NodeCounts:
+    """The kernels' node-quantity counts for one call of the compiled loop: what each group has metered (flat, from
+    the kernels' `metered`, written back by `meter`), the run's quantity names, and the log the loop fills."""
+
+    def __init__(self, kernels: list[SyncKernel], group_ptr: np.ndarray):
+        self.kernels = [k for k in kernels if k.counts is not None]
+        names: list[str] = []
+        for k in self.kernels:
+            names += [q for q in k.quantities if q not in names]
+        self.quantity_names = names
+        self.metered_at = np.zeros(len(kernels), np.int64)
+        self.names_at = np.zeros(len(kernels), np.int64)
+        parts, index = [], []
+        at = 0
+        for g, k in enumerate(kernels):
+            self.metered_at[g] = at
+            self.names_at[g] = len(index)
+            if k.counts is None:
+                continue
+            if group_ptr.shape[0] != len(kernels) + 1 or k.counts.shape[1] != group_ptr[g + 1] - group_ptr[g]:
+                raise ProtocolError(f"the compiled step of group {g} counts node quantities for "
+                                    f"{k.counts.shape[1]} members; allowed: one column per member of its group")
+            parts.append(k.metered.ravel())
+            index += [names.index(q) for q in k.quantities]
+            at += k.counts.size
+        self.metered = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        self.names = np.array(index, np.int64)
+        self.room = int(self.metered.shape[0])
+        self.log = np.zeros(max(4 * self.room, 1024) if self.room else 0, NODE_COUNT)
+
+    def meter(self, meter, n: int) -> None:
+        """Meter the first `n` log records (consecutive ones of one round and quantity together) and write back
+        what each kernel has metered."""
+        at = 0
+        for k in self.kernels:
+            k.metered.ravel()[:] = self.metered[at:at + k.counts.size]
+            at += k.counts.size
+        if n == 0:
+            return
+        log = self.log[:n]
+        key = log["round"] * (len(self.quantity_names) + 1) + log["quantity"]
+        cuts = np.flatnonzero(np.diff(key)) + 1
+        for lo, hi in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [n]])):
+            meter.record_node(int(log["round"][lo]), self.quantity_names[int(log["quantity"][lo])],
+                              log["node"][lo:hi], log["amount"][lo:hi])
 
 
 def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: CompiledMail, node_group, meter,
@@ -624,32 +715,38 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
     limits[0] = (none if max_rounds is None else max_rounds, none if max_scalars is None else max_scalars,
                  none if max_iterations is None else max_iterations, observe_every or 0)
     state = np.zeros(1, LOOP_STATE)
-    state[0] = (round_, iteration, meter.scalars, 0, 0, 0, 0)
+    state[0] = (round_, iteration, meter.scalars, 0, 0, 0, 0, 0)
     st = state[0]
     error_info = np.full(3, -1, np.int64)
-    kinds, kind_of, slot_of, work_slots = _kinds(kernels)
+    kinds, kind_of, slot_of, slots = _kinds(kernels)
     steps = _importable_steps(kinds)
     if steps is not None:                # the loop calls them as its module's globals (cached on disk)
         kinds = tuple((i, i, arrays) for i, _, arrays in kinds)
+    if group_nodes is None:
+        group_ptr, members = np.zeros(1, np.int64), np.zeros(0, np.int64)
+    else:
+        group_ptr = np.concatenate([[0], np.cumsum([len(ids) for ids in group_nodes])]).astype(np.int64)
+        members = np.concatenate([np.asarray(ids, np.int64) for ids in group_nodes]).astype(np.int64)
     if clock is None:
-        clock_state, group_ptr, members = idle_clock_state(), np.zeros(1, np.int64), np.zeros(0, np.int64)
+        clock_state = idle_clock_state()
     else:
         if not (np.array_equal(clock.ptr, buffers.ptr) and np.array_equal(clock.nbr, buffers.nbr)):
             raise ValueError("the clock and the meter must number the topology's edges alike")
         clock_state = clock.state(int(max_outs.sum()))
-        group_ptr = np.concatenate([[0], np.cumsum([len(ids) for ids in group_nodes])]).astype(np.int64)
-        members = np.concatenate([np.asarray(ids, np.int64) for ids in group_nodes]).astype(np.int64)
+    counting = _NodeCounts(kernels, group_ptr)
     with warnings.catch_warnings():
         # numba calls passing jitted functions as arguments "first-class function type: experimental"; the loop
         # makes direct calls to them (each dispatcher is part of the compiled signature)
         warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
-        status = _loop(tuple(len(k[2]) == 1 for k in kinds), work_slots, steps)(
+        status = _loop(tuple(len(k[2]) == 1 for k in kinds), slots, steps)(
             kinds, kind_of, slot_of, len(kernels), mail.tag, mail.src, mail.dst, mail.payload, mail.count, mail.wake,
             scratch.tag, scratch.src, scratch.dst, scratch.payload, scratch.count, scratch.wake, node_group,
             meter.n_nodes, widths, itemsizes, rules, bool(rules.any()), buffers.edges, buffers.ptr, buffers.nbr,
             buffers.lookup, buffers.by_tag, out_tag, out_src, out_dst, out_payload, buffers.rounds, buffers.iterations,
-            limits, state, error_info, max_outs, clock_state, group_ptr, members, _NO_WORK)
+            limits, state, error_info, max_outs, clock_state, group_ptr, members, _NO_WORK, counting.log,
+            counting.room, counting.metered, counting.metered_at, counting.names, counting.names_at, _NO_COUNTS)
     meter.absorb(buffers, tags, int(st["n_round_log"]), int(st["n_iteration_log"]))
+    counting.meter(meter, int(st["n_node_log"]))
     if st["swapped"]:
         mail.swap(scratch)
     if status == BAD_EDGE:
