@@ -67,6 +67,8 @@ __all__ = [
     "FaultKind", "FaultEffects", "Outage", "register_fault",
     # engines of one's own (entry-point group svmsim.engines)
     "Engine", "InProcessEngine", "EngineKind", "register_engine",
+    # what an engine's `gossip` returns, and what a gossip run reports
+    "GossipRun", "GossipOutcome", "GossipProgress", "GossipStopReason",
     # message codecs of one's own (entry-point group svmsim.codecs)
     "Codec", "register_codec",
     # stopping rules an evaluation can use: a row's "diagnosis" (a string) stops the run with it as the reason;
@@ -108,4 +110,8 @@ def __getattr__(name):
         from . import conformance
 
         return conformance
+    if name in ("GossipRun", "GossipOutcome", "GossipProgress", "GossipStopReason"):
+        from .schedule import gossip
+
+        return getattr(gossip, name)
     raise AttributeError(f"module 'svmsim.api' has no attribute {name!r}")

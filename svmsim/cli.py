@@ -151,11 +151,25 @@ def build_parser() -> argparse.ArgumentParser:
                     help="import this module first (an algorithm of your own that is not installed; repeatable)")
     wu.add_argument("--no-variants", action="store_true", help="skip the algorithms' declared variants")
 
+    cal = sub.add_parser(
+        "calibrate", help="measure this machine or a Ray cluster and write the [network] table that models it",
+        description="Measures the alpha-beta model of svmsim's modelled cluster time: one Ray actor calls another "
+                    "with payloads of several sizes (on two different Ray nodes when the cluster has them) and the "
+                    "median one-way time is fitted by least squares to t = latency + bytes / bandwidth (the fit's "
+                    "relative RMS residual is printed); each Ray node's compute rate is timed on a sparse pass (2 "
+                    "operations per nonzero, as the programs count their work). Prints the [network] table with the "
+                    "measurements as comments, or writes it with --out. Under a minute on one machine.")
+    cal.add_argument("--address", help="the Ray cluster to join (HOST:PORT, or 'auto'; default: a private local Ray)")
+    cal.add_argument("--out", metavar="FILE", help="write the table to FILE (default: print it)")
+    cal.add_argument("--repeats", type=int, default=30, help="calls per payload size (default 30)")
+    cal.add_argument("--quick", action="store_true", help="3 payload sizes and 0.2 s of compute per node (a rough "
+                                                          "table in a few seconds)")
+
     ls = sub.add_parser("list", help="list algorithms, topologies, data sets, partitions, fault kinds, engines, "
-                                     "codecs or metrics")
+                                     "codecs, metrics or cluster profiles")
     ls.add_argument("what", nargs="?", default="all",
                     choices=("all", "algorithms", "topologies", "datasets", "partitions", "faults", "engines",
-                             "codecs", "metrics"))
+                             "codecs", "metrics", "profiles"))
     ls.add_argument("name", nargs="?", help="with 'algorithms': one algorithm, each of its keys with its "
                                             "description, default and allowed values")
     ls.add_argument("--data-dir", help="data directory to list (default: $SVMSIM_DATA_DIR); only 'list' takes it: "
@@ -398,6 +412,27 @@ def _cmd_check(args) -> int:
     return 1 if counts["failed"] else 0
 
 
+def _cmd_calibrate(args) -> int:
+    from .calibrate import QUICK_SIZES, SIZES, calibrate, check_out_path
+
+    if args.repeats < 1:
+        raise ScenarioError(f"--repeats {args.repeats} is out of range; allowed: an integer >= 1")
+    if args.out is not None:
+        check_out_path(args.out)                 # refused before anything is measured
+    result = calibrate(args.address, sizes=QUICK_SIZES if args.quick else SIZES, repeats=args.repeats,
+                       compute_seconds=0.2 if args.quick else 0.5)
+    text = result.table()
+    if args.out is None:
+        print(text, end="")
+    else:
+        with open(args.out, "w") as f:
+            f.write(text)
+        print(f"wrote {args.out}: latency {result.latency:.3g} s, bandwidth {result.bandwidth:.3g} bytes/s (fit "
+              f"residual {100 * result.residual:.1f} %), compute rate {result.compute_rate:.3g} operations/s; "
+              f"{result.wall_seconds:.1f} s")
+    return 0
+
+
 def _cmd_warmup(args) -> int:
     from .algorithms.registry import load_module
     from .warmup import check_names, warm_up
@@ -562,6 +597,13 @@ def _cmd_list(args) -> int:
         out += _named_pieces(codec_names(), get_codec, 8)
     if what in ("all", "metrics"):
         out += _metric_lines()
+    if what in ("all", "profiles"):
+        from .schedule.cluster_profiles import PROFILES
+
+        out.append("cluster profiles ([network] profile = NAME: the table's defaults; keys given in it win):")
+        for name, (values, source) in PROFILES.items():
+            out.append(f"  {name:<15} " + ", ".join(f"{k} = {v:g}" for k, v in values.items()))
+            out.append(textwrap.fill(source, width=110, initial_indent=" " * 18, subsequent_indent=" " * 18))
     if what in ("all", "datasets"):
         from .data import BUILTIN_DATASETS
 
@@ -593,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return {"run": _cmd_run, "sweep": _cmd_sweep, "validate": _cmd_validate, "check": _cmd_check,
-                "warmup": _cmd_warmup, "list": _cmd_list}[args.command](args)
+                "warmup": _cmd_warmup, "calibrate": _cmd_calibrate, "list": _cmd_list}[args.command](args)
     except SvmsimError as e:
         msg = str(e)
         first, _, rest = msg.partition("\n")

@@ -28,7 +28,7 @@ from .core.metrics import is_registered, metric, stop_reason, with_distance
 from .data import make_dataset
 from .deployment import Deployment, Problem, SingleMachineRun, observations_by_role
 from .engine.base import Engine
-from .errors import EngineFailure
+from .errors import EngineFailure, PluginError
 from .fault_plan import FaultPlan
 from .faults import declared_matches
 from .config import Scenario, load_scenario
@@ -231,7 +231,7 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
         from .comm.edges import edge_index
         from .schedule.cluster_time import ClusterClock
 
-        clock = ClusterClock(scenario.network.model(), deployment.n_nodes,
+        clock = ClusterClock(scenario.network.model(scenario.seed), deployment.n_nodes,
                              *edge_index(deployment.adjacency(), deployment.n_nodes))
     linear = _linear_quantities(scenario, clock)
     scheduler = SyncScheduler(engine, groups, meter, deployment.n_nodes, faults=faults,
@@ -319,6 +319,7 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
         extra["engine_failure"] = {"message": failed, "hosts": list(lost.hosts), "node_ids": list(lost.node_ids)}
     if clock is not None:
         extra["modelled_time"] = {"seconds": clock.now, "compute_seconds_max_node": float(clock.compute.max()),
+                                  "compute_rate_range": [float(clock.rates.min()), float(clock.rates.max())],
                                   "model": scenario.network.model_dump()}
     for q, value in _linear_values(meter, linear).items():
         extra[q] = {"total": value, "unit": quantity(q).unit}
@@ -423,7 +424,7 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
     ``gap`` (rel_gap at an evaluation point), and ``[schedule] max_time`` / ``max_messages``.
     """
     from .core.timing import Clock, LatencyModel
-    from .schedule.gossip import GossipStopReason
+    from .schedule.gossip import GossipRun, GossipStopReason
 
     stop, sched = scenario.stop, scenario.schedule
     round_time = sched.effective_round_time
@@ -435,6 +436,9 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
                         latency=LatencyModel(sched.latency_distribution(), sched.bandwidth, sched.edge_spread),
                         faults=scenario.faults.model(), round_time=round_time,
                         compiled=None if sched.compiled else False)
+    if not isinstance(run, GossipRun):
+        raise PluginError(f"engine {engine.name!r}: gossip() returned {type(run).__name__}; allowed: a "
+                          "svmsim.schedule.gossip.GossipRun (run, outcome, groups, close)")
     groups = run.groups
     rec = _Recorder(scenario, progress, None if max_time is None else int(max_time / round_time))
 

@@ -171,3 +171,38 @@ def test_an_installed_engine_is_listed_and_runs_from_the_cli(tmp_path):
     assert json.loads(log.read_text())["rounds"] == summary["rounds"] > 0
     missing = cli("validate", scenario, "--set", 'engine.name="inproc"', "--set", 'engine.log="x"')
     assert missing.returncode == 2 and "unknown key 'log' for engine 'inproc'" in " ".join(missing.stderr.split())
+
+
+class _Wrapped:
+    """Not a GossipRun: what an engine's gossip must not return."""
+
+    def __init__(self, run):
+        self.groups, self.inner = run.groups, run
+
+
+def test_an_engines_gossip_run_is_a_gossip_run():
+    """Both built-in gossip runs implement `GossipRun` (the runner drives any engine's run through it); an engine whose
+    `gossip` returns anything else is refused with one message naming the engine and the interface."""
+    from svmsim.api import GossipRun
+    from svmsim.engine.ray_gossip import RayGossipRun
+    from svmsim.schedule.gossip import GossipScheduler
+
+    assert issubclass(GossipScheduler, GossipRun) and issubclass(RayGossipRun, GossipRun)
+
+    class Foreign(InProcessEngine):
+        name = "foreign"
+
+        def gossip(self, *args, **kw):
+            return _Wrapped(super().gossip(*args, **kw))
+
+    register_engine(EngineKind("foreign", Foreign, "the in-process engine, its gossip wrapped"))
+    sc = {"name": "g", "seed": 1, "data": {"name": "iris"}, "topology": {"kind": "ring"},
+          "algorithm": {"name": "pushsum", "nodes": 6}, "stop": {"max_rounds": 5},
+          "output": {"plots": False, "progress": False}}
+    try:
+        with pytest.raises(PluginError, match=r"engine 'foreign': gossip\(\) returned _Wrapped; allowed: a "
+                                              r"svmsim\.schedule\.gossip\.GossipRun"):
+            svmsim.run({**sc, "engine": {"name": "foreign"}}, write=False)
+        assert svmsim.run(sc, write=False).final["round"] == 5       # the same scenario on the in-process run
+    finally:
+        ENGINE_KINDS.pop("foreign")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import inspect
 import math
 import os
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
                       model_serializer, model_validator)
 
 from svmsim.errors import PluginError, ScenarioError, TopologyError
@@ -601,12 +601,25 @@ class LinkOverride(SectionModel):
         return _without_unset_energy(handler(self))
 
 
+class NodeOverride(SectionModel):
+    """One ``[[network.nodes]]`` entry: a node whose compute rate differs from the table's."""
+
+    id: int = Field(ge=0, description="the node id")
+    compute_rate: float = Field(gt=0, description="operations per second of this node")
+
+
 class NetworkSection(SectionModel):
     """``[network]``: the modelled cluster of synchronous runs (alpha-beta links and compute rate). When the table
     is given, every metrics row gets ``modelled_time`` (see `svmsim.schedule.cluster_time`); the compiled rounds
     keep it as the Python rounds do (with ``compute = "measured"`` the rounds run in Python, where steps are
     timed). With ``energy_per_message`` or ``energy_per_byte`` (here or on a link) the rows also get ``energy``
-    (the quantity ``energy`` of `svmsim.comm.quantities`)."""
+    (the quantity ``energy`` of `svmsim.comm.quantities`). A heterogeneous cluster: ``profile`` (named defaults),
+    ``compute_spread`` / ``link_spread`` (log-normal spreads drawn from the run's seed), ``[[network.nodes]]`` and
+    ``[[network.links]]`` (one by one) and ``trace`` (a CSV file of nodes and links); the most specific wins: a
+    node or link of the table, then of the trace, then the spread around the table's (or profile's) values."""
+
+    PROFILE_KEYS: ClassVar[tuple] = ("latency", "bandwidth", "compute_rate", "compute_spread", "link_spread")
+    _trace: Any = PrivateAttr(None)
 
     latency: float = Field(50e-6, ge=0, description="alpha: seconds per message on a link")
     bandwidth: float = Field(1.25e9, gt=0, description="beta: bytes per second of a link (1.25e9: 10 Gbit/s)")
@@ -624,10 +637,71 @@ class NetworkSection(SectionModel):
                                                                      "(the energy column; absent: 0)")
     energy_per_byte: float | None = Field(None, ge=0, description="joules per byte of a delivered message on a link "
                                                                   "(the energy column; absent: 0)")
+    profile: str | None = Field(None, description="a named cluster whose latency, bandwidth, compute rate and "
+                                                  "spreads are the defaults of this table",
+                                json_schema_extra=allowed_text("'datacenter-10g', 'wan' or 'edge' (svmsim list "
+                                                               "profiles says what each is)"))
+    compute_spread: float = Field(0.0, ge=0, le=5, description="sigma of a log-normal factor on each node's compute "
+                                                              "rate (median: compute_rate; drawn from the seed)")
+    link_spread: float = Field(0.0, ge=0, le=5, description="sigma of a log-normal factor on each link's latency "
+                                                           "(and 1/bandwidth), drawn from the seed")
+    nodes: list[NodeOverride] = Field(default_factory=list, description="nodes whose compute rate differs: "
+                                                                        "[[network.nodes]] entries with keys id, "
+                                                                        "compute_rate")
+    trace: str | None = Field(None, min_length=1, description="a CSV file of node compute rates and link latencies "
+                                                              "and bandwidths (columns kind, node, peer, "
+                                                              "compute_rate, latency, bandwidth), looked for beside "
+                                                              "the scenario file",
+                              json_schema_extra=allowed_text("a CSV file path"))
 
     @model_serializer(mode="wrap")
     def _dump(self, handler):
-        return _without_unset_energy(handler(self))
+        """As dumped (the resolved scenario, the summary): the profile's values written out, so that the dump
+        reads back to the same cluster; the heterogeneity keys only where set (a homogeneous table dumps as it did
+        before they existed)."""
+        out = _without_unset_energy(handler(self))
+        out.update(self.settings())
+        unset = {"profile": None, "nodes": [], "trace": None}
+        if self.profile is None:           # else a spread of 0 must stay written out, against the profile's
+            unset.update(compute_spread=0.0, link_spread=0.0)
+        for key, value in unset.items():
+            if out.get(key) == value:
+                del out[key]
+        return out
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, value: str | None) -> str | None:
+        from svmsim.schedule.cluster_profiles import PROFILES
+
+        if value is not None and value not in PROFILES:
+            raise ValueError(f"profile = {value!r} is unknown; allowed: {', '.join(repr(p) for p in PROFILES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _read_trace(self, info: ValidationInfo):
+        """A trace file is found beside the scenario file first, and read (checked) now."""
+        from svmsim.schedule.cluster_profiles import read_trace
+
+        if self.trace is not None:
+            path = self.trace
+            base = (info.context or {}).get("base")
+            if base is not None and not os.path.isabs(path) and os.path.exists(os.path.join(base, path)):
+                path = os.path.join(base, path)
+            try:
+                self._trace = read_trace(path)
+            except ScenarioError as exc:
+                raise fail(str(exc).removeprefix("[network] "), ("network", "trace")) from None
+            self.trace = os.path.abspath(path)         # the file read: the resolved scenario reads it again
+        return self
+
+    def settings(self) -> dict:
+        """latency, bandwidth, compute_rate and the spreads: the keys given, else the profile's, else the defaults."""
+        from svmsim.schedule.cluster_profiles import PROFILES
+
+        base = PROFILES[self.profile][0] if self.profile is not None else {}
+        return {k: getattr(self, k) if k in self.model_fields_set or k not in base else base[k]
+                for k in self.PROFILE_KEYS}
 
     @field_validator("compute")
     @classmethod
@@ -636,14 +710,17 @@ class NetworkSection(SectionModel):
             raise ValueError(f"compute = {value!r} is unknown; allowed: 'count' or 'measured'")
         return value
 
-    def model(self):
+    def model(self, seed: int = 0):
+        """The `NetworkModel` of this table for a run of seed `seed` (which draws the spreads)."""
         from svmsim.schedule.cluster_time import NetworkModel
 
-        return NetworkModel(latency=self.latency, bandwidth=self.bandwidth, compute_rate=self.compute_rate,
-                            compute=self.compute,
-                            links={(ln.a, ln.b): (self.latency if ln.latency is None else ln.latency,
-                                                  self.bandwidth if ln.bandwidth is None else ln.bandwidth)
-                                   for ln in self.links})
+        trace = self._trace
+        node_rates = dict(trace.node_rates) if trace is not None else {}
+        links = dict(trace.links) if trace is not None else {}
+        node_rates.update({n.id: n.compute_rate for n in self.nodes})
+        links.update({(min(ln.a, ln.b), max(ln.a, ln.b)): (ln.latency, ln.bandwidth) for ln in self.links})
+        return NetworkModel(compute=self.compute, links=links, node_rates=node_rates, seed=int(seed), trace=trace,
+                            **self.settings())
 
 
 class OutputSection(SectionModel):

@@ -12,7 +12,7 @@ import numba
 import numpy as np
 
 __all__ = ["mix64", "counter_uniform", "stream_keys", "standard_normal", "STREAM_CLOCK", "STREAM_LATENCY",
-           "STREAM_EDGE", "STREAM_FAULT", "STREAM_CHURN", "STREAM_PROGRAM", "STREAM_CODEC"]
+           "STREAM_EDGE", "STREAM_FAULT", "STREAM_CHURN", "STREAM_PROGRAM", "STREAM_CODEC", "STREAM_CLUSTER"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -24,6 +24,8 @@ _TWO_TO_MINUS_52 = 2.0 ** -52
 STREAM_CLOCK, STREAM_LATENCY, STREAM_EDGE, STREAM_FAULT, STREAM_CHURN, STREAM_PROGRAM = 1, 2, 3, 4, 5, 6
 #: the stream of stochastic codecs (`comm.compression`): one key per sending node, mixed with the message's tag
 STREAM_CODEC = 7
+#: the modelled cluster's spreads (`schedule.cluster_time`): each node's compute rate, each link's speed
+STREAM_CLUSTER = 8
 
 
 @numba.njit(cache=True)

@@ -69,13 +69,9 @@ class Engine(ABC):
 
     def gossip(self, roles: list[RoleSpec], seed: int, topology, *, node_names: Sequence[str] | None = None,
                clock=None, latency=None, faults=None, round_time: float | None = None, compiled: bool | None = None):
-        """Host the roles' gossip programs on `topology` and return the run, which the runner drives the same way
-        on every engine: ``run(max_time=, max_messages=, max_scalars=, max_seconds=, eval_time=, eval_messages=,
-        on_observe=(progress, observations) -> stop?, with_observations=True, peek=) -> reason``, ``outcome(peek=,
-        hand_over=) -> schedule.gossip.GossipOutcome`` (with `peek` the observations may share the states' memory:
-        read them at once; with `hand_over` they may be the states' own arrays, and the run is over), ``groups``
-        and ``close()``. The clock, latency and fault models and the
-        seed give the same draws on every engine."""
+        """Host the roles' gossip programs on `topology` and return the run, a `schedule.gossip.GossipRun`, which
+        the runner drives the same way on every engine (``run``, ``outcome``, ``groups``, ``close``). The clock,
+        latency and fault models and the seed give the same draws on every engine."""
         from ..errors import ScenarioError
 
         raise ScenarioError(f"engine {self.name!r} does not run gossip; allowed: engine.name = \"inproc\" or \"ray\"")

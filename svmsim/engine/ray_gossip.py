@@ -101,9 +101,10 @@ from ..errors import ScenarioError, SvmsimError
 from ..fault_plan import FaultTally
 from ..faults import FaultModel
 from ..program import Group, RoleSpec
-from ..schedule.gossip import GossipOutcome, GossipProgress, GossipStopReason, check_gossip_groups
+from ..schedule.gossip import (GossipOutcome, GossipProgress, GossipRun, GossipStopReason, GossipTiming,
+                               check_gossip_groups)
 from ..schedule.windows import smallest_latency
-from ..topology import check_connected, neighbour_csr
+from ..topology import neighbour_csr
 from .base import split_roles
 from .ray_actors import (colocate_groups, ensure_ray, host_options, lost_hosts, placement, raise_original,
                          release_actors)
@@ -144,7 +145,7 @@ def merge_tallies(tallies: list[dict]) -> FaultTally:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class RayGossipRun:
+class RayGossipRun(GossipRun):
     """Runs gossip node programs in Ray actors that send to each other directly (see the module docstring).
 
     Parameters
@@ -218,13 +219,9 @@ class RayGossipRun:
         """Start one host actor per distinct `Group.host` and initialise its groups and event loop."""
         if self._handles:
             raise RuntimeError("this RayGossipRun is already deployed; build a new one")
-        n = topology.number_of_nodes()
-        check_connected(topology, "gossip topology")
-        self.clock = clock or Clock()
-        self.latency = latency or LatencyModel()
-        self.round_time = float(round_time) if round_time is not None else 1.0 / self.clock.rate
-        if not self.round_time > 0:
-            raise ScenarioError(f"round_time = {round_time!r} is out of range; allowed: a number > 0")
+        timing = GossipTiming.of(topology, clock, latency, round_time)
+        n = timing.n_nodes
+        self.clock, self.latency, self.round_time = timing.clock, timing.latency, timing.round_time
         self.fault_model = faults if faults is not None else FaultModel()
         self.seed = int(seed)
         self.plan_ = self.fault_model.bind(n, self.seed)     # validates node ids; the driver's copy for the summary
@@ -345,8 +342,7 @@ class RayGossipRun:
         if self._ran:
             raise RuntimeError("a RayGossipRun runs once; build a new one")
         self._ran = True
-        if eval_time is not None and not eval_time > 0:
-            raise ScenarioError(f"eval_time = {eval_time!r} is out of range; allowed: a number > 0")
+        self.check_eval_time(eval_time)
         if self.deterministic:
             return self._run_windows(max_time, max_messages, max_scalars, max_seconds, eval_time, on_observe)
         sizes = [info["nodes"] for info in self.host_info]

@@ -11,6 +11,12 @@ The model (a dataflow critical path under the alpha-beta cost of each link):
   d's receive port for b / beta_sd (messages queue at a busy receive port in order of arrival);
 * there is no global barrier: a node that has its inputs goes on (as an MPI all-reduce returns on each rank).
 
+Nodes and links need not be alike: each node has its own compute rate and each link its own alpha and beta, drawn
+from a log-normal spread around the table's values (``compute_spread``, ``link_spread``: a node's rate is
+``compute_rate * exp(s z)``, a link's alpha ``latency * exp(s z)`` and beta ``bandwidth / exp(s z)``, z standard
+normal from the run's seed), read from a trace file (`read_trace`) or given one by one; a named profile
+(`PROFILES`) sets the table's defaults.
+
 The modelled time at a point of the run is the latest ready time over all nodes. The model ignores contention
 inside the network (switch fabric, shared links between different pairs), the simulator's own costs, and
 stragglers unless a fault model adds them. With it, a star all-reduce of d doubles over K nodes takes
@@ -27,13 +33,18 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from ..core.streams import STREAM_CLUSTER, counter_uniform, standard_normal, stream_keys
 from ..errors import ScenarioError
+from .cluster_profiles import PROFILES, ClusterTrace, read_trace
 
 __all__ = [
     "COMPUTE_MODES",
+    "PROFILES",
     "ClockState",
     "ClusterClock",
+    "ClusterTrace",
     "NetworkModel",
+    "read_trace",
     "clock_compute",
     "clock_message",
     "clock_round",
@@ -44,35 +55,80 @@ __all__ = [
 #: how a step's compute time is modelled: from the work the program declares, or measured in this process
 COMPUTE_MODES = ("count", "measured")
 
+@numba.njit(cache=True, nogil=True)
+def _spread_factors(keys, lo, hi, spread):
+    """exp(spread * z) for each pair (lo[i], hi[i]) of node ids (hi = -1: the node lo[i] itself), z standard normal
+    from node lo[i]'s key of the cluster stream and counters 2 (hi + 1), 2 (hi + 1) + 1."""
+    out = np.empty(lo.shape[0])
+    for i in range(lo.shape[0]):
+        c = 2 * (hi[i] + 1)
+        out[i] = math.exp(spread * standard_normal(counter_uniform(keys[lo[i]], c), counter_uniform(keys[lo[i]], c + 1)))
+    return out
+
 
 @dataclass(frozen=True)
 class NetworkModel:
     """alpha (latency, seconds per message) and beta (bandwidth, bytes per second) of every link, with per-link
     overrides ``{(a, b): (latency, bandwidth)}`` (both directions of the link a-b), and the nodes' compute rate
-    (operations per second)."""
+    (operations per second) with per-node overrides ``node_rates``. ``compute_spread`` and ``link_spread``: the
+    sigma of a log-normal factor on each node's rate and each link's speed (drawn from `seed`; overrides are exact)."""
 
     latency: float = 50e-6
     bandwidth: float = 1.25e9
     compute_rate: float = 1e9
     links: dict = field(default_factory=dict)
     compute: str = "count"      # "count": declared work / compute_rate; "measured": the step's own wall time
+    node_rates: dict = field(default_factory=dict)
+    compute_spread: float = 0.0
+    link_spread: float = 0.0
+    seed: int = 0
+    trace: ClusterTrace | None = None   # where node_rates and links came from, when a trace file gave them
 
     def __post_init__(self):
         if self.compute not in COMPUTE_MODES:
             raise ScenarioError(f"[network] compute = {self.compute!r} is unknown; allowed: "
                                 f"{', '.join(COMPUTE_MODES)}")
         for name, v, low in (("latency", self.latency, 0.0), ("bandwidth", self.bandwidth, None),
-                             ("compute_rate", self.compute_rate, None)):
+                             ("compute_rate", self.compute_rate, None), ("compute_spread", self.compute_spread, 0.0),
+                             ("link_spread", self.link_spread, 0.0)):
             ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (
                 v >= low if low is not None else v > 0)
             if not ok:
                 raise ScenarioError(f"[network] {name} = {v!r} is out of range; allowed: a finite number "
                                     f"{'>= 0' if low is not None else '> 0'}")
 
+    def node_rate_array(self, n_nodes: int) -> np.ndarray:
+        """Each node's compute rate (operations per second)."""
+        rates = np.full(n_nodes, float(self.compute_rate))
+        if self.compute_spread > 0:
+            keys = stream_keys(self.seed, STREAM_CLUSTER, n_nodes)
+            nodes = np.arange(n_nodes, dtype=np.int64)
+            rates *= _spread_factors(keys, nodes, np.full(n_nodes, -1, np.int64), float(self.compute_spread))
+        if self.trace is not None and self.trace.node_rates:
+            missing = [i for i in range(n_nodes) if i not in self.trace.node_rates]
+            if missing:
+                raise ScenarioError(f"[network] node {missing[0]} is missing from trace {self.trace.path!r} "
+                                    f"({len(missing)} of {n_nodes} nodes are); allowed: a trace with node rows gives "
+                                    f"one for every node 0..{n_nodes - 1}")
+        for node, rate in self.node_rates.items():
+            if not 0 <= node < n_nodes:
+                raise ScenarioError(f"[network] node {node} has a compute rate, but the cluster's nodes are "
+                                    f"0..{n_nodes - 1}; allowed: node ids of the topology")
+            rates[node] = float(rate)
+        return rates
+
     def link_arrays(self, ptr: np.ndarray, nbr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(alpha, seconds per byte) per directed edge id of the CSR adjacency (ptr, nbr)."""
         alpha = np.full(nbr.shape[0], float(self.latency))
         per_byte = np.full(nbr.shape[0], 1.0 / float(self.bandwidth))
+        if self.link_spread > 0:           # one factor per link, for both directions: keyed by its lower end
+            n = ptr.shape[0] - 1
+            src = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
+            dst = np.asarray(nbr, np.int64)
+            factor = _spread_factors(stream_keys(self.seed, STREAM_CLUSTER, n), np.minimum(src, dst),
+                                     np.maximum(src, dst), float(self.link_spread))
+            alpha *= factor
+            per_byte *= factor
         for (s, d), (lat, bw) in self.links.items():
             for a, b in ((s, d), (d, s)):
                 row = nbr[ptr[a]:ptr[a + 1]]
@@ -80,8 +136,10 @@ class NetworkModel:
                 if pos >= row.shape[0] or row[pos] != b:
                     raise ScenarioError(f"[network] link {s}-{d} is not an edge of the topology; allowed: links "
                                         "between neighbours")
-                alpha[ptr[a] + pos] = float(lat)
-                per_byte[ptr[a] + pos] = 1.0 / float(bw)
+                if lat is not None:
+                    alpha[ptr[a] + pos] = float(lat)
+                if bw is not None:
+                    per_byte[ptr[a] + pos] = 1.0 / float(bw)
         return alpha, per_byte
 
 
@@ -93,7 +151,7 @@ class ClockState(NamedTuple):
     ready: np.ndarray       # (n_nodes,) when each node is ready for its next step
     compute: np.ndarray     # (n_nodes,) total modelled compute seconds per node
     network: np.ndarray     # [1] total seconds messages spent on links (sum over messages)
-    rate: np.ndarray        # [1] operations per second (count mode)
+    rate: np.ndarray        # (n_nodes,) each node's operations per second (count mode)
     alpha: np.ndarray       # (directed edges,) latency per CSR edge id
     per_byte: np.ndarray    # (directed edges,) seconds per byte
     port: np.ndarray        # (n_nodes,) a sender's port is busy until then (valid where port_at == stamp)
@@ -124,10 +182,9 @@ def clock_compute(clock, nodes, seconds):
 
 @numba.njit(cache=True, nogil=True)
 def clock_work(clock, nodes, work):
-    """Nodes `nodes` did `work` operations each this round (count mode: work / rate seconds)."""
-    rate = clock.rate[0]
+    """Nodes `nodes` did `work` operations each this round (count mode: work / the node's rate seconds)."""
     for j in range(nodes.shape[0]):
-        _computed(clock, nodes[j], work[j] / rate)
+        _computed(clock, nodes[j], work[j] / clock.rate[nodes[j]])
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -199,7 +256,7 @@ class ClusterClock:
         alpha, per_byte = model.link_arrays(ptr, nbr)
         self._state = ClockState(
             on=np.ones(1, np.bool_), ready=np.zeros(n_nodes), compute=np.zeros(n_nodes), network=np.zeros(1),
-            rate=np.array([float(model.compute_rate)]), alpha=alpha, per_byte=per_byte,
+            rate=model.node_rate_array(n_nodes), alpha=alpha, per_byte=per_byte,
             port=np.zeros(n_nodes), port_at=np.full(n_nodes, -1, np.int64), rx=np.zeros(n_nodes),
             rx_at=np.full(n_nodes, -1, np.int64), stamp=np.zeros(1, np.int64), n_msg=np.zeros(1, np.int64),
             m_src=np.zeros(0, np.int64), m_dst=np.zeros(0, np.int64), m_edge=np.zeros(0, np.int64),
@@ -208,6 +265,11 @@ class ClusterClock:
     @property
     def ready(self) -> np.ndarray:
         return self._state.ready
+
+    @property
+    def rates(self) -> np.ndarray:
+        """Each node's compute rate (operations per second)."""
+        return self._state.rate
 
     @property
     def compute(self) -> np.ndarray:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable
 
@@ -40,8 +41,8 @@ from .event_host import EventHost, GossipSetting
 from .event_kernels import (NO_LIMIT, ST_BAD_EDGE, ST_DONE, ST_EVAL_MSG,
                             ST_EVAL_TIME, ST_FLUSH, ST_GROW, ST_MESSAGES, ST_QUIESCENT, ST_SCALARS, ST_TIME, ST_YIELD)
 
-__all__ = ["GossipScheduler", "GossipProgress", "GossipStopReason", "GossipOutcome",
-           "check_gossip_groups"]
+__all__ = ["GossipRun", "GossipScheduler", "GossipProgress", "GossipStopReason", "GossipOutcome",
+           "GossipTiming", "check_gossip_groups"]
 
 
 class GossipStopReason:
@@ -98,6 +99,68 @@ class GossipOutcome:
 NO_GROUP = -1    # the group of a node that runs no program
 
 
+@dataclass(frozen=True)
+class GossipTiming:
+    """A gossip run's virtual-time model, checked and with its defaults: the topology's node count (the topology
+    checked connected), the nodes' clocks (default: Poisson of rate 1), the latency model (default: constant
+    0.01) and the meter's round of virtual time (default: one mean clock period, ``1/clock.rate``)."""
+
+    n_nodes: int
+    clock: Clock
+    latency: LatencyModel
+    round_time: float
+
+    @classmethod
+    def of(cls, topology: nx.Graph, clock: Clock | None = None, latency: LatencyModel | None = None,
+           round_time: float | None = None) -> "GossipTiming":
+        check_connected(topology, "gossip topology")
+        clock = clock or Clock()
+        rt = float(round_time) if round_time is not None else 1.0 / clock.rate
+        if not rt > 0:
+            raise ScenarioError(f"round_time = {round_time!r} is out of range; allowed: a number > 0")
+        return cls(topology.number_of_nodes(), clock, latency or LatencyModel(), rt)
+
+
+class GossipRun(ABC):
+    """A gossip run as an engine hosts it (`Engine.gossip` returns one), driven alike on every engine by the runner
+    and the conformance checks: `GossipScheduler` (one event loop in this process) and `engine.ray_gossip.RayGossipRun`
+    (one per Ray actor) are the two. The same scenario and seed give the same draws on both; the deterministic
+    Ray mode gives the same run, bit for bit.
+
+    `groups`: the groups hosting the roles (by gid); `round_time`: virtual time per meter round. `run` runs until a
+    budget is met, every program is done, the observer says stop, or no event is left, and returns a
+    `GossipStopReason`; `outcome` says what the run produced (`GossipOutcome`); `close` releases what the run holds.
+    """
+
+    groups: list[Group]
+    round_time: float
+
+    @abstractmethod
+    def run(self, *, max_time: float | None = None, max_messages: int | None = None,
+            max_scalars: int | None = None, max_seconds: float | None = None, eval_time: float | None = None,
+            eval_messages: int | None = None, on_observe: Callable[..., bool] | None = None,
+            with_observations: bool = False, peek: bool = False) -> str:
+        """Run. max_time: virtual-time budget; max_messages / max_scalars: budgets on what the programs sent;
+        max_seconds: wall-clock budget. ``on_observe(progress)`` (``on_observe(progress, {gid: observation})`` with
+        `with_observations`) is called at virtual times eval_time, 2*eval_time, ... (and every eval_messages sent
+        messages where the engine supports it) and returns True to stop. With `peek` the observations may share the
+        states' memory: read them at once."""
+
+    @abstractmethod
+    def outcome(self, peek: bool = False, hand_over: bool = False) -> GossipOutcome:
+        """What the run produced; with `hand_over` the observations may be the states' own arrays (the run is
+        over)."""
+
+    def close(self) -> None:
+        """Release what the run holds (default: nothing)."""
+
+    @staticmethod
+    def check_eval_time(eval_time: float | None) -> None:
+        """An evaluation step must be a positive virtual time."""
+        if eval_time is not None and not eval_time > 0:
+            raise ScenarioError(f"eval_time = {eval_time!r} is out of range; allowed: a number > 0")
+
+
 def check_gossip_groups(groups: list[Group], n: int, where: str = "the gossip scheduler") -> np.ndarray:
     """Every group runs a `GossipProgram` and every node of the topology belongs to one; returns each node's gid."""
     node_group = np.full(n, NO_GROUP, dtype=np.int64)  # pragma: no mutate (equivalent: the host keeps int64)
@@ -114,7 +177,7 @@ def check_gossip_groups(groups: list[Group], n: int, where: str = "the gossip sc
     return node_group
 
 
-class GossipScheduler:
+class GossipScheduler(GossipRun):
     """Drives asynchronous gossip over an in-process engine's groups, meters every message, applies faults.
 
     Parameters
@@ -140,11 +203,9 @@ class GossipScheduler:
         self.engine = engine
         self.groups = groups
         self.meter = meter
-        self.clock = clock or Clock()
-        self.latency = latency or LatencyModel()
-        n = topology.number_of_nodes()
-        self.n_nodes = n
-        check_connected(topology, "gossip topology")
+        timing = GossipTiming.of(topology, clock, latency, round_time)
+        self.clock, self.latency, self.round_time = timing.clock, timing.latency, timing.round_time
+        n = self.n_nodes = timing.n_nodes
         if meter.n_nodes != n:
             raise ScenarioError(f"the meter counts {meter.n_nodes} nodes but the topology has {n}")
         if not hasattr(engine, "states"):
@@ -154,9 +215,6 @@ class GossipScheduler:
             raise ScenarioError("the groups' ids must be 0..k-1 in order (as engines plan them); got "
                                 f"{[g.gid for g in groups]}")
         node_group = check_gossip_groups(groups, n)
-        self.round_time = float(round_time) if round_time is not None else 1.0 / self.clock.rate
-        if not self.round_time > 0:
-            raise ScenarioError(f"round_time = {round_time!r} is out of range; allowed: a number > 0")
         self.seed = int(seed)
         if faults is None:
             faults = FaultModel()
@@ -254,8 +312,7 @@ class GossipScheduler:
             return on_observe(p, self.peek() if peek else self.observe())
 
         if on_observe is not None and eval_time is not None:
-            if not eval_time > 0:
-                raise ScenarioError(f"eval_time = {eval_time!r} is out of range; allowed: a number > 0")
+            self.check_eval_time(eval_time)
             if eval_time != self._eval_time:
                 self._eval_time = float(eval_time)
                 self._next_eval = (math.floor(self.now / eval_time) + 1) * eval_time

@@ -205,13 +205,14 @@ class SyncScheduler:
             timed = self.engine.step_seconds            # runner runs measured time on a timed in-process engine)
             seconds = [np.full(len(ids), timed[g] / len(ids)) for g, ids in zip(outboxes, stepped)]
         else:
-            rate = self.clock.model.compute_rate
-            seconds = [np.asarray((outboxes[g].signals or {}).get("work", np.zeros(len(ids)))) / rate
-                       for g, ids in zip(outboxes, stepped)]
-            for g, ids, sec in zip(outboxes, stepped, seconds):
-                if sec.shape != (len(ids),):
-                    raise ProtocolError(f"group {g} declared work of shape {sec.shape} for its {len(ids)} nodes; "
+            rates = self.clock.rates                  # each node's own (a heterogeneous cluster's differ)
+            work = [np.asarray((outboxes[g].signals or {}).get("work", np.zeros(len(ids))))
+                    for g, ids in zip(outboxes, stepped)]
+            for g, ids, w in zip(outboxes, stepped, work):
+                if w.shape != (len(ids),):
+                    raise ProtocolError(f"group {g} declared work of shape {w.shape} for its {len(ids)} nodes; "
                                         "allowed: one number of operations per node, in member order")
+            seconds = [w / rates[np.asarray(ids, np.int64)] for w, ids in zip(work, stepped)]
 
         def cat(xs: list) -> np.ndarray:
             return np.concatenate(xs) if xs else np.zeros(0)  # pragma: no mutate (equivalent: advance skips empties)
