@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,16 +65,22 @@ def test_fenced_code_blocks_are_read_in_order():
     assert fenced_code_blocks(text) == ["a", "```\nb\n```", "c"]
 
 
-def test_the_site_builds_strictly_without_warnings(tmp_path):
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory):
+    """The site built strictly once: (site folder, build process, seconds)."""
     pytest.importorskip("mkdocs")
     pytest.importorskip("material")
-    site = tmp_path / "site"
+    site = tmp_path_factory.mktemp("docs") / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}   # Material's end-of-life notice
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
                            str(ROOT / "mkdocs.yml"), "--site-dir", str(site)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    seconds = time.perf_counter() - start
+    return site, proc, time.perf_counter() - start
+
+
+def test_the_site_builds_strictly_without_warnings(built_site):
+    site, proc, seconds = built_site
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output
     warnings = [line for line in output.splitlines() if re.match(r"^\s*(WARNING|ERROR)\b", line)]
@@ -93,6 +100,33 @@ def test_the_site_builds_strictly_without_warnings(tmp_path):
     # the Python API page was rendered from the docstrings (mkdocstrings), not left as ::: directives
     api = (site / "reference" / "api.html").read_text(encoding="utf-8")
     assert ":::" not in api and 'id="svmsim.api.NodeProgram"' in api and 'id="svmsim.conformance.yield_checks"' in api
+
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def test_the_site_opens_in_a_headless_browser(built_site, tmp_path):
+    """The home page and the scenario reference, opened from the built files by a headless browser: the rendered
+    page has its title, navigation and tables, and its screenshot is a page, not a blank."""
+    import shutil
+
+    import matplotlib.image
+
+    browser = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("no headless browser (chromium or chrome) on this machine")
+    site, proc, _ = built_site
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1280,1000"]
+    for page, title, needle in (("index.html", "svmsim", "Getting started"),
+                                ("reference/scenario.html", "Scenario keys", "compute_spread")):
+        url = (site / page).as_uri()
+        dom = subprocess.run([browser, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+        assert f"<title>{title}" in dom and needle in dom and 'class="md-nav' in dom, page
+        shot = tmp_path / (page.replace("/", "_") + ".png")
+        subprocess.run([browser, *flags, f"--screenshot={shot}", url], capture_output=True, timeout=120)
+        pixels = matplotlib.image.imread(str(shot))[..., :3].reshape(-1, 3)
+        assert np.unique((pixels * 255).astype(np.uint8), axis=0).shape[0] > 50, page    # text, links, a header
 
 
 # -- the reference pages generated from the code (tools/gen_reference.py) ---------------------------------------
