@@ -203,3 +203,42 @@ def test_a_permanent_rack_failure_ends_in_the_summary_and_the_model_round_trips(
     again = svmsim.load_scenario(res.scenario.to_dict())
     assert again.faults.model() == res.scenario.faults.model()
     assert math.isinf(res.scenario.faults.model().bind(6, 3).outages[0][2])
+
+
+def _gossip(tmp_path: Path, name: str, faults: dict):
+    return svmsim.run({"name": name, "seed": 2, "data": {"name": "iris"}, "topology": {"kind": "ring"},
+                       "algorithm": {"name": "pushsum", "nodes": 8}, "stop": {"max_rounds": 40},
+                       "output": {"plots": False, "progress": False, "dir": str(tmp_path)}, "faults": faults})
+
+
+def test_an_availability_trace_gives_the_run_of_the_same_outage_tables(tmp_path):
+    """Windows read from a CSV file (gossip: virtual time) are the outages they list: the same run, bit for bit, as
+    the same windows given as [[faults.outage]] tables."""
+    trace = tmp_path / "avail.csv"
+    trace.write_text("node,start,end\n1,3.5,9\n5,2,4\n1,12,20\n6,30,\n")
+    by_trace = _gossip(tmp_path, "trace", {"availability_trace": {"file": str(trace)}})
+    by_tables = _gossip(tmp_path, "tables", {"outage": [{"nodes": [1], "start": 3.5, "duration": 5.5},
+                                                        {"nodes": [5], "start": 2.0, "duration": 2.0},
+                                                        {"nodes": [1], "start": 12.0, "duration": 8.0},
+                                                        {"nodes": [6], "start": 30.0}]})
+    assert _facts(by_trace) == _facts(by_tables)
+    faults = by_trace.summary["faults"]
+    assert faults["node_events"] == by_tables.summary["faults"]["node_events"] and faults["node_events"]["crash"] == 4
+    entry, = faults["fault_kinds"]
+    assert entry["kind"] == "availability_trace" and len(entry["down"]) == 4
+
+
+@pytest.mark.parametrize("text,message", [
+    ("node,begin,end\n1,0,1\n", r"line 1: the columns are \['node', 'begin', 'end'\]; allowed: node, start, end"),
+    ("node,start,end\n9,0,1\n", r"line 2: node = '9' is not a node of the run; allowed: an integer in 0..7"),
+    ("node,start,end\n1,5,2\n", r"line 2: start = 5, end = 2 is not a window; allowed: 0 <= start < end"),
+    ("node,start,end\n1,0,5\n1,4,6\n", r"line 3: node 1's window 4..6 overlaps its window 0..5"),
+    ("node,start,end\n1,soon,5\n", r"line 2: start = 'soon', end = '5': not numbers"),
+])
+def test_a_bad_availability_trace_gets_one_clear_error(tmp_path, text, message):
+    trace = tmp_path / "avail.csv"
+    trace.write_text(text)
+    with pytest.raises(ScenarioError, match=message):
+        _gossip(tmp_path, "bad", {"availability_trace": {"file": str(trace)}})
+    with pytest.raises(ScenarioError, match="cannot be read"):
+        _gossip(tmp_path, "missing", {"availability_trace": {"file": str(tmp_path / "none.csv")}})

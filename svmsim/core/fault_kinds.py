@@ -163,3 +163,58 @@ register_fault(FaultKind(
      "start": _START,
      "duration": _DOWN_FOR, "keep_state": _KEEP_STATE},
     gossip_only=lambda p: p["duration"] is not None and not p["keep_state"]))
+
+
+def _availability_trace(n_nodes: int, rng: np.random.Generator, file: str, keep_state: bool) -> FaultEffects:
+    """Outages read from a CSV file: a header with the columns node, start, end (an empty end: down for good), one
+    row per window in which the node is unavailable (FedScale-like availability traces, inverted)."""
+    import csv
+
+    def bad(line, text):
+        return ScenarioError(f"faults.availability_trace: file {file!r} line {line}: {text}")
+
+    try:
+        with open(file, newline="") as f:
+            rows = list(csv.reader(f))
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScenarioError(f"faults.availability_trace: file {file!r} cannot be read: {err}; allowed: a CSV file "
+                            "(a path relative to the working directory, or absolute)") from None
+    header = [h.strip() for h in rows[0]] if rows else []
+    if sorted(header) != ["end", "node", "start"]:
+        raise bad(1, f"the columns are {header}; allowed: node, start, end (in any order)")
+    col = {h: i for i, h in enumerate(header)}
+    windows: dict[int, list] = {}
+    outages = []
+    for line, cells in enumerate(rows[1:], start=2):
+        if not any(c.strip() for c in cells):
+            continue
+        if len(cells) != 3:
+            raise bad(line, f"{len(cells)} cells; allowed: three (node, start, end)")
+        node, start, end = (cells[col[k]].strip() for k in ("node", "start", "end"))
+        if not node.isdigit() or int(node) >= n_nodes:
+            raise bad(line, f"node = {node!r} is not a node of the run; allowed: an integer in 0..{n_nodes - 1}")
+        try:
+            t0, t1 = float(start), (math.inf if end == "" else float(end))
+        except ValueError:
+            raise bad(line, f"start = {start!r}, end = {end!r}: not numbers; allowed: 0 <= start < end (end empty: "
+                            "down for good)") from None
+        if not (0 <= t0 < t1 and math.isfinite(t0)):
+            raise bad(line, f"start = {start}, end = {end or 'empty'} is not a window; allowed: 0 <= start < end")
+        for a, b in windows.get(int(node), []):
+            if t0 < b and a < t1:
+                raise bad(line, f"node {node}'s window {t0:g}..{t1:g} overlaps its window {a:g}..{b:g}; allowed: "
+                                "windows of one node apart")
+        windows.setdefault(int(node), []).append((t0, t1))
+        outages.append(Outage((int(node),), t0, t1, keep_state))
+    return FaultEffects(outages=tuple(outages))
+
+
+register_fault(FaultKind(
+    "availability_trace", _availability_trace,
+    "nodes unavailable in the windows a CSV file lists (columns node, start, end; an empty end: for good), e.g. "
+    "devices' availability from a trace",
+    {"file": ParamSpec(str, None, "the CSV file (relative to the working directory, or absolute)", "a file path",
+                       required=True),
+     "keep_state": _KEEP_STATE},
+    gossip_only=lambda p: not p["keep_state"]))
+
