@@ -436,13 +436,14 @@ def _fingerprint(panel: Panel) -> tuple:
 
 
 def sweep_figure(runs: list, y: str = "objective", x: str = "comm_units", title: str = "", max_panels: int = 12,
-                 trials: str | None = None) -> FigureSpec:
+                 trials: str | None = None, certified: bool = True) -> FigureSpec:
     """The panels of a sweep's curves (`plot_sweep_curves` draws them): one panel per grid point (the `trials` key
     apart: its runs share a panel, drawn as their mean with a min-to-max band), one curve per variant, metric `y`
     against `x` in one absolute unit on shared axes. `runs`: (point, metrics rows, comm unit) with ``point.values``
     (the grid coordinates) and ``point.variant``. Single-machine runs, which send nothing, are a horizontal line at
     their final value beside distributed runs, and drawn against wall time in a panel of their own. Panels whose curves have one point each are left out (a note names them; if every panel has one point,
-    the runs' points are drawn together in one panel), identical panels are merged."""
+    the runs' points are drawn together in one panel), identical panels are merged. ``certified=False`` (some run's
+    certificates do not hold, e.g. computed from compressed messages): no label says "certified"."""
     column, xlabel, notes = _sweep_x(runs, x)
     grouped: dict[tuple, list] = {}
     for point, metrics, unit in runs:
@@ -512,6 +513,10 @@ def sweep_figure(runs: list, y: str = "objective", x: str = "comm_units", title:
     for p in unique:
         p.xscale = xscale
         _finish(p, yscale)
+        if not certified:
+            p.ylabel = _uncertified_text(p.ylabel)
+            p.series = [replace(item, label=_uncertified_text(item.label)) if item.label else item for item in p.series]
+            p.lines = [replace(item, label=_uncertified_text(item.label)) if item.label else item for item in p.lines]
     sharex = len({p.xunit for p in unique}) == 1
     sharey = gap or _ranges_overlap(unique, yscale)
     cols = max(1, min(3, len(unique)))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .core.metrics import label as metric_label
+from .core.metrics import label as metric_label, uncertified_label
 from .plotspec import CONSENSUS_PANEL, GAP_PANEL, FigureSpec, Panel, run_figure, sweep_figure
 
 __all__ = ["plot_run", "plot_cost_vs_eps", "plot_sweep_curves", "plot_scaling", "draw_figure", "GAP_PANEL",
@@ -162,7 +162,7 @@ def plot_run(metrics: list[dict], path: Path, title: str = "", bound: dict | Non
 
 
 def plot_cost_vs_eps(rows: list[dict], slopes: list[dict], path: Path, title: str = "",
-                     group_keys: list[str] | None = None, metric: str = "rel_gap") -> Path:
+                     group_keys: list[str] | None = None, metric: str = "rel_gap", certified: bool = True) -> Path:
     """Measured communication to `metric` <= eps (default: the certified relative gap) against 1/eps (log-log),
     one line per variant and
     grid group, with the fitted slope in the legend, the bound k(d+sqrt(d/eps)) and the lower bound
@@ -202,7 +202,7 @@ def plot_cost_vs_eps(rows: list[dict], slopes: list[dict], path: Path, title: st
                 ax.loglog(inv, upper * c, linestyle="-.", color=f"C{i % 10}", alpha=0.5,
                           label=f"bound shape x {c:.3g} (constant fitted; {label})")
     ax.set_xlabel("1/eps")
-    ax.set_ylabel(f"scalars to {metric_label(metric)} <= eps")
+    ax.set_ylabel(f"scalars to {(metric_label if certified else uncertified_label)(metric)} <= eps")
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="best")
@@ -282,13 +282,13 @@ def _nested_size(colour: int) -> float:
 
 
 def plot_sweep_curves(runs: list, path: Path, y: str = "objective", x: str = "comm_units", title: str = "",
-                      max_panels: int = 12, trials: str | None = None) -> Path:
+                      max_panels: int = 12, trials: str | None = None, certified: bool = True) -> Path:
     """One panel per grid point, one curve per variant: metric `y` against `x` (communication in the paper's unit
     by default, in scalars when the runs' units differ; single-machine runs, which send nothing, as a line at their
     final value, or against wall time in a panel of their own), on shared axes (`svmsim.plotspec.sweep_figure`
     decides them). With `trials` (a grid key whose values are repetitions, e.g. the seed), the trials share a
     panel: each variant is drawn as the mean over its trials with the band from their minimum to their maximum."""
-    spec = sweep_figure(runs, y=y, x=x, title=title, max_panels=max_panels, trials=trials)
+    spec = sweep_figure(runs, y=y, x=x, title=title, max_panels=max_panels, trials=trials, certified=certified)
     if len(spec.panels) > 1 or trials:
         against = spec.panels[0].xlabel if spec.panels else x
         spec.title = f"{title}: {y} against {against}" + (f" (band: min to max over {trials})" if trials else "")

@@ -821,20 +821,22 @@ def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: S
          "rows": result.rows}, default=_plain))
     if not ok:
         return
+    # a run whose certificates do not hold (compressed messages) makes the sweep's labels drop "certified"
+    certified = all(outcomes[i].record.summary.get("certified", True) for i in ok)
     if "eps" in keys:
         plot_cost_vs_eps(ok_rows, result.slopes, directory / "cost_vs_eps.png",
                          title=spec.title or points[0].scenario.name, group_keys=[k for k in keys if k != "eps"],
-                         metric=spec.target_metric)
+                         metric=spec.target_metric, certified=certified)
     if result.scaling:
         plot_scaling(ok_rows, result.scaling, directory / "scaling.png", x=spec.against,
                      ys=against_y(spec, ok_rows), by=spec.against_by,
                      title=spec.title or points[0].scenario.name)
     runs = [(points[i], outcomes[i].record.metrics, outcomes[i].record.summary.get("comm_unit")) for i in ok]
     plot_sweep_curves(runs, directory / "curves.png", y=spec.plot, x=spec.x, title=spec.title or points[0].scenario.name,
-                      trials=spec.trials)
+                      trials=spec.trials, certified=certified)
     for fig in spec.figures:
         plot_sweep_curves(runs, directory / f"curves_{fig.y}_vs_{fig.x}.png", y=fig.y, x=fig.x,
-                          title=spec.title or points[0].scenario.name, trials=spec.trials)
+                          title=spec.title or points[0].scenario.name, trials=spec.trials, certified=certified)
 
 
 def _csv(v: Any) -> str:

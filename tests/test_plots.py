@@ -21,7 +21,7 @@ from svmsim.plotspec import (
     spans_decades,
     sweep_figure,
 )
-from svmsim.report import plot_run, plot_sweep_curves
+from svmsim.report import plot_cost_vs_eps, plot_run, plot_sweep_curves
 
 
 def check_spec(spec: FigureSpec) -> None:
@@ -276,6 +276,28 @@ def test_sweep_panels_comparing_k_share_one_absolute_unit_and_log_axes(tmp_path)
     assert any("units differ" in n for n in spec.notes)
     plot_sweep_curves(runs, tmp_path / "curves.png", y="rel_gap")
     _png_ok(tmp_path / "curves.png")
+
+
+def test_a_sweep_of_runs_whose_certificates_do_not_hold_says_certified_nowhere(tmp_path, monkeypatch):
+    """Compressed messages void the certificates: the sweep's axis and legend texts drop "certified" (and keep it
+    otherwise)."""
+    runs = [_run(3), _run(5)]
+    plain = sweep_figure(runs, y="rel_gap", x="comm_units")
+    voided = sweep_figure(runs, y="rel_gap", x="comm_units", certified=False)
+    assert all("certified" in p.ylabel for p in plain.panels)
+    texts = [p.ylabel for p in voided.panels] + [s.label for p in voided.panels for s in p.series]
+    assert texts and not any("certified" in t for t in texts)
+    assert [p.ylabel for p in voided.panels] == [p.ylabel.replace("certified ", "") for p in plain.panels]
+    from svmsim import report
+
+    ylabels = []
+    save = report._save
+    monkeypatch.setattr(report, "_save", lambda plt, fig, path: ylabels.append(fig.axes[0].get_ylabel())
+                        or save(plt, fig, path))
+    rows = [{"variant": "a", "eps": e, "cost_scalars": 1e3 / e, "k": 3} for e in (1e-1, 1e-2, 1e-3)]
+    for certified in (True, False):
+        _png_ok(plot_cost_vs_eps(rows, [], tmp_path / f"eps_{certified}.png", certified=certified))
+    assert ylabels == ["scalars to certified relative gap <= eps", "scalars to relative gap <= eps"]
 
 
 def test_sweep_with_one_unit_keeps_the_papers_unit():
