@@ -392,13 +392,11 @@ def _one_group_per_node(scenario: Scenario, deployment: Deployment, engine: Engi
     """Measured compute times need each node's step timed on its own: one group per node, in this process (any
     grouping gives the same run: a conformance check)."""
     from .engine.base import split_roles
-    from .engine.inproc import InProcessEngine
     from .errors import ScenarioError
 
-    if not isinstance(engine, InProcessEngine):
+    if not engine.time_steps():
         raise ScenarioError(f"[network] compute = 'measured' times each node's step in this process; engine "
                             f"{engine.name!r} runs them elsewhere; allowed: engine inproc, or compute = 'count'")
-    engine.timed = True
     return split_roles(deployment.roles, {r.role: len(r.node_ids) for r in deployment.roles})
 
 

@@ -76,6 +76,12 @@ class Engine(ABC):
 
         raise ScenarioError(f"engine {self.name!r} does not run gossip; allowed: engine.name = \"inproc\" or \"ray\"")
 
+    def time_steps(self) -> bool:
+        """Start timing each group's step (`step_seconds`: gid -> the wall seconds of its last step), for the
+        modelled time's ``compute = "measured"``; False when this engine cannot (its steps run elsewhere: the
+        default)."""
+        return False
+
     def kernels(self) -> list | None:
         """The groups' compiled steps (`SyncKernel`, indexed by gid) if this engine can let the scheduler run
         them in its own process, else None (the default: groups live elsewhere)."""

@@ -54,6 +54,10 @@ class InProcessEngine(Engine):
         return GossipScheduler(self, groups, meter, topology, clock=clock, latency=latency, faults=faults, seed=seed,
                                round_time=round_time, compiled=compiled)
 
+    def time_steps(self) -> bool:
+        self.timed = True
+        return True
+
     def kernels(self) -> list | None:
         kernels = []
         for group, state in zip(self.groups, self.states):
