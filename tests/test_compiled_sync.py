@@ -3,6 +3,7 @@ state, under every way a run can stop; and its errors read like the Python loop'
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -271,7 +272,10 @@ def test_a_loop_compiled_already_is_taken_at_once_and_compilation_is_not_python_
     _run(None, max_iterations=30)
     assert not calls                                       # not compiled: a short run stays in Python
     _run(True, max_iterations=3)                           # compiles it (kept in this process and on disk)
-    assert any((tmp_path / "loops" / "__pycache__").glob("svmsim_rounds_*.nbi"))
+    # numba's index sits beside the module, or under $NUMBA_CACHE_DIR when that is set
+    index_dirs = [tmp_path / "loops" / "__pycache__"] + ([Path(numba.config.CACHE_DIR)] if numba.config.CACHE_DIR
+                                                         else [])
+    assert any(p for d in index_dirs for p in d.rglob("svmsim_rounds_*.nbi"))
     calls.clear()
     _run(None, max_iterations=30)
     assert calls                                           # compiled already: taken at once

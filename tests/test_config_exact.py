@@ -321,7 +321,7 @@ def test_network_model_carries_every_setting_and_link_override():
                          links=[{"a": 0, "b": 1}, {"a": 1, "b": 2, "latency": 0.5},
                                 {"a": 2, "b": 3, "bandwidth": 7.0}])
     assert net.model() == NetworkModel(latency=1e-3, bandwidth=2e9, compute_rate=5e8, compute="measured",
-                                       links={(0, 1): (1e-3, 2e9), (1, 2): (0.5, 2e9), (2, 3): (1e-3, 7.0)})
+                                       links={(0, 1): (None, None), (1, 2): (0.5, None), (2, 3): (None, 7.0)})
     assert NetworkSection().model() == NetworkModel()
 
 

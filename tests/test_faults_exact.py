@@ -137,7 +137,7 @@ def test_from_config_drops_unset_keys_and_names_the_first_unknown_one():
     assert str(info.value) == ("unknown key 'faults.chaos'; allowed keys: drop, duplicate, delay, delay_time, crash, "
                                "crash_nodes, crash_time, recover_time, recover_state, stragglers, straggler_nodes, "
                                "straggler_factor, churn_rate, churn_downtime, churn_state, seed, or a fault kind's "
-                               "table: outage, rack_failure")
+                               "table: outage, rack_failure, availability_trace")
     with pytest.raises(ScenarioError, match="unknown key 'faults.outages'"):
         FaultModel.from_config({"outages": []})
 
