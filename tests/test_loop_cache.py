@@ -172,3 +172,27 @@ def test_the_synchronous_rounds_of_a_step_that_cannot_be_imported_compile_in_mem
     assert type(cached._cache).__name__ == "FunctionCache" and cached.py_func.__module__.startswith("svmsim_rounds_")
     text = Path(sys.modules[cached.py_func.__module__].__file__).read_text()
     assert "kinds[0][1]" not in text and "step_0(" in text
+
+
+
+def test_a_loop_cached_under_numba_cache_dir_is_found_there(tmp_path, monkeypatch):
+    """With $NUMBA_CACHE_DIR set, numba keeps a module's cache in a folder of its own there (named after the source
+    folder and a hash of its path), not beside the module; `module_compiled` looks where numba writes it. The rule
+    is checked against numba itself (a fresh process compiling a cached function of a module in a folder)."""
+    folder = tmp_path / "loops"
+    folder.mkdir()
+    (folder / "mod_x.py").write_text("import numba\n\n@numba.njit(cache=True)\ndef f(x):\n    return x + 1\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    out = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(folder)!r}); import mod_x; "
+                          "mod_x.f(1)"], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    index = loop_cache._numba_index_dir(folder)
+    assert any(index.glob("mod_x.f-*.nbi")), sorted(p.name for p in (tmp_path / "numba").rglob("*"))
+    # a loop module whose index sits there counts as compiled; beside the module it would not
+    monkeypatch.setenv("SVMSIM_CACHE_DIR", str(tmp_path))
+    text, modules = "x = 1\n", [sys.modules["svmsim.schedule.loop_cache"]]
+    stem = loop_cache._stem("svmsim_rounds", text, modules, ())
+    assert not loop_cache.module_compiled("svmsim_rounds", text, modules)
+    (index / f"{stem}.loop-1.py311.nbi").write_text("")
+    assert loop_cache.module_compiled("svmsim_rounds", text, modules)

@@ -136,7 +136,7 @@ def _prune(folder: Path) -> None:
     modules = sorted((*folder.glob("svmsim_loop_*.py"), *folder.glob("svmsim_rounds_*.py")),
                      key=lambda p: p.stat().st_mtime)
     for old in modules[:max(0, len(modules) - (MAX_KEPT - 1))]:
-        for f in [old, *(folder / "__pycache__").glob(f"{old.stem}.*")]:
+        for f in [old, *_numba_index_dir(folder).glob(f"{old.stem}.*")]:
             f.unlink(missing_ok=True)
 
 
@@ -157,7 +157,8 @@ def _stem(prefix: str, text: str, modules: list[ModuleType], key: tuple) -> str 
 
 def module_compiled(prefix: str, text: str, modules: list[ModuleType], key: tuple = ()) -> bool:
     """Whether the module `cached_module` gives for these arguments is imported in this process or has numba's
-    cache on disk beside it (its functions then load instead of compiling)."""
+    cache on disk, beside it or under ``$NUMBA_CACHE_DIR`` (in a folder per source folder) when that is set (its
+    functions then load instead of compiling)."""
     if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
         return False
     stem = _stem(prefix, text, modules, key)
@@ -166,9 +167,19 @@ def module_compiled(prefix: str, text: str, modules: list[ModuleType], key: tupl
     if stem in sys.modules:
         return True
     try:
-        return any((loop_cache_dir() / "__pycache__").glob(f"{stem}.*.nbi"))
+        return any(_numba_index_dir(loop_cache_dir()).glob(f"{stem}.*.nbi"))
     except OSError:
         return False
+
+
+def _numba_index_dir(folder: Path) -> Path:
+    """Where numba keeps the cache of the modules of `folder`: its ``__pycache__``, or with ``$NUMBA_CACHE_DIR`` a
+    folder there named after the source folder and a hash of its path (numba's rule for a user cache directory)."""
+    numba_dir = os.environ.get("NUMBA_CACHE_DIR")
+    if not numba_dir:
+        return folder / "__pycache__"
+    source = os.path.abspath(folder)
+    return Path(numba_dir) / f"{os.path.basename(source)}_{hashlib.sha1(source.encode()).hexdigest()}"
 
 
 def cached_module(prefix: str, text: str, modules: list[ModuleType], key: tuple = ()) -> ModuleType | None:
