@@ -168,26 +168,19 @@ register_fault(FaultKind(
 def _availability_trace(n_nodes: int, rng: np.random.Generator, file: str, keep_state: bool) -> FaultEffects:
     """Outages read from a CSV file: a header with the columns node, start, end (an empty end: down for good), one
     row per window in which the node is unavailable (FedScale-like availability traces, inverted)."""
-    import csv
+    from .csv_table import read_csv_table
 
     def bad(line, text):
         return ScenarioError(f"faults.availability_trace: file {file!r} line {line}: {text}")
 
-    try:
-        with open(file, newline="") as f:
-            rows = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(f"faults.availability_trace: file {file!r} cannot be read: {err}; allowed: a CSV file "
-                            "(a path relative to the working directory, or absolute)") from None
-    header = [h.strip() for h in rows[0]] if rows else []
+    header, rows = read_csv_table(file, "faults.availability_trace: file",
+                                  "a CSV file (a path relative to the working directory, or absolute)")
     if sorted(header) != ["end", "node", "start"]:
         raise bad(1, f"the columns are {header}; allowed: node, start, end (in any order)")
     col = {h: i for i, h in enumerate(header)}
     windows: dict[int, list] = {}
     outages = []
-    for line, cells in enumerate(rows[1:], start=2):
-        if not any(c.strip() for c in cells):
-            continue
+    for line, cells in rows:
         if len(cells) != 3:
             raise bad(line, f"{len(cells)} cells; allowed: three (node, start, end)")
         node, start, end = (cells[col[k]].strip() for k in ("node", "start", "end"))

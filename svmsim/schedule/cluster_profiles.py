@@ -46,20 +46,15 @@ def read_trace(path: str) -> ClusterTrace:
     bandwidth (kind and node required); a row of kind ``node`` gives a node's compute_rate, a row of kind ``link``
     the latency and/or bandwidth of the link node-peer (both directions). Raises `ScenarioError` naming the file,
     the line and what is allowed."""
-    import csv
+    from ..core.csv_table import read_csv_table
 
     def bad(line, text):
         return ScenarioError(f"[network] trace {path!r} line {line}: {text}")
 
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(f"[network] trace {path!r} cannot be read: {err}; allowed: a CSV file") from None
-    if not rows:
+    header, rows = read_csv_table(path, "[network] trace")
+    if not header:
         raise ScenarioError(f"[network] trace {path!r} is empty; allowed: a header line ({', '.join(_TRACE_COLUMNS)}) "
                             "and one row per node or link")
-    header = [h.strip() for h in rows[0]]
     unknown = [h for h in header if h not in _TRACE_COLUMNS]
     if unknown or "kind" not in header or "node" not in header or len(set(header)) != len(header):
         what = (f"unknown column {unknown[0]!r}" if unknown else "a column appears twice" if len(set(header)) !=
@@ -88,9 +83,7 @@ def read_trace(path: str) -> ClusterTrace:
             raise bad(line, f"{name} = {text!r} is not a node id; allowed: an integer >= 0")
         return int(text)
 
-    for line, cells in enumerate(rows[1:], start=2):
-        if not any(c.strip() for c in cells):
-            continue
+    for line, cells in rows:
         if len(cells) != len(header):
             raise bad(line, f"{len(cells)} cells for the header's {len(header)} columns; allowed: one cell per column")
         kind = cells[col["kind"]].strip()
