@@ -68,7 +68,7 @@ __all__ = [
     # engines of one's own (entry-point group svmsim.engines)
     "Engine", "InProcessEngine", "EngineKind", "register_engine",
     # what an engine's `gossip` returns, and what a gossip run reports
-    "GossipRun", "GossipOutcome", "GossipProgress", "GossipStopReason",
+    "GossipRun", "GossipTiming", "GossipOutcome", "GossipProgress", "GossipStopReason",
     # message codecs of one's own (entry-point group svmsim.codecs)
     "Codec", "register_codec",
     # stopping rules an evaluation can use: a row's "diagnosis" (a string) stops the run with it as the reason;
@@ -110,7 +110,7 @@ def __getattr__(name):
         from . import conformance
 
         return conformance
-    if name in ("GossipRun", "GossipOutcome", "GossipProgress", "GossipStopReason"):
+    if name in ("GossipRun", "GossipTiming", "GossipOutcome", "GossipProgress", "GossipStopReason"):
         from .schedule import gossip
 
         return getattr(gossip, name)

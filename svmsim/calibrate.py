@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
-from .errors import ScenarioError
+from .errors import ScenarioError, SvmsimError
 
 __all__ = ["Calibration", "SIZES", "QUICK_SIZES", "calibrate", "fit_alpha_beta", "measure_compute_rate"]
 
@@ -161,6 +161,7 @@ def calibrate(address: str | None = None, *, sizes=SIZES, repeats: int = 30, com
               ) -> Calibration:
     """Measure the Ray cluster at `address` (None: a private local Ray, stopped afterwards)."""
     ray = _ray()
+    from ray.exceptions import GetTimeoutError, RayError
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from .engine.ray_actors import ensure_ray, release_actors
@@ -184,6 +185,10 @@ def calibrate(address: str | None = None, *, sizes=SIZES, repeats: int = 30, com
             notes.append("one Ray node: the latency is Ray's cost of a call between processes, not a network's")
         return Calibration(tuple(sizes), seconds, latency, bandwidth, residual, rates, len(nodes) > 1,
                            time.perf_counter() - started, notes)
+    except (GetTimeoutError, RayError) as err:
+        raise SvmsimError(f"calibrate: the Ray measurement failed ({type(err).__name__}: {str(err).splitlines()[0]}); "
+                          "allowed: a Ray cluster whose nodes answer within 300 s (--address, or none for a local "
+                          "Ray)") from None
     finally:
         release_actors(actors, own)
 
