@@ -697,9 +697,20 @@ def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
                     f.write(a.reshape(-1).view(np.uint8))
 
 
+def _track(tracker, result: RunResult) -> None:
+    """Log a finished run; a tracker's failure says that the run itself is complete."""
+    from .tracking import TrackingError
+
+    try:
+        tracker.log_run(result)
+    except TrackingError as exc:
+        where = f" and is in {result.run_dir}" if result.run_dir is not None else ""
+        raise TrackingError(f"{exc}; the run itself finished{where}") from None
+
+
 def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = None, engine: str | Engine | None = None,
         overrides: dict | None = None, out_dir: str | Path | None = None, write: bool = True,
-        progress: bool | None = None) -> RunResult:
+        progress: bool | None = None, track: bool = True) -> RunResult:
     """Run a scenario (a `Scenario`, a dict in the TOML's shape, or a path to a TOML file).
 
     topology: any `networkx.Graph` to use instead of the scenario's topology (relabelled to 0..N-1).
@@ -707,6 +718,7 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
         the scenario's.
     overrides: dotted keys applied to the scenario before validation, e.g. {"stop.max_iterations": 100}.
     out_dir: exact run directory (default: the scenario's output settings); write=False writes nothing.
+    track: log the run to the tracker ``[output] tracking`` names (a sweep logs its points itself: False).
     """
     if not isinstance(scenario, Scenario):
         ov = dict(overrides or {})
@@ -722,6 +734,15 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
     final_dir = tmp_dir = None
     if write:                                   # first: a directory that cannot be written is refused at once,
         final_dir, tmp_dir = _prepare_run_dir(scenario, out_dir)     # not after loading data or a reference solve
+    tracker = None
+    if track and scenario.output.tracking != "none":     # so is a tracker that cannot be reached
+        from .tracking import tracker_for
+
+        try:
+            tracker = tracker_for(scenario.output, scenario.name)
+        except BaseException:
+            rundir.discard(tmp_dir)
+            raise
     live = None
     own_engine = False
     setup = Stopwatch()                         # set-up: data, reference, build (compilation counted apart)
@@ -783,6 +804,9 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
         if write:
             _write_outputs(tmp_dir, result, bound, comm_unit)
             rundir.commit(tmp_dir, final_dir)
+            tmp_dir = None
+        if tracker is not None:
+            _track(tracker, result)
         return result
     except BaseException:
         rundir.discard(tmp_dir)

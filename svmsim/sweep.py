@@ -387,7 +387,7 @@ def _run_point(scenario: Scenario, variant: str, run_dir: Path | None, warmup: b
         if warmup and variant not in warmed:
             warmed.add(variant)
             _warm_up(scenario, run)
-        res = run(scenario, out_dir=run_dir, write=run_dir is not None, progress=False)
+        res = run(scenario, out_dir=run_dir, write=run_dir is not None, progress=False, track=False)
     except Exception as exc:  # noqa: BLE001 - one point's failure is that point's result; the others go on
         return _Outcome(error=str(exc) if isinstance(exc, SvmsimError) else f"{type(exc).__name__}: {exc}")
     return _Outcome(result=res, tags=_ledger_tags(res.ledger))
@@ -541,8 +541,13 @@ def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None =
         raise ScenarioError("--resume reads the finished points from their run directories; allowed: --resume "
                             "without --no-runs")
     final_dir = tmp_dir = None
+    first = points[0].scenario
+    tracker = None
+    if first.output.tracking != "none":     # the tracker is reached before any work (a parent run, a child a point)
+        from .tracking import tracker_for
+
+        tracker = tracker_for(first.output, first.name)
     if write:
-        first = points[0].scenario
         final_dir, tmp_dir = _sweep_dir(first.name, out, first.output.dir, overwrite, resume)
     run_dirs = [(tmp_dir / "runs" / p.slug) if (write and keep_runs) else None for p in points]
     outcomes: list[_Outcome | None] = [None] * len(points)
@@ -576,10 +581,18 @@ def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None =
             for p, o in zip(points, outcomes):      # the runs were written inside the working directory
                 if o.result is not None and o.result.run_dir is not None:
                     o.result.run_dir = final_dir / "runs" / p.slug
-        return result
     except BaseException as exc:
         _give_up(exc, tmp_dir, final_dir, keep_runs, resume, outcomes)
         raise
+    if tracker is not None:
+        from .tracking import TrackingError
+
+        try:
+            tracker.log_sweep(first.name, spec.grid, points, outcomes, final_dir)
+        except TrackingError as exc:
+            where = f" and is in {final_dir}" if final_dir is not None else ""
+            raise TrackingError(f"{exc}; the sweep itself finished{where}") from None
+    return result
 
 
 def _give_up(exc: BaseException, tmp_dir: Path | None, final_dir: Path | None, keep_runs: bool, resume: bool,
@@ -762,7 +775,7 @@ def _warm_up(scenario: Scenario, run) -> None:
     of virtual time for gossip) and discard it, so that one-time compilation (numba's event loop is compiled once per
     process) is not counted in the wall time of the recorded run."""
     short = load_scenario(scenario.to_dict(), overrides={"stop.max_iterations": 1})
-    run(short, write=False, progress=False)
+    run(short, write=False, progress=False, track=False)
 
 
 def _write(directory: Path, spec: SweepSpec, points: list[SweepPoint], result: SweepResult, keys: list[str],

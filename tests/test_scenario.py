@@ -73,7 +73,7 @@ FULL = {
                   "variant": "fast"},
     "stop": {"max_iterations": 1000, "max_rounds": 5000, "max_scalars": 10**9, "max_seconds": 60.0, "gap": 1e-3},
     "output": {"dir": "out", "run_dir": "out/exact", "eval_every": 50, "plots": False, "progress": False,
-               "overwrite": True},
+               "overwrite": True, "tracking": "mlflow", "tracking_uri": "sqlite:///runs.db", "experiment": "study"},
 }
 
 
@@ -126,7 +126,8 @@ def test_defaults_are_filled():
                    "gossip": "free", "checkpoint_every": 100, "recover": True},
         "algorithm": {"name": ALGO, "clients": 20, "eps": 1e-3, "alpha": 0.5, "beta": 0.1, "steps": [1, 2]},
         "stop": {"max_iterations": 10},
-        "output": {"dir": "runs", "eval_every": 1000, "plots": True, "progress": True, "overwrite": False},
+        "output": {"dir": "runs", "eval_every": 1000, "plots": True, "progress": True, "overwrite": False,
+                   "tracking": "none"},
     }
 
 

@@ -723,6 +723,10 @@ class NetworkSection(SectionModel):
                             **self.settings())
 
 
+#: the experiment trackers ``[output] tracking`` names (`svmsim.tracking`)
+TRACKERS = ("none", "mlflow")
+
+
 class OutputSection(SectionModel):
     """``[output]``: where results go and what is produced."""
 
@@ -736,11 +740,27 @@ class OutputSection(SectionModel):
     plots: bool = Field(True, description="draw the run's figures into the run directory")
     progress: bool = Field(True, description="show a progress bar (svmsim run --no-progress or --quiet turn it off)")
     overwrite: bool = Field(False, description="replace an existing run directory of the same path")
+    tracking: str = Field("none", description="log the run (a sweep: a parent run and one child per point) to an "
+                                              "experiment tracker: 'mlflow' (needs svmsim[mlflow]) or 'none'",
+                          json_schema_extra=allowed_text("'none' or 'mlflow'"))
+    tracking_uri: str | None = Field(None, min_length=1, description="the tracker's store: sqlite:///FILE, "
+                                     "http://HOST:PORT, file:DIR (default: MLFLOW_TRACKING_URI, else "
+                                     "sqlite:///mlflow.db in the working directory)",
+                                     json_schema_extra=allowed_text("a tracking URI"))
+    experiment: str | None = Field(None, min_length=1, description="the tracker's experiment the run goes in "
+                                   "(default: the scenario's name)", json_schema_extra=allowed_text("a name"))
 
     @field_validator("dir", "run_dir", mode="before")
     @classmethod
     def _paths_as_str(cls, value: Any) -> Any:
         return as_plain_str(value)
+
+    @field_validator("tracking")
+    @classmethod
+    def _known_tracker(cls, value: str) -> str:
+        if value not in TRACKERS:
+            raise choice("tracking", value, "an experiment tracker", TRACKERS)
+        return value
 
     @field_validator("dir", "run_dir")
     @classmethod
