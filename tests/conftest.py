@@ -8,6 +8,11 @@ from pathlib import Path
 
 import pytest
 
+# every Ray the tests start (the session's, the CLI's private ones, the two-node cluster) starts its worker processes
+# when a task or actor needs one, not a worker per CPU when the first driver connects: idle prestarted workers (about
+# 280 MB each) were most of the suite's peak memory
+os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
