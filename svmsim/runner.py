@@ -699,13 +699,12 @@ def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 def _track(tracker, result: RunResult) -> None:
     """Log a finished run; a tracker's failure says that the run itself is complete."""
-    from .tracking import TrackingError
+    from .tracking import TrackingError, finished_anyway
 
     try:
         tracker.log_run(result)
     except TrackingError as exc:
-        where = f" and is in {result.run_dir}" if result.run_dir is not None else ""
-        raise TrackingError(f"{exc}; the run itself finished{where}") from None
+        raise finished_anyway(exc, "run", result.run_dir) from None
 
 
 def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = None, engine: str | Engine | None = None,

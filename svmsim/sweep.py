@@ -585,13 +585,13 @@ def run_sweep(source: str | Path | dict, params: list[tuple[str, list]] | None =
         _give_up(exc, tmp_dir, final_dir, keep_runs, resume, outcomes)
         raise
     if tracker is not None:
-        from .tracking import TrackingError
+        from .tracking import TrackingError, finished_anyway
 
         try:
-            tracker.log_sweep(first.name, spec.grid, points, outcomes, final_dir)
+            tracker.log_sweep(first.name, spec.grid, [(p.slug, p.scenario, o.result, o.error)
+                                                      for p, o in zip(points, outcomes)], final_dir)
         except TrackingError as exc:
-            where = f" and is in {final_dir}" if final_dir is not None else ""
-            raise TrackingError(f"{exc}; the sweep itself finished{where}") from None
+            raise finished_anyway(exc, "sweep", final_dir) from None
     return result
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .errors import SvmsimError
 
-__all__ = ["TrackingError", "Tracker", "DEFAULT_URI", "flat_params"]
+__all__ = ["TrackingError", "Tracker", "DEFAULT_URI", "flat_params", "finished_anyway"]
 
 #: MLflow's own default store (MLflow >= 3.7): a SQLite file in the working directory
 DEFAULT_URI = "sqlite:///mlflow.db"
@@ -109,19 +109,19 @@ class Tracker:
         """A sweep point that failed: its parameters and error, status FAILED."""
         return self._log(name, scenario.to_dict(), [], {"svmsim.error": error[:4000]}, None, parent_id, "FAILED")
 
-    def log_sweep(self, name: str, grid: dict[str, list], points: list, outcomes: list, sweep_dir: Path | None) -> str:
+    def log_sweep(self, name: str, grid: dict[str, list], points: list[tuple], sweep_dir: Path | None) -> str:
         """A sweep: a parent run (the grid as parameters; sweep.csv, sweep.md and the figures as artifacts) and one
-        child per point (`points[i].slug` its name, `outcomes[i]` its result or error). The parent's id."""
+        child per point, ``points`` = [(name, scenario, `RunResult` or None, error or None)]. The parent's id."""
         params = {f"sweep.{key}": str(values) for key, values in grid.items()}
         files = sorted(p for p in sweep_dir.iterdir() if p.is_file()) if sweep_dir is not None else []
         parent = self._log(name, {}, [], {"svmsim.sweep_dir": str(sweep_dir or ""),
                                           "svmsim.points": str(len(points))}, None, None, None, extra=params)
         try:
-            for point, outcome in zip(points, outcomes):
-                if outcome.result is not None:
-                    self.log_run(outcome.result, parent, point.slug)
+            for point_name, scenario, result, error in points:
+                if result is not None:
+                    self.log_run(result, parent, point_name)
                 else:
-                    self.log_failed_point(point.scenario, outcome.error or "", parent, point.slug)
+                    self.log_failed_point(scenario, error or "", parent, point_name)
             for path in files:
                 self.client.log_artifact(parent, str(path))
             self.client.set_terminated(parent, "FINISHED")
@@ -153,6 +153,11 @@ class Tracker:
         except Exception as exc:  # noqa: BLE001 - any store failure is one tracking error
             raise TrackingError(f"logging run {name!r} to MLflow at {self.uri!r} failed: {_first_line(exc)}") from None
         return run_id
+
+
+def finished_anyway(exc: TrackingError, what: str, where: Path | None) -> TrackingError:
+    """A logging failure after the work: the error, saying that the run or sweep itself finished and where."""
+    return TrackingError(f"{exc}; the {what} itself finished" + (f" and is in {where}" if where is not None else ""))
 
 
 def _artifacts_beside(uri: str) -> str | None:

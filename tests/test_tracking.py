@@ -123,3 +123,16 @@ def test_nothing_imports_mlflow_when_tracking_is_off(tmp_path):
             "assert 'mlflow' not in sys.modules, 'mlflow imported'\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_store_that_fails_after_the_run_says_the_run_finished_and_where(tmp_path, monkeypatch):
+    from svmsim.tracking import Tracker, TrackingError
+
+    def refuse(self, result, parent_id=None, name=None):
+        raise TrackingError("logging run 'tracked-iris' to MLflow failed: the store went away")
+
+    monkeypatch.setattr(Tracker, "log_run", refuse)
+    spec, _ = _tracked(tmp_path)
+    with pytest.raises(TrackingError, match="the store went away; the run itself finished and is in .*run"):
+        run(spec, out_dir=tmp_path / "run")
+    assert read_run(tmp_path / "run").metrics           # the run directory is complete
