@@ -218,8 +218,8 @@ def test_sigint_stops_the_workers_and_resume_finishes_the_sweep(tmp_path):
     """A real Ctrl-C to `svmsim sweep --jobs 2`: the sweep exits 130 and says where its finished points are; no
     directory looks finished; --resume ends with the files of an uninterrupted sweep."""
     path = tmp_path / "seeds.toml"
-    # two short points, then two long ones (about 1 s each here, 25x the short): the interrupt lands while the long ones run, on
-    # a loaded machine too, so the sweep cannot have finished before it
+    # two short points, then two long ones (about 1 s each here, 25x the short): the interrupt lands while the long
+    # ones run, on a loaded machine too, so the sweep cannot have finished before it
     path.write_text(SWEEP.replace("eps = [1e-1, 1e-2]\nk = [3, 200]",
                                   '"stop.max_iterations" = [200, 5000]\nseed = [0, 1]')
                     .replace("max_iterations = 200000", "max_iterations = 200000\ngap = 1e-9")
