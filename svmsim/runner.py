@@ -172,6 +172,20 @@ def _stop_by_metrics(scenario: Scenario, metrics: dict, started: float, previous
     return None
 
 
+def _diverged(step: int, m: dict, previous: dict | None, uncertified: str | None) -> str | None:
+    """A stop reason when the objective was finite at the last evaluation point and is not now (the iterates
+    overflowed: nothing later can be trusted), else None."""
+    value, before = m.get("objective"), (previous or {}).get("objective")
+    if not (isinstance(value, float) and isinstance(before, (int, float)) and math.isfinite(before)) \
+            or math.isfinite(value):
+        return None
+    why = f"diverged: the objective became {value} at iteration {step} (it was {before:.6g})"
+    if uncertified:
+        why += ("; its messages were compressed, and a lossy codec (with error feedback above all, which on a "
+                "gossip state can grow without bound) changes what the algorithm guarantees")
+    return why
+
+
 class _Recorder:
     """The one place that records a run's metrics rows and decides the metric-based stops, for every scheduler
     and engine: `add` appends a row (shown on the progress bar at `step`) and returns True to stop, keeping the
@@ -197,7 +211,8 @@ class _Recorder:
         diagnosis = m.pop("diagnosis", None)    # an evaluation that says the run cannot reach any target
         self.rows.append(m)
         self.bar.update(step, m)
-        why = diagnosis or _stop_by_metrics(self.scenario, m, self.started, previous, self.uncertified)
+        why = diagnosis or _diverged(step, m, previous, self.uncertified) \
+            or _stop_by_metrics(self.scenario, m, self.started, previous, self.uncertified)
         if why is None and self.max_iterations is not None and m["iteration"] >= self.max_iterations:
             why = StopReason.ITERATIONS
         if why and self.why is None:
@@ -220,12 +235,7 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
         groups = _one_group_per_node(scenario, deployment, engine)
     engine.deploy(groups, scenario.seed)
     faults = _sync_faults(scenario, deployment.n_nodes)
-    compressor = None
-    if scenario.compression is not None:
-        from .comm.compression import Compressor
-
-        compressor = Compressor(scenario.compression.spec(scenario.algorithm.info.exact_tags), deployment.n_nodes,
-                                scenario.seed)
+    compressor = _compressor(scenario, deployment.n_nodes)
     clock = None
     if scenario.network is not None:
         from .comm.edges import edge_index
@@ -331,7 +341,7 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
         extra["ledger_matches_declared"] = declared_matches(declared, meter.scalars, extra["faults"])
         extra["failed_under_faults"] = failed is not None and lost is None
     if compressor is not None:
-        _compression_summary(extra, compressor, scheduler, rec.rows, failed is not None and lost is None)
+        _compression_summary(extra, compressor, scheduler.python_only, rec.rows, failed is not None and lost is None)
     return model, rec.rows, meter.ledger(), reason, extra
 
 
@@ -339,12 +349,22 @@ def _run_distributed(scenario: Scenario, deployment: Deployment, engine: Engine,
 UNCERTIFIED = "computed from compressed messages"
 
 
-def _compression_summary(extra: dict, compressor, scheduler: SyncScheduler, rows: list[dict], failed: bool) -> None:
+def _compressor(scenario: Scenario, n_nodes: int):
+    """The run's `comm.compression.Compressor` (None without ``[compression]``)."""
+    if scenario.compression is None:
+        return None
+    from .comm.compression import Compressor
+
+    info = scenario.algorithm.info
+    return Compressor(scenario.compression.spec(info.exact_tags, info.exact_tail), n_nodes, scenario.seed)
+
+
+def _compression_summary(extra: dict, compressor, python_only: str | None, rows: list[dict], failed: bool) -> None:
     """The summary's ``compression`` section (codec per tag, raw and encoded bytes, ratio; see
-    `Compressor.summary`; whether the algorithm failed), and ``certified``: false, with the reason, once a lossy
-    codec encoded a message."""
+    `Compressor.summary`; whether the rounds or events ran in Python, whether the algorithm failed), and
+    ``certified``: false, with the reason, once a lossy codec encoded a message."""
     section = compressor.summary()
-    section["python_rounds"] = scheduler.python_only
+    section["python_rounds"] = python_only
     section["algorithm_failed"] = failed
     extra["compression"] = section
     extra["certified"] = not compressor.lossy_used
@@ -429,11 +449,13 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
     budgets = [sched.max_time] + [r * round_time for r in (stop.max_rounds, stop.max_iterations) if r is not None]
     max_time = min((b for b in budgets if b is not None), default=None)
     unit = deployment.comm_unit[1] if deployment.comm_unit else 1.0
+    compressor = _compressor(scenario, deployment.n_nodes)
+    encoding = {} if compressor is None else {"compression": compressor}    # (an engine of a plugin may not take it)
     run = engine.gossip(deployment.roles, scenario.seed, deployment.topology, node_names=deployment.node_names,
                         clock=Clock(sched.clock, sched.rate, sched.jitter),
                         latency=LatencyModel(sched.latency_distribution(), sched.bandwidth, sched.edge_spread),
                         faults=scenario.faults.model(), round_time=round_time,
-                        compiled=None if sched.compiled else False)
+                        compiled=None if sched.compiled else False, **encoding)
     if not isinstance(run, GossipRun):
         raise PluginError(f"engine {engine.name!r}: gossip() returned {type(run).__name__}; allowed: a "
                           "svmsim.schedule.gossip.GossipRun (run, outcome, groups, close)")
@@ -447,6 +469,8 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
                  comm_units=p.scalars / unit, **rec.times())
         if live is not None:
             live.update_totals(p.messages, p.scalars, p.bytes, m)
+        if compressor is not None and compressor.lossy_used:
+            rec.uncertified = UNCERTIFIED
         return rec.add(p.round, m)
 
     eval_time = sched.eval_time if sched.eval_time is not None else (None if sched.eval_messages else round_time)
@@ -479,6 +503,11 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
     if p.sent == 0 and p.wakes > 0:
         extra["warnings"] = [f"no peer sent a message in {p.wakes} clock ticks: the programs' wake never sent "
                              "(a GossipProgram sends from wake, as MessageBatch rows from the waking node)"]
+    if compressor is not None:
+        for counts in out.codec_counts:                  # what the other hosts encoded (Ray)
+            compressor.absorb(counts)
+        _compression_summary(extra, compressor, "compression: the compiled gossip loop does not encode messages",
+                             rec.rows, False)
     if out.stats:
         extra["ray_gossip"] = {k: v for k, v in out.stats.items() if k != "sent_per_node"}
     if getattr(run, "host_nodes", None):

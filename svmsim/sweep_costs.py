@@ -141,6 +141,8 @@ def sweep_row(point, result, spec=None) -> dict:
                            "stop_reason": result.stop_reason, "iterations": final.get("iteration"),
                            "rounds": summary.get("rounds"), "scalars": final.get("scalars", 0),
                            "comm_units": final.get("comm_units", 0.0), "wall_time": final.get("wall_time")}
+    if final.get("bytes") is not None:               # the encodings' sizes under [compression] (`sweep_tables`)
+        row["bytes"] = final["bytes"]
     totals = result.ledger.totals if result.ledger is not None else summary.get("ledger")
     if totals is not None:                           # a run read back from its directory has the totals only
         row["messages"] = totals["messages"]

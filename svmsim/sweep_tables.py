@@ -111,13 +111,18 @@ def summary_table(rows: list[dict], keys: list[str], width: int = 100, cell: int
 
 def table_columns(rows: list[dict], keys: list[str]) -> list[str]:
     first = ["variant"] + keys + (["status"] if "status" in {k for r in rows for k in r} else [])
-    preferred = ["nodes", "spectral_gap", "inv_spectral_gap", "mixing_time", "iterations", "scalars", "comm_units",
+    preferred = ["nodes", "spectral_gap", "inv_spectral_gap", "mixing_time", "iterations", "scalars", "bytes",
+                 "comm_units",
                  "scalars_vs_first", "target", "reached", "cost_scalars", "cost_units", "cost_resolution",
                  "cost_messages", "cost_messages_per_node", "cost_rounds", "cost_virtual_time", "cost_wall_time",
                  "cost_iteration", "cost_modelled_time", *OPTIONAL_COST_COLUMNS, "bound_upper", "bound_lower",
                  "wall_time", "virtual_time", "dropped_messages", "crashed_nodes", *FINAL_COLUMNS,
                  *OPTIONAL_FINAL_COLUMNS, "stop_reason", "error"]
     present = {k for r in rows for k in r}
+    if not any(isinstance(r.get("bytes"), (int, float)) and isinstance(r.get("scalars"), (int, float))
+               and r["bytes"] != 8 * r["scalars"] for r in rows):
+        present.discard("bytes")      # shown where it says more than the scalars do (compressed or narrow payloads)
+
     def order(name):
         column, metric, threshold = parse_target_column(name)
         return metric or "", -threshold, TARGET_COLUMNS.index(column)

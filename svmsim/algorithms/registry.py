@@ -122,6 +122,9 @@ class AlgorithmInfo:
         hosts), or indices, counts and flags sent as floats. A lossy codec never encodes them: ``[compression]``'s
         default codec leaves them raw, and a ``[compression.tags]`` table that names one with a lossy codec is
         refused. A name also covers the ``name:width`` tags of a collective that sends several widths.
+    exact_tail: per message tag, the trailing scalars of every row that every receiver must read as sent while a
+        codec may encode the rest (e.g. ``{"push": 1}``: a Push-Sum share's weight after its d sums). They travel
+        raw, at 8 bytes each, beside the encoding.
     """
 
     name: str
@@ -139,6 +142,7 @@ class AlgorithmInfo:
     metrics: tuple[str, ...] | None = None
     rate: tuple[str, float] | None = None
     exact_tags: tuple[str, ...] = ()
+    exact_tail: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.metrics is not None:
@@ -211,6 +215,9 @@ def _invalid(info: Any) -> str | None:
         return f"rate = {info.rate!r} is not a rate; allowed: (metric name, p > 0), the metric falling as O(1/k^p)"
     if isinstance(info.exact_tags, str) or not all(isinstance(t, str) for t in info.exact_tags):
         return f"exact_tags = {info.exact_tags!r} is not a tuple of message tags"
+    if not (isinstance(info.exact_tail, Mapping) and all(isinstance(t, str) and isinstance(c, int) and c >= 1
+                                                         for t, c in info.exact_tail.items())):
+        return f"exact_tail = {info.exact_tail!r} is not a mapping of message tags to counts >= 1"
     if not (isinstance(info.finishes_by_itself, bool) or callable(info.finishes_by_itself)):
         return f"finishes_by_itself = {info.finishes_by_itself!r}; allowed: True, False or f(params) -> bool"
     return None

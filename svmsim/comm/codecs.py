@@ -151,11 +151,21 @@ def tag_matches(name: str, tag: str) -> bool:
 class CompressionSpec:
     """A run's codecs: `default` for every float64 payload whose tag `tags` does not name (None: those stay raw);
     a table named ``partial`` also covers ``partial:<width>`` (its own table first). `exact`: the tags the algorithm
-    declares exact (`AlgorithmInfo.exact_tags`), which no lossy codec encodes."""
+    declares exact (`AlgorithmInfo.exact_tags`), which no lossy codec encodes. `tails`: per tag, the trailing
+    scalars of each row that travel as sent while a codec encodes the rest (`AlgorithmInfo.exact_tail`: a Push-Sum
+    weight beside its sums)."""
 
     default: CodecChoice | None = None
     tags: Mapping[str, CodecChoice] = field(default_factory=dict)
     exact: tuple[str, ...] = ()
+    tails: Mapping[str, int] = field(default_factory=dict)
+
+    def tail(self, tag: str) -> int:
+        """The trailing scalars of `tag`'s rows that no codec encodes (0: the whole row is encoded)."""
+        for name, count in self.tails.items():
+            if tag_matches(name, tag):
+                return int(count)
+        return 0
 
     def configured(self, tag: str) -> CodecChoice | None:
         """The choice the tables make for `tag`, before the algorithm's exact tags are taken out."""

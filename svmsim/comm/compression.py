@@ -25,9 +25,14 @@ Randomness. A stochastic codec's uniforms come from the counter-based streams of
 `STREAM_CODEC`, one key per sender, mixed with the tag): the n-th uniform a sender draws for a tag is the same on
 every engine and any grouping of nodes, so a seed gives the same bits everywhere.
 
+Exact tails. An algorithm may declare the last scalars of a tag's rows exact (`AlgorithmInfo.exact_tail`: a
+Push-Sum share's weight after its sums): the codec encodes the rest of each row, error feedback included, and the
+tail travels as sent at 8 bytes a value, counted in the encoding's size.
+
 Where it applies: the synchronous scheduler encodes every batch a program sends, before the fault model and the
-meter (`schedule.sync`): a message is encoded once by its sender, and the network then loses or duplicates that
-encoding. The compiled round loop does not encode, so a run with compression runs its rounds in Python.
+meter (`schedule.sync`), and so does the gossip event loop (`schedule.event_host`, on every host of a run): a
+message is encoded once by its sender, and the network then loses or duplicates that encoding. The compiled loops
+do not encode, so a run with compression runs its rounds or events in Python.
 """
 from __future__ import annotations
 
@@ -72,8 +77,14 @@ class Compressor:
         self._drawn: dict[tuple[str, int], int] = {}        # (tag, sender) -> uniforms drawn so far
         self._state: dict[tuple, np.ndarray] = {}            # channel -> e (ef) or g (ef21)
         self._receivers: dict[tuple, np.ndarray] = {}        # ef21 broadcast channel -> its receivers
+        self._sizes: dict[tuple, tuple] = {}                # (tag, width, dtype) -> (encoded bytes or None,)
         self.stats: dict[str, list] = {}
         self.lossy_messages = 0
+
+    def __getstate__(self) -> dict:
+        """Pickled (a Ray host's checkpoint) without the per-tag plans, which hold the codecs' functions: they are
+        made again from the spec at the next message."""
+        return {k: ({} if k == "_plans" else v) for k, v in self.__dict__.items()}
 
     # -- the batch ------------------------------------------------------------------------------------------------
     def apply(self, batch: MessageBatch) -> MessageBatch:
@@ -89,10 +100,10 @@ class Compressor:
             label = "raw" if codec is None else choice.label()
             if choice is None and self.spec.configured(batch.tag) is not None:
                 label = "raw (an exact tag of the algorithm)"
-            plan = self._plans[batch.tag] = (choice, codec, label)
-        choice, codec, label = plan
+            plan = self._plans[batch.tag] = (choice, codec, label, self.spec.tail(batch.tag))
+        choice, codec, label, tail = plan
         raw_bpm = spm * payload.dtype.itemsize
-        if codec is None or payload.dtype != np.float64 or m == 0 or spm == 0:
+        if codec is None or payload.dtype != np.float64 or m == 0 or spm <= tail:
             self._count(batch.tag, label if codec is None else f"raw ({payload.dtype} payload)", m, spm, raw_bpm,
                         raw_bpm)
             return batch
@@ -106,13 +117,18 @@ class Compressor:
             rows, senders, first, where = self._broadcasts(src, batch.rows().reshape(m, spm))
         counts = np.bincount(where, minlength=rows.shape[0])
         receivers = np.where(counts > 1, _ALL, batch.dst[first])
-        uniforms = self._uniforms(batch.tag, senders, spm) if codec.stochastic else None
+        width = spm - tail                            # the encoded part of each row; the tail travels as sent
+        head = rows[:, :width] if tail else rows
+        uniforms = self._uniforms(batch.tag, senders, width) if codec.stochastic else None
         if choice.error_feedback == "none":
-            decoded, bpm = codec.encode(rows, uniforms, **choice.params)
+            decoded, bpm = codec.encode(head, uniforms, **choice.params)
         else:
-            decoded, bpm = self._with_feedback(batch, codec, choice, rows, uniforms, senders, receivers)
+            decoded, bpm = self._with_feedback(batch, codec, choice, head, uniforms, senders, receivers)
             if choice.error_feedback == "ef21" and (counts > 1).any():
-                self._same_receivers(batch, senders, receivers, where, spm)
+                self._same_receivers(batch, senders, receivers, where, width)
+        if tail:
+            decoded = np.concatenate([np.asarray(decoded, dtype=np.float64), rows[:, width:]], axis=1)
+            bpm = int(bpm) + tail * payload.dtype.itemsize
         self._count(batch.tag, label, m, spm, raw_bpm, int(bpm))
         if not codec.lossless:
             self.lossy_messages += m
@@ -217,6 +233,36 @@ class Compressor:
         st[2] += m * spm
         st[3] += m * raw_bpm
         st[4] += m * bpm
+
+    def encoded_bytes(self, tag: str, spm: int, dtype) -> int | None:
+        """The bytes of one message of `tag` with `spm` scalars of `dtype` as `apply` encodes it (None: it stays
+        raw). A codec's size depends only on the width and its parameters, so a host that meters a message another
+        host encoded sizes it without its payload."""
+        key = (tag, int(spm), np.dtype(dtype).str)
+        known = self._sizes.get(key)
+        if known is None:
+            probe = MessageBatch(tag, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                                 np.zeros((1, int(spm)), dtype=dtype))
+            encoder = Compressor(self.spec, 1, 0)          # a scratch encoder: this one's state and counts stay
+            known = self._sizes[key] = (encoder.apply(probe).wire_bytes,)
+        return known[0]
+
+    def counts(self) -> tuple[dict, int]:
+        """What this encoder counted (`stats`, `lossy_messages`), for `absorb` on another host's encoder."""
+        return {tag: list(st) for tag, st in self.stats.items()}, self.lossy_messages
+
+    def absorb(self, counts: tuple[dict, int]) -> None:
+        """Add another encoder's `counts` (a run's hosts encode their own senders' messages) to this one's."""
+        stats, lossy = counts
+        for tag, (label, m, sc, rb, eb) in stats.items():
+            st = self.stats.get(tag)
+            if st is None:
+                st = self.stats[tag] = [label, 0, 0, 0, 0]
+            st[1] += m
+            st[2] += sc
+            st[3] += rb
+            st[4] += eb
+        self.lossy_messages += int(lossy)
 
     # -- reporting --------------------------------------------------------------------------------------------------
     @property

@@ -101,7 +101,7 @@ class TagCompression(SectionModel):
 
 
 class CompressionSection(SectionModel):
-    """``[compression]``: lossy encodings of the messages a run sends (synchronous rounds; see
+    """``[compression]``: lossy encodings of the messages a run sends (synchronous rounds and gossip; see
     `svmsim.comm.compression`). ``codec`` (with its parameters beside it) is the default for every float64 payload;
     a ``[compression.tags.<tag>]`` table sets the codec of one tag instead (``codec = "none"`` keeps it raw).
     Integer payloads (indices, counts) are never encoded, nor the tags the algorithm declares exact (an all-reduce's
@@ -163,13 +163,13 @@ class CompressionSection(SectionModel):
         return {"codec": head["codec"], "params": head["params"], "error_feedback": head["error_feedback"] or "none",
                 "tags": resolved_tags}
 
-    def spec(self, exact: tuple[str, ...] = ()) -> CompressionSpec:
-        """The run's `CompressionSpec` (`exact`: the algorithm's exact tags); a tag without error_feedback of its
-        own takes the table's."""
+    def spec(self, exact: tuple[str, ...] = (), tails: Mapping[str, int] | None = None) -> CompressionSpec:
+        """The run's `CompressionSpec` (`exact`: the algorithm's exact tags, `tails`: its exact trailing scalars per
+        tag); a tag without error_feedback of its own takes the table's."""
         ef = self.error_feedback
         default = CodecChoice(self.codec, dict(self.params), ef) if self.codec is not None else None
         return CompressionSpec(default, {tag: CodecChoice(t.codec, dict(t.params), t.error_feedback or ef)
-                                         for tag, t in self.tags.items()}, tuple(exact))
+                                         for tag, t in self.tags.items()}, tuple(exact), dict(tails or {}))
 
     def to_table(self) -> dict:
         """The table as a scenario file writes it (parameters beside their codec, defaults filled in)."""

@@ -290,19 +290,15 @@ class Scenario(SectionModel):
                        f"{', '.join(sorted(reported - set(own)))}", ("stop", key))
 
     def _check_compression(self) -> None:
-        """Compression encodes messages of synchronous rounds; ef21 needs every message delivered."""
+        """Compression needs messages (a distributed algorithm); exact tags stay raw; ef21 needs every message
+        delivered."""
         if self.compression is None:
             return
         info = self.algorithm.info
         if not info.distributed:
             raise fail(f"algorithm {self.algorithm.name!r} runs on a single machine, so there are no messages to "
                        "compress; allowed: no [compression] table", ("compression",))
-        if self.schedule.kind == "gossip":
-            raise fail(f"algorithm {self.algorithm.name!r} runs on the gossip scheduler, whose event loops (the "
-                       "compiled and the Python one, in this process and on Ray hosts) do not encode messages yet; "
-                       "allowed: [compression] with an algorithm that runs in synchronous rounds, or no "
-                       "[compression] table", ("compression",))
-        spec = self.compression.spec(info.exact_tags)
+        spec = self.compression.spec(info.exact_tags, info.exact_tail)
         for tag, choice in spec.tags.items():
             if not choice.lossless and spec.is_exact(tag):
                 raise fail(f"tags.{tag}: algorithm {self.algorithm.name!r} declares tag {tag!r} exact (every receiver "

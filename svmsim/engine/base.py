@@ -68,10 +68,14 @@ class Engine(ABC):
         return self.observe(gids)
 
     def gossip(self, roles: list[RoleSpec], seed: int, topology, *, node_names: Sequence[str] | None = None,
-               clock=None, latency=None, faults=None, round_time: float | None = None, compiled: bool | None = None):
+               clock=None, latency=None, faults=None, round_time: float | None = None, compiled: bool | None = None,
+               compression=None):
         """Host the roles' gossip programs on `topology` and return the run, a `schedule.gossip.GossipRun`, which
         the runner drives the same way on every engine (``run``, ``outcome``, ``groups``, ``close``). The clock,
-        latency and fault models and the seed give the same draws on every engine."""
+        latency and fault models and the seed give the same draws on every engine. `compression` (passed only when
+        the scenario has ``[compression]``): the run's `comm.compression.Compressor`; every host encodes its own
+        senders' messages with it, or with one of the same spec and seed (`schedule.event_host.EventHost`), and an
+        outcome returns the other hosts' counts in `GossipOutcome.codec_counts`."""
         from ..errors import ScenarioError
 
         raise ScenarioError(f"engine {self.name!r} does not run gossip; allowed: engine.name = \"inproc\" or \"ray\"")

@@ -40,7 +40,7 @@ class InProcessEngine(Engine):
         return out
 
     def gossip(self, roles, seed, topology, *, node_names=None, clock=None, latency=None, faults=None,
-               round_time=None, compiled=None):
+               round_time=None, compiled=None, compression=None):
         """One event loop for every node, in this process (`schedule.gossip.GossipScheduler`), metered by a meter
         that checks every message against the topology (its edges as CSR: memory O(edges) for any N)."""
         from ..comm.meter import Meter
@@ -52,7 +52,7 @@ class InProcessEngine(Engine):
         n = topology.number_of_nodes()
         meter = Meter(n, neighbour_csr(topology), node_names)
         return GossipScheduler(self, groups, meter, topology, clock=clock, latency=latency, faults=faults, seed=seed,
-                               round_time=round_time, compiled=compiled)
+                               round_time=round_time, compiled=compiled, compression=compression)
 
     def time_steps(self) -> bool:
         self.timed = True

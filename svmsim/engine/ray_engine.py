@@ -568,7 +568,7 @@ class RayEngine(Engine):
         return {gid: got[gid] for gid in gids}
 
     def gossip(self, roles, seed, topology, *, node_names=None, clock=None, latency=None, faults=None,
-               round_time=None, compiled=None):
+               round_time=None, compiled=None, compression=None):
         """Gossip hosts in `actors` Ray actors that send to each other directly (`engine.ray_gossip`), with this
         engine's cluster settings; the compiled graph does not run gossip."""
         from .ray_gossip import RayGossipRun
@@ -582,7 +582,7 @@ class RayEngine(Engine):
                            checkpoint_every=self.checkpoint_every, recover=self.recover)
         try:
             run.deploy(run.plan(roles), seed, topology, clock=clock, latency=latency, faults=faults,
-                       round_time=round_time, compiled=compiled, node_names=node_names)
+                       round_time=round_time, compiled=compiled, node_names=node_names, compression=compression)
         except BaseException:
             run.close()
             raise

@@ -215,8 +215,9 @@ class RayGossipRun(GossipRun):
     def deploy(self, groups: list[Group], seed: int, topology: nx.Graph, *, clock: Clock | None = None,
                latency: LatencyModel | None = None, faults: FaultModel | None = None,
                round_time: float | None = None, compiled: bool | None = None,
-               node_names: Sequence[str] | None = None) -> None:
-        """Start one host actor per distinct `Group.host` and initialise its groups and event loop."""
+               node_names: Sequence[str] | None = None, compression=None) -> None:
+        """Start one host actor per distinct `Group.host` and initialise its groups and event loop (`compression`:
+        the run's `Compressor`, whose spec and seed every host encodes its own senders' messages with)."""
         if self._handles:
             raise RuntimeError("this RayGossipRun is already deployed; build a new one")
         timing = GossipTiming.of(topology, clock, latency, round_time)
@@ -240,7 +241,8 @@ class RayGossipRun(GossipRun):
             self.window = smallest_latency(self.latency, adj_ptr, adj, stream_keys(self.seed, STREAM_EDGE, 1)[0])
         skew = None if self.max_skew is None else self.max_skew * self.round_time
         options = {"n_hosts": len(self.hosts), "max_skew": skew, "batch_bytes": self.batch_bytes,
-                   "flush_interval": self.flush_interval}
+                   "flush_interval": self.flush_interval,
+                   "compression": None if compression is None else compression.spec}
         self._ensure_ray()
         try:
             for j in range(len(self.hosts)):
@@ -508,7 +510,8 @@ class RayGossipRun(GossipRun):
                  "sent_per_node": np.concatenate([r["sent_per_node"] for r in results]).tolist()
                  if self.n_nodes <= 100 else None}
         return GossipOutcome(reason=reason, progress=progress, observations=obs, ledger=ledger, faults=faults,
-                             compiled=self.compiled, stats=stats)
+                             compiled=self.compiled, stats=stats,
+                             codec_counts=[r["codec_counts"] for r in results if r.get("codec_counts") is not None])
 
     # -- lifetime -------------------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -89,8 +89,14 @@ class HostState:
                 raise
             node_group[np.asarray(node_ids, dtype=np.int64)] = gid
         setting = GossipSetting(n, clock, latency, self.plan, seed, round_time)
+        encoder = None
+        if options.get("compression") is not None:      # this host encodes its own senders' messages
+            from ..comm.compression import Compressor
+
+            encoder = Compressor(options["compression"], n, seed)
         self.host = EventHost(programs, states, node_group, owner, self.index, setting, adj_ptr, adj, self.meter,
-                              compiled=compiled, xbatch_bytes=int(options.get("batch_bytes", 90_000)))
+                              compiled=compiled, xbatch_bytes=int(options.get("batch_bytes", 90_000)),
+                              compression=encoder)
         self.host.warm_up()
         self.round_time = float(round_time)
         self.peer_pub = np.zeros(self.n_hosts)
@@ -372,7 +378,8 @@ class HostState:
                               "node_events": list(tally.node_events)},
                     "down": local[ni["down"][local] > 0], "sent_per_node": ni["sent"][local],
                     "x_sent": self.x_sent.copy(), "x_received": self.x_received.copy(), "x_calls": self.x_calls,
-                    "x_bytes": self.x_bytes, "time": host.now}
+                    "x_bytes": self.x_bytes, "time": host.now,
+                    "codec_counts": None if host.compression is None else host.compression.counts()}
 
     def ping(self) -> bool:
         return True

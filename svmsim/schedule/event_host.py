@@ -152,10 +152,10 @@ def grow_pool(mi, mp, free, ctr, ht, hk):
     return new_mi, new_mp, new_free, new_ht, new_hk
 
 
-def _program_sends(out, sender: int, kind_id):
-    """Every message of a Python program's outbox as (kind, scalars, bytes, src, dst, payload row), in order. A
-    message must come from `sender`, the node whose event is being handled (ProtocolError otherwise)."""
-    for batch in out.batches:
+def _program_sends(batches, sender: int, kind_id):
+    """Every message of a Python program's outbox batches as (kind, scalars, bytes, src, dst, payload row), in
+    order. A message must come from `sender`, the node whose event is being handled (ProtocolError otherwise)."""
+    for batch in batches:
         src_ids = batch.src.tolist()
         dst_ids = batch.dst.tolist()
         m = len(src_ids)
@@ -165,7 +165,7 @@ def _program_sends(out, sender: int, kind_id):
         elif payload.ndim != 2:  # pragma: no mutate (equivalent: a row per message reshapes to itself)
             payload = payload.reshape(m, payload.size // max(m, 1))
         spm = payload.shape[1]
-        nbytes = spm * payload.dtype.itemsize
+        nbytes = spm * payload.dtype.itemsize if batch.wire_bytes is None else batch.wire_bytes
         kind = kind_id(batch.tag, spm, payload.dtype)
         for i in range(m):
             s = src_ids[i]
@@ -186,12 +186,15 @@ class EventHost:
     compiled: True to require the compiled loop, False for the Python loop, None to use the compiled loop when the
         host runs one group whose program has a `GossipKernel`.
     xbatch_bytes: hand back to the engine once about this many bytes wait for other hosts (None: never).
+    compression: a `comm.compression.Compressor` that encodes every message a program here sends (before the
+        network's fate; its receivers read the decoded rows, the meter counts the encoding's bytes), or None. The
+        compiled loop does not encode: a host with one runs the Python loop.
     """
 
     def __init__(self, programs: dict[int, GossipProgram], states, node_group: np.ndarray, owner: np.ndarray,
                  me: int, setting: GossipSetting, adj_ptr: np.ndarray, adj: np.ndarray, meter: Meter, *,
                  compiled: bool | None = None, xbatch_bytes: int | None = None,
-                 yield_every: int = 4096):  # pragma: no mutate (equivalent: where a slice hands back; same run)
+                 yield_every: int = 4096, compression=None):  # pragma: no mutate (equivalent: where a slice hands back; same run)
         self.programs, self.states = programs, states
         # pragma: no mutate start (equivalent: the engines pass int64 arrays)
         self.node_group = np.asarray(node_group, dtype=np.int64)
@@ -209,8 +212,12 @@ class EventHost:
         self._kinds: list[tuple[str, int, np.dtype]] = []
         self._kind_ids: dict[tuple, int] = {}
         self._stub_payloads: dict[int, np.ndarray] = {}
+        self.compression = compression
         self.kernel = None
-        if compiled is not False and len(programs) == 1:
+        if compiled and compression is not None:
+            raise ScenarioError("compiled = true: the compiled gossip loop does not encode messages, and this run "
+                                "compresses them; allowed: compiled = false (or auto), or no [compression]")
+        if compiled is not False and compression is None and len(programs) == 1:
             gid = next(iter(programs))
             self.kernel = programs[gid].kernel(states[gid])
         if compiled and self.kernel is None:
@@ -449,6 +456,7 @@ class EventHost:
         max_messages, max_scalars = self.max_messages, self.max_scalars
         next_eval, next_eval_msg = self.next_eval, self.next_eval_msg
         yield_every = self._yield_every
+        encode = self.compression.apply if self.compression is not None else None
         since_yield = 0
         while True:
             if not heap:
@@ -507,7 +515,8 @@ class EventHost:
             bin_ = int(t / round_time)
             if out.signals and out.signals.get("counts"):
                 self._note_work(bin_, sender, out.signals["counts"])
-            for kind, spm, nbytes, s, d, row in _program_sends(out, sender, self.kind_id):
+            batches = out.batches if encode is None else [encode(b) for b in out.batches]
+            for kind, spm, nbytes, s, d, row in _program_sends(batches, sender, self.kind_id):
                 if d not in adj_sets[s]:                # (an id out of range is in no set)
                     self.raise_bad_edge(s, d)
                 nstate = ni[s]
@@ -770,7 +779,8 @@ class EventHost:
             tag, spm, dtype = self._kinds[kind]
             if kind not in self._stub_payloads:      # one payload row per kind, which the meter sizes and never reads
                 self._stub_payloads[kind] = np.zeros((1, spm), dtype=dtype)  # pragma: no mutate (equivalent: as said)
-            batch = MessageBatch(tag, src[s:e], dst[s:e], self._stub_payloads[kind])
+            wire = None if self.compression is None else self.compression.encoded_bytes(tag, spm, dtype)
+            batch = MessageBatch(tag, src[s:e], dst[s:e], self._stub_payloads[kind], wire)
             if g & 1:                                # the meter keeps lost traffic per tag and edge, not per round
                 self.meter.record_dropped(int(bins[s]), batch)  # pragma: no mutate (equivalent: as said)
             else:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import networkx as nx
@@ -85,7 +85,9 @@ class GossipProgress:
 class GossipOutcome:
     """What a finished gossip run produced (the same on every engine): why it stopped, the final progress and
     observations (after the drain on Ray; before the messages in flight are metered in-process), the ledger, the
-    fault summary, whether the event loop was compiled, and engine statistics."""
+    fault summary, whether the event loop was compiled, and engine statistics. `codec_counts`: what the encoders of
+    hosts other than the caller's counted (`Compressor.counts`, one per host; empty when the caller's encoder did
+    the encoding itself, in-process, or nothing was compressed)."""
 
     reason: str
     progress: GossipProgress
@@ -94,6 +96,7 @@ class GossipOutcome:
     faults: dict
     compiled: bool
     stats: dict
+    codec_counts: list = field(default_factory=list)
 
 
 NO_GROUP = -1    # the group of a node that runs no program
@@ -192,11 +195,12 @@ class GossipScheduler(GossipRun):
     round_time: virtual time per meter round (default ``1/clock.rate``).
     compiled: True to require the compiled loop, False for the Python loop, None to use the compiled loop when
         there is one group whose program has a `GossipKernel`.
+    compression: a `comm.compression.Compressor` that encodes every message sent (the Python loop), or None.
     """
 
     def __init__(self, engine, groups: list[Group], meter: Meter, topology: nx.Graph, *, clock: Clock | None = None,
                  latency: LatencyModel | None = None, faults=None, seed: int = 0, round_time: float | None = None,
-                 compiled: bool | None = None):
+                 compiled: bool | None = None, compression=None):
         from ..fault_plan import FaultPlan
         from ..faults import FaultModel
 
@@ -229,7 +233,7 @@ class GossipScheduler(GossipRun):
                                 f"there are {len(groups)} groups (allowed: compiled = false)")
         owner = np.zeros(n, dtype=np.int64)  # pragma: no mutate (equivalent: the host keeps int64)
         self.host = EventHost(programs, engine.states, node_group, owner, 0, setting, adj_ptr, adj, meter,
-                              compiled=compiled)
+                              compiled=compiled, compression=compression)
         self.compiled = self.host.compiled
         self._finished = False  # pragma: no mutate (equivalent: None is as false)
         self._reason = ""

@@ -33,6 +33,7 @@ register(AlgorithmInfo(
     description="GADGET SVM: per-node Pegasos steps on one local sample, Push-Sum or pairwise-averaging gossip",
     topologies=_peer_topologies(),
     scheduler="gossip", finishes_by_itself=True,
+    exact_tail={"push": 1},            # a Push-Sum share's weight omega/2 after its d sums travels as sent
     conformance=Conformance(
         params={"nodes": 7, "lam": 0.01, "eps": 0.0, "iterations": 25},
         variants=({"gossip": "pairwise"},))))

@@ -23,6 +23,7 @@ register(AlgorithmInfo(
     description="Push-Sum gossip averaging (also running-sum and pairwise averaging), d+1 scalars per push",
     topologies=ANY_TOPOLOGY,
     scheduler="gossip", finishes_by_itself=lambda params: params.max_wakes is not None,
+    exact_tail={"push": 1, "push_cumulative": 1},      # the weight after the d sums travels as sent
     conformance=Conformance(
         params={"nodes": 9, "values": "random", "dim": 3, "max_wakes": 25},
         variants=({"variant": "pairwise"}, {"variant": "running-sum"}))))
