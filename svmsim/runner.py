@@ -450,7 +450,10 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
     max_time = min((b for b in budgets if b is not None), default=None)
     unit = deployment.comm_unit[1] if deployment.comm_unit else 1.0
     compressor = _compressor(scenario, deployment.n_nodes)
-    encoding = {} if compressor is None else {"compression": compressor}    # (an engine of a plugin may not take it)
+    encoding = {} if compressor is None else {"compression": compressor}
+    if encoding and not _takes(engine.gossip, "compression"):
+        raise PluginError(f"engine {engine.name!r}: its gossip() takes no 'compression' argument, so it cannot encode "
+                          "this run's messages; allowed: engine.name = \"inproc\" or \"ray\", or no [compression]")
     run = engine.gossip(deployment.roles, scenario.seed, deployment.topology, node_names=deployment.node_names,
                         clock=Clock(sched.clock, sched.rate, sched.jitter),
                         latency=LatencyModel(sched.latency_distribution(), sched.bandwidth, sched.edge_spread),
@@ -513,6 +516,14 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
     if getattr(run, "host_nodes", None):
         extra["ray_hosts"] = dict(run.host_nodes)       # host actor -> the Ray node it ran on
     return model, rec.rows, out.ledger, reason, extra
+
+
+def _takes(function, name: str) -> bool:
+    """Whether `function` accepts keyword argument `name` (by name or through ``**kwargs``)."""
+    import inspect
+
+    params = inspect.signature(function).parameters
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def _seconds_left(max_seconds: float | None) -> float | None:

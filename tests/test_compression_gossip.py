@@ -127,3 +127,27 @@ def test_a_run_whose_objective_stops_being_finite_stops_and_says_so():
     why = _diverged(60, {"objective": math.inf}, {"objective": 22.5}, None)
     assert why == "diverged: the objective became inf at iteration 60 (it was 22.5)"
     assert "its messages were compressed" in _diverged(60, {"objective": math.nan}, {"objective": 1.0}, "x")
+
+
+def test_an_engine_whose_gossip_takes_no_compression_is_a_clear_error():
+    """A plugin engine written before gossip encoded messages: its gossip() has no `compression` argument. A run
+    with [compression] says so instead of running its messages raw or failing with a TypeError."""
+    from svmsim.engine import ENGINE_KINDS, EngineKind, InProcessEngine, register_engine
+    from svmsim.errors import PluginError
+
+    class OldEngine(InProcessEngine):
+        name = "old-gossip"
+
+        def gossip(self, roles, seed, topology, *, node_names=None, clock=None, latency=None, faults=None,
+                   round_time=None, compiled=None):
+            return super().gossip(roles, seed, topology, node_names=node_names, clock=clock, latency=latency,
+                                  faults=faults, round_time=round_time, compiled=compiled)
+
+    register_engine(EngineKind("old-gossip", lambda **options: OldEngine(), "an engine without compression"))
+    try:
+        assert _run(GADGET, engine={"name": "old-gossip"}).ledger.totals == _run(GADGET).ledger.totals
+        with pytest.raises(PluginError, match=r"engine 'old-gossip': its gossip\(\) takes no 'compression' "
+                                              r"argument, so it cannot encode this run's messages"):
+            _run(GADGET, {"codec": "fp16"}, engine={"name": "old-gossip"})
+    finally:
+        ENGINE_KINDS.pop("old-gossip")
