@@ -14,20 +14,33 @@ import pytest
 os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
 
 
+def _uses_session_ray(item) -> bool:
+    return "ray_local" in getattr(item, "fixturenames", ())
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """With pytest-xdist's workers (the default ``-n 2 --dist loadgroup`` of pyproject.toml), the tests that use
-    Ray (marked ``ray`` or using `ray_local`) all run on one worker, one after another: one session Ray at a time
-    on the machine, while the other worker takes the rest. They are the suite's longest chain, so with workers they
-    are collected first."""
+    Ray (marked ``ray`` or using `ray_local`) all run on one worker, one after another: one Ray at a time on the
+    machine, while the other worker takes the rest. They are the suite's longest chain, so with workers they are
+    collected first, and within it the tests that start a Ray of their own (a CLI's, a two-node cluster) come
+    before those on the session's Ray, which is shut down after the last of them (`pytest_runtest_teardown`)."""
     ray = []
     for item in items:
-        if item.get_closest_marker("ray") is not None or "ray_local" in getattr(item, "fixturenames", ()):
+        if item.get_closest_marker("ray") is not None or _uses_session_ray(item):
             item.add_marker(pytest.mark.xdist_group("ray"))
             ray.append(item)
     if ray and getattr(config.option, "numprocesses", None):    # the one long serial chain starts first
         chosen = set(map(id, ray))
+        ray.sort(key=_uses_session_ray)                         # stable: their own Rays first, then the session's
         items[:] = ray + [item for item in items if id(item) not in chosen]
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """The session's Ray goes as soon as the tests that use it are over (its processes hold several hundred MB
+    that the rest of the suite does not need); a later test that asks for it starts it again."""
+    if _uses_session_ray(item) and (nextitem is None or not _uses_session_ray(nextitem)):
+        _stop_session_ray()
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -39,22 +52,36 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(line)
 
 
-@pytest.fixture(scope="session")
-def ray_local():
-    """One local Ray instance for the whole test session (started here unless Ray is already running)."""
-    ray = pytest.importorskip("ray")
-    if ray.is_initialized():
-        yield ray
-        return
-    temp_dir = tempfile.mkdtemp(prefix="svmsim-ray-")  # short path: Ray's socket paths must stay < 108 chars
-    # metrics every second (Ray's floor) so that the live-metrics test sees its counters quickly
-    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024**2,
-             log_to_driver=False, _temp_dir=temp_dir, _system_config={"metrics_report_interval_ms": 1000})
-    try:
-        yield ray
-    finally:
+_SESSION_RAY: dict = {}      # the temporary folder of the Ray that `ray_local` started, while it runs
+
+
+def _stop_session_ray() -> None:
+    temp_dir = _SESSION_RAY.pop("temp_dir", None)
+    if temp_dir is not None:
+        import ray
+
         ray.shutdown()
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def ray_local():
+    """One local Ray instance for the test session's Ray tests (started at the first that asks, unless Ray is
+    already running; shut down after the last, or at the end of the session)."""
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        temp_dir = tempfile.mkdtemp(prefix="svmsim-ray-")  # short path: Ray's socket paths must stay < 108 chars
+        # metrics every second (Ray's floor) so that the live-metrics test sees its counters quickly
+        ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=300 * 1024**2,
+                 log_to_driver=False, _temp_dir=temp_dir, _system_config={"metrics_report_interval_ms": 1000})
+        _SESSION_RAY["temp_dir"] = temp_dir
+    return ray
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_ray_stops_at_the_end():
+    yield
+    _stop_session_ray()
 
 
 def shared_data_path() -> Path:

@@ -150,7 +150,7 @@ def test_an_installed_fault_kind_is_listed_and_restarts_the_nodes(installed, tmp
 
 
 @pytest.mark.ray
-def test_an_installed_plugin_gives_the_same_ledger_on_ray(installed, tmp_path, ray_local):
+def test_an_installed_plugin_gives_the_same_ledger_on_ray(installed, tmp_path):
     """In-process and Ray (synchronous), and Ray gossip in time windows: the same ledger (a Ray compiled graph's
     actors import a plugin as plain Ray's do; the built-in families hold that engine to the in-process ledger)."""
     sync = EXAMPLE / "scenarios" / "subgrad.toml"
