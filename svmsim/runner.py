@@ -511,6 +511,13 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
             compressor.absorb(counts)
         _compression_summary(extra, compressor, "compression: the compiled gossip loop does not encode messages",
                              rec.rows, False)
+        fed = [tag for tag, t in extra["compression"]["tags"].items() if t["codec"].endswith(("+ef", "+ef21"))]
+        if fed:
+            extra.setdefault("warnings", []).append(
+                f"error feedback on gossip messages (tags {', '.join(fed)}) compresses the nodes' state, not a "
+                "gradient: what a message leaves out waits in a residual while the state moves on, and the "
+                "residuals can grow without bound (a diverged objective, a consensus away from the average); see "
+                "the docs page 'Compressed messages'")
     if out.stats:
         extra["ray_gossip"] = {k: v for k, v in out.stats.items() if k != "sent_per_node"}
     if getattr(run, "host_nodes", None):
