@@ -9,9 +9,7 @@ algorithm estimates from its clock (`TIMED_ESTIMATES`: LIBSVM's kernel evaluatio
     python benchmarks/snapshot_runs.py compare runs/snap-before runs/snap-after
 
 `compare` prints every file that differs and exits 1 if any does. Needs the LIBSVM sets (`SVMSIM_DATA_DIR`).
-Take both snapshots with numba's cache in the same state (run `take` once to warm it, then take the real one):
-the single-machine hard-margin Saddle-SVC gives different last bits when its kernels were compiled in the same
-process than when they were loaded from the cache (a known reproducibility defect of those kernels).
+The bits do not depend on numba's cache (compiled or loaded: `svmsim.core.jit.REPRODUCIBLE_FASTMATH`).
 """
 from __future__ import annotations
 

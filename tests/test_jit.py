@@ -48,3 +48,41 @@ def test_a_call_from_svmsims_own_python_is_reported():
     exec("def call():\n    f(np.zeros(2), np.ones(2), 1.0)\n", namespace)
     with pytest.warns(InnerCalledFromPython, match=r"svmsim.some_module calls .*_scaled_add from Python"):
         namespace["call"]()
+
+
+def _svmsim_dispatchers():
+    """Every numba function defined in svmsim's modules (modules of optional extras that are not installed are
+    left out)."""
+    import importlib
+    import pkgutil
+
+    import svmsim
+    from numba.core.registry import CPUDispatcher
+
+    found = []
+    for info in pkgutil.walk_packages(svmsim.__path__, "svmsim."):
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:
+            continue
+        found += [(info.name, name, obj) for name, obj in vars(module).items()
+                  if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == info.name]
+    return found
+
+
+def test_every_kernel_keeps_to_the_fastmath_flags_that_give_the_same_bits_compiled_or_cached():
+    """A fastmath set beyond `REPRODUCIBLE_FASTMATH` (``nsz`` with ``reassoc``, or ``fastmath=True``) lets LLVM
+    rewrite a kernel's linked copies differently from the kernel itself, so results would depend on numba's cache."""
+    from svmsim.core.jit import REPRODUCIBLE_FASTMATH
+
+    found = _svmsim_dispatchers()
+    assert len(found) > 100
+    offending, with_fastmath = [], 0
+    for module, name, disp in found:
+        flags = disp.targetoptions.get("fastmath", False)
+        if flags is False or flags is None:
+            continue
+        with_fastmath += 1
+        if flags is True or not set(flags) <= REPRODUCIBLE_FASTMATH:
+            offending.append(f"{module}.{name}: {flags}")
+    assert with_fastmath >= 10 and not offending

@@ -112,9 +112,7 @@ def assert_same_files(a: Path, b: Path) -> None:
 
 def sequential_sweep(sweep_file: Path, out: Path) -> subprocess.CompletedProcess:
     """`svmsim sweep FILE --out OUT` in a process of its own, as a user runs it: the reference that sweeps run
-    elsewhere (pool workers, Ray tasks, another node) are held to. (In a test worker that has run a long share of the
-    suite, a saddle-dsvc point has come out different in the last bit from every fresh process; the property under
-    test is the sweep's, so the reference is made where the points run: in fresh processes.)"""
+    elsewhere (pool workers, Ray tasks, another node) are held to."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.run([sys.executable, "-m", "svmsim.cli", "sweep", str(sweep_file), "--out", str(out),
                            "--no-progress"], capture_output=True, text=True, env=env, timeout=600)

@@ -9,7 +9,14 @@ constant a caller passes instead of one per constant.
 
 A call from Python still works (tests, a notebook): it goes to a twin compiled with the Python wrapper, in memory only,
 so it does not reach the disk cache that the compiled callers load. svmsim's own modules never call an `inner`
-function from Python (`InnerCalledFromPython` says where one does; the test suite turns it into an error)."""
+function from Python (`InnerCalledFromPython` says where one does; the test suite turns it into an error).
+
+`REPRODUCIBLE_FASTMATH` is the most of numba's fastmath that svmsim's kernels take. A compiled function is compiled
+once on its own and again, as a linked copy, inside every compiled caller, and which of the two runs depends on
+what numba's disk cache held when the process started. With ``reassoc`` and ``nsz`` together LLVM's reassociation
+pass rewrites floating-point expressions, and it rewrites an already optimised copy differently, so the last bits of
+a result depended on the cache (Saddle-DSVC on iris: 1.0882761299998103 compiled, ...098 loaded). Without ``nsz``
+that pass leaves floating point alone, while ``reassoc`` alone still lets reductions vectorise."""
 from __future__ import annotations
 
 import sys
@@ -19,7 +26,11 @@ import numba
 from numba.core import types
 from numba.core.registry import CPUDispatcher
 
-__all__ = ["InnerCalledFromPython", "inner"]
+__all__ = ["InnerCalledFromPython", "REPRODUCIBLE_FASTMATH", "inner"]
+
+#: fastmath flags that give the same bits compiled or loaded from the cache (see the module's docstring): reductions
+#: vectorise (reassoc), multiply-adds fuse (contract), divisions by a loop constant become multiplications (arcp)
+REPRODUCIBLE_FASTMATH = frozenset({"reassoc", "contract", "arcp"})
 
 _OPTIONS = dict(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 

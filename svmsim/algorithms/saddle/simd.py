@@ -1,6 +1,6 @@
 """Intrinsics and compile options shared by the Saddle-SVC / Saddle-DSVC kernels (paper 000).
 
-All reductions run with fastmath reassociation so that numba vectorises them; `vexp` is a vectorisable exp
+All reductions run with fastmath reassociation (`core.jit.REPRODUCIBLE_FASTMATH`) so that numba vectorises them; `vexp` is a vectorisable exp
 (`exp_le709` the same without its overflow branch, where the shift bounds the argument). Rules that keep the
 loops SIMD: loop over a *slice* (`range(lo, hi)` indexing makes numba emit negative-index wraparound, which
 blocks vectorisation); never reduce floats with max (numba's max reduction stays scalar; counts above a
@@ -16,10 +16,10 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from ...core.jit import REPRODUCIBLE_FASTMATH
 from ...numerics.fastmath import emit_exp
 
-_FM = {"reassoc", "contract", "nsz", "arcp"}
-JIT_OPTS = dict(cache=True, nogil=True, fastmath=_FM, error_model="numpy", boundscheck=False)
+JIT_OPTS = dict(cache=True, nogil=True, fastmath=set(REPRODUCIBLE_FASTMATH), error_model="numpy", boundscheck=False)
 
 #: exp(Lt - shift) stays finite while Lt - shift <= 700
 EXP_HEADROOM = 700.0
