@@ -240,6 +240,33 @@ def test_the_ledgers_bytes_are_the_encodings_and_its_scalars_the_raw_count():
         assert run.ledger.edges[:, 4].sum() == expected                        # per edge too
 
 
+@pytest.mark.parametrize("name, tail", [("bqo-e", 4), ("bqo-a", 3), ("tron", 1)])
+def test_a_line_searchs_scalars_travel_exact_and_the_run_still_converges(name, tail):
+    """BQO-E's worker message is [Delta w, e^T d, s||d||^2, s alpha^T d, lambda_min] (BQO-A: the first three
+    scalars, TRON: f(w) after the gradient): the codec encodes Delta w and the tail travels raw, at 8 bytes each.
+    (A lambda_min quantised to 0 gave every step eta = 0: the run never moved.)"""
+    loss = {"loss": "squared_hinge"} if name == "tron" else {}
+    algorithm = {"name": name, "workers": 4, "allreduce": "star", **loss}
+    scenario = {"algorithm": algorithm, "stop": {"max_iterations": 60}}
+    plain = _run(None, **scenario)
+    run = _run({"codec": "qsgd", "bits": 4, "error_feedback": "ef"}, **scenario)
+    messages, scalars, nbytes = run.ledger.by_tag["partial"]
+    width = scalars // messages
+    assert width == 13 + tail
+    assert nbytes == messages * (math.ceil((width - tail) * 5 / 8) + 4 + 8 * tail)
+    assert run.final["rel_primal"] <= 1.5 * plain.final["rel_primal"] + 0.05
+
+
+def test_tron_on_half_precision_products_that_overflow_ends_its_iterations():
+    """fp16 rounds a Hessian-vector product above 65504 to inf: CG's step is then NaN, and no residual test would
+    ever end CG (one all-reduce after another, for ever); the trial point ends the Newton iteration instead."""
+    scenario = {"algorithm": {"name": "tron", "workers": 4, "allreduce": "star", "loss": "squared_hinge"},
+                "stop": {"max_iterations": 5, "max_rounds": 5000}}
+    run = _run({"codec": "fp16"}, **scenario)
+    assert run.final["iteration"] == 5 and run.stop_reason.startswith("iteration budget")
+    assert run.final["round"] < 5000
+
+
 def test_lost_messages_are_metered_at_their_encoded_size():
     run = _run({"codec": "qsgd", "bits": 2}, faults={"drop": 0.2})
     dropped = run.ledger.dropped_by_tag

@@ -45,6 +45,10 @@ __all__ = ["METHODS", "BQOAParams", "BQOParams", "DistributedParams", "DualCDSVC
 _PAPER = "001_52f94dd34c309c94.txt"
 #: the all-reduce's result, which a host keeps as one replicated w for all its workers (`AlgorithmInfo.exact_tags`)
 _EXACT = ("total",)
+#: the scalars after Delta w in a worker's all-reduce message (`AlgorithmInfo.exact_tail`): the line search's sums
+#: and the box limit (BQO-E: e^T d, s||d||^2, s alpha^T d, lambda_min; BQO-A: the first three; TRON: f(w)), which a
+#: codec must not round (a lambda_min quantised to 0 would make every step 0)
+_TAIL_E, _TAIL_A, _TAIL_TRON = {"partial": 4}, {"partial": 3}, {"partial": 1}
 
 
 def _builder(name):
@@ -64,7 +68,7 @@ _METRICS_DUAL_CD = ("dual", "duality_gap", "gap_lower", "gap_per_cn", "gap_upper
 
 
 register(AlgorithmInfo(
-    name="bqo-e", exact_tags=_EXACT, metrics=_METRICS_BQO_E,
+    name="bqo-e", exact_tags=_EXACT, exact_tail=_TAIL_E, metrics=_METRICS_BQO_E,
     family="bqo", paper=f"{_PAPER}, Algorithm 1 with the exact step (eqs. 20-21)", distributed=True,
     Params=BQOParams, build=_builder("bqo-e"),
     description="BQO-E: K workers, one all-reduce of d + 4 scalars per iteration, exact line search",
@@ -74,7 +78,7 @@ register(AlgorithmInfo(
         variants=({"loss": "squared_hinge", "allreduce": "star"}, {"allreduce": "tree", "workers": 5}),
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="bqo-a", exact_tags=_EXACT, metrics=_METRICS_BQO_E,
+    name="bqo-a", exact_tags=_EXACT, exact_tail=_TAIL_A, metrics=_METRICS_BQO_E,
     family="bqo", paper=f"{_PAPER}, Algorithm 1 with the Armijo step (eqs. 9-12)", distributed=True,
     Params=BQOAParams, build=_builder("bqo-a"),
     description="BQO-A: K workers, one all-reduce of d + 3 scalars per iteration, Armijo step",
@@ -101,7 +105,7 @@ register(AlgorithmInfo(
         params={"workers": 3, "allreduce": "tree"},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="tron", exact_tags=_EXACT, metrics=_METRICS_TRON,
+    name="tron", exact_tags=_EXACT, exact_tail=_TAIL_TRON, metrics=_METRICS_TRON,
     family="bqo", paper=f"{_PAPER}, baseline distributed TRON (Zhuang et al. 2015), L2-SVM",
     distributed=True, Params=TronParams, build=_builder("tron"),
     description="distributed TRON (L2 loss): trust-region Newton, one all-reduce of d + 1 per gradient and CG step",

@@ -141,6 +141,9 @@ def _cg_step(st, total):
         hd[c] = st.direction[c] + total[c]
     st.cg_steps[0] += 1
     alpha = st.rtr[0] / _dot(st.direction, hd)
+    if not math.isfinite(alpha):       # a product that overflowed (e.g. a lossy codec's): CG cannot go on, and with
+        _start_trial(st)               # NaN no test below would ever end it; the trial point decides
+        return
     for c in range(dim):
         st.s[c] += alpha * st.direction[c]
     if math.sqrt(_dot(st.s, st.s)) > st.delta[0]:          # to the trust region's boundary
