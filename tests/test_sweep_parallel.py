@@ -227,11 +227,14 @@ def test_sigint_stops_the_workers_and_resume_finishes_the_sweep(tmp_path):
     directory looks finished; --resume ends with the files of an uninterrupted sweep."""
     path = tmp_path / "seeds.toml"
     # two short points, then two long ones (about 1 s each here, 25x the short): the interrupt lands while the long
-    # ones run, on a loaded machine too, so the sweep cannot have finished before it
+    # ones run, on a loaded machine too, so the sweep cannot have finished before it. `[compression]` (codec "none":
+    # the same numbers) keeps every round in Python, so a point's length does not depend on whether an earlier
+    # process left the compiled loop in the cache (in it, 5,000 iterations take a few milliseconds)
     path.write_text(SWEEP.replace("eps = [1e-1, 1e-2]\nk = [3, 200]",
                                   '"stop.max_iterations" = [200, 5000]\nseed = [0, 1]')
                     .replace("max_iterations = 200000", "max_iterations = 200000\ngap = 1e-9")
-                    .replace("eval_every = 25", "eval_every = 2000"))
+                    .replace("eval_every = 25", "eval_every = 2000")
+                    .replace("[sweep.grid]", '[compression]\ncodec = "none"\n[sweep.grid]'))
     out = tmp_path / "sw"
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen([sys.executable, "-m", "svmsim.cli", "sweep", str(path), "--jobs", "2", "--out", str(out),
