@@ -240,11 +240,13 @@ def test_the_ledgers_bytes_are_the_encodings_and_its_scalars_the_raw_count():
         assert run.ledger.edges[:, 4].sum() == expected                        # per edge too
 
 
-@pytest.mark.parametrize("name, tail", [("bqo-e", 4), ("bqo-a", 3), ("tron", 1)])
+@pytest.mark.parametrize("name, tail", [("bqo-e", 4), ("bqo-a", 3), ("tron", 1), ("pragam", 2), ("pragam-b", 2),
+                                        ("ls-bmrm", 2), ("qp-bmrm", 2)])
 def test_a_line_searchs_scalars_travel_exact_and_the_run_still_converges(name, tail):
     """BQO-E's worker message is [Delta w, e^T d, s||d||^2, s alpha^T d, lambda_min] (BQO-A: the first three
-    scalars, TRON: f(w) after the gradient): the codec encodes Delta w and the tail travels raw, at 8 bytes each.
-    (A lambda_min quantised to 0 gave every step eta = 0: the run never moved.)"""
+    scalars, TRON: f(w) after the gradient; Pragam and BMRM: the loss and offset partials after the d-vector): the
+    codec encodes the vector and the tail travels raw, at 8 bytes each. (A lambda_min quantised to 0 gave every
+    step eta = 0: the run never moved.)"""
     loss = {"loss": "squared_hinge"} if name == "tron" else {}
     algorithm = {"name": name, "workers": 4, "allreduce": "star", **loss}
     scenario = {"algorithm": algorithm, "stop": {"max_iterations": 60}}

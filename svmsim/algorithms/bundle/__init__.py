@@ -79,12 +79,16 @@ _METRICS_LIBLINEAR = ("band_gap", "best_iteration", "gap", "gap_upper", "gap_x_t
                       "lower", "objective", "primal", "primal_error", "rel_band_gap", "rel_primal", "test_accuracy",
                       "time", "train_accuracy")
 
-#: the all-reduces' results, which a host keeps as one replicated copy for all its workers
-#: (`AlgorithmInfo.exact_tags`)
-_EXACT = ("total", "probe-total")
+#: the all-reduces' results, which a host keeps as one replicated copy for all its workers, and Pragam-b's root
+#: probes (5 scalars of a root search) (`AlgorithmInfo.exact_tags`)
+_EXACT = ("total", "probe", "probe-total")
+#: the two scalars after the d-vector of a worker's message (`AlgorithmInfo.exact_tail`): Pragam's R_k partial and
+#: b^T beta partial, BMRM's R(w) partial and the plane's offset b^T alpha*: the objective, the certificate and the
+#: cutting plane are computed from them, which a codec must not round
+_TAIL = {"partial": 2}
 
 register(AlgorithmInfo(
-    name="pragam", rate=_RATE_PRAGAM, exact_tags=_EXACT, metrics=_METRICS_PRAGAM,
+    name="pragam", rate=_RATE_PRAGAM, exact_tags=_EXACT, exact_tail=_TAIL, metrics=_METRICS_PRAGAM,
     family="bundle", paper=f"{_PAPER}, Algorithm 1 (no bias)", distributed=True,
     Params=PragamParams, build=_builder("pragam"),
     description="Pragam: Nesterov's excessive gap on the SVM dual, O(1/sqrt(eps)); one all-reduce of d + 2",
@@ -93,7 +97,7 @@ register(AlgorithmInfo(
         params={"workers": 4, "lam": 0.01},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="pragam-b", rate=_RATE_PRAGAM, exact_tags=_EXACT, metrics=_METRICS_PRAGAM_B,
+    name="pragam-b", rate=_RATE_PRAGAM, exact_tags=_EXACT, exact_tail=_TAIL, metrics=_METRICS_PRAGAM_B,
     family="bundle", paper=f"{_PAPER}, Algorithm 1 with the bias (Q2 with y^T alpha = 0, "
     "Algorithm 2)", distributed=True, Params=PragamBParams, build=_builder("pragam-b"),
     description="Pragam-b: Pragam with the SVM bias, projections by Algorithm 2's O(n) root finder (one machine)",
@@ -103,7 +107,7 @@ register(AlgorithmInfo(
         variants=({"workers": 6, "allreduce": "ring"},),
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="ls-bmrm", rate=_RATE_BMRM, exact_tags=_EXACT, metrics=_METRICS_PRAGAM,
+    name="ls-bmrm", rate=_RATE_BMRM, exact_tags=_EXACT, exact_tail=_TAIL, metrics=_METRICS_PRAGAM,
     family="bundle", paper=f"{_PAPER}, section 2 (BMRM with a line search; notes-004 1.5)",
     distributed=True, Params=BMRMParams, build=_builder("ls-bmrm"),
     description="ls-BMRM: cutting planes with a line search in the adjoint, O(1/eps); one all-reduce of d + 2",
@@ -112,7 +116,7 @@ register(AlgorithmInfo(
         params={"workers": 3, "lam": 0.01, "allreduce": "tree"},
         run={"data": {"name": "heart_scale"}, "topology": ("complete", {})})))
 register(AlgorithmInfo(
-    name="qp-bmrm", rate=_RATE_BMRM, exact_tags=_EXACT, metrics=_METRICS_QP_BMRM,
+    name="qp-bmrm", rate=_RATE_BMRM, exact_tags=_EXACT, exact_tail=_TAIL, metrics=_METRICS_QP_BMRM,
     family="bundle", paper=f"{_PAPER}, section 2 (BMRM solving the inner QP (10); Teo et al.)",
     distributed=True, Params=QPBMRMParams, build=_builder("qp-bmrm"),
     description="qp-BMRM: cutting planes with the full inner simplex QP (SMO), O(1/eps); one all-reduce of d + 2",
