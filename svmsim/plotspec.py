@@ -453,6 +453,9 @@ def sweep_figure(runs: list, y: str = "objective", x: str = "comm_units", title:
     all_x = np.concatenate([_column(m, column) for _, m, _ in runs] or [np.zeros(0)])
     log_x = work or spans_decades(all_x) or log_spaced(all_x)
     gap = is_gap_metric(y)
+    colour = {}                                  # one colour per variant in every panel
+    for point, _, _ in runs:
+        colour.setdefault(point.variant, f"C{len(colour) % 10}")
     panels: list[Panel] = []
     for key, members in grouped.items():
         silent = [(v, m) for v, m in members if column in ("comm_units", "scalars")
@@ -467,20 +470,22 @@ def sweep_figure(runs: list, y: str = "objective", x: str = "comm_units", title:
                 ys = np.where(ys > 0, ys, np.nan)
             curves.setdefault(variant, []).append((xs, ys))
         series: list[Series] = []
-        for i, (variant, cs) in enumerate(curves.items()):
+        for variant, cs in curves.items():
             band = _trial_band(cs, log_x and not wall) if (trials and len(cs) > 1) else None
             if band is not None:
                 grid, mean, lo, hi, n = band
-                series.append(Series(f"{variant} (mean of {n})", grid, mean, color=f"C{i % 10}", marker=None,
+                series.append(Series(f"{variant} (mean of {n})", grid, mean, color=colour[variant], marker=None,
                                      role="mean", band=(lo, hi), band_label=f"min to max over {trials}"))
                 continue
             for j, (xs, ys) in enumerate(cs):
-                s = Series(variant if j == 0 else "", xs, ys, color=f"C{i % 10}",
+                s = Series(variant if j == 0 else "", xs, ys, color=colour[variant],
                            marker="." if len(xs) < 60 else None)
-                if s.points() == 1:
+                if s.points() == 0:                  # e.g. a run that failed before its first row: named, not drawn
+                    s = replace(s, label=f"{s.label} (no points)" if s.label else "")
+                elif s.points() == 1:
                     s = replace(s, label=f"{s.label} (one point)" if s.label else "", marker="o", markers_only=True)
                 series.append(s)
-        lines = [] if wall else _silent_lines(silent, y, len(curves))
+        lines = [] if wall else _silent_lines(silent, y, colour)
         xunit = "wall time (s)" if wall else xlabel
         panels.append(Panel(_panel_text(key), series, xlabel=xunit, ylabel=_metric_text(y), title=_panel_text(key),
                             xunit=xunit, lines=lines))
@@ -524,7 +529,7 @@ def sweep_figure(runs: list, y: str = "objective", x: str = "comm_units", title:
                       panel_size=(5.2, 3.9))
 
 
-def _silent_lines(silent: list, y: str, first_colour: int) -> list[RefLine]:
+def _silent_lines(silent: list, y: str, colour: dict) -> list[RefLine]:
     """Single-machine runs in a panel of communication: they have no place on its x axis, so each variant's final
     `y` (the mean over its runs, e.g. trials) is a horizontal line, labelled as such."""
     finals: dict[str, list[float]] = {}
@@ -534,10 +539,10 @@ def _silent_lines(silent: list, y: str, first_colour: int) -> list[RefLine]:
         if ys.size:
             finals.setdefault(variant, []).append(float(ys[-1]))
     out = []
-    for i, (variant, values) in enumerate(finals.items()):
+    for variant, values in finals.items():
         many = f", mean of {len(values)} runs" if len(values) > 1 else ""
         out.append(RefLine("y", float(np.mean(values)), f"{variant}: final {y} (sends nothing{many})",
-                           color=f"C{(first_colour + i) % 10}", linestyle="--", role="reference"))
+                           color=colour[variant], linestyle="--", role="reference"))
     return out
 
 

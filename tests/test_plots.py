@@ -300,6 +300,31 @@ def test_a_sweep_of_runs_whose_certificates_do_not_hold_says_certified_nowhere(t
     assert ylabels == ["scalars to certified relative gap <= eps", "scalars to relative gap <= eps"]
 
 
+def test_a_variant_whose_run_failed_before_its_first_row_is_named_in_the_legend_as_having_no_points(tmp_path):
+    """A compressed Saddle-DSVC run that fails in round 6 has no metrics row: its legend entry says so instead of
+    naming a colour that no line in the panel has."""
+    point, rows, unit = _run(3)
+    ran = (point, [{**r, "bytes": 8 * r["scalars"]} for r in rows], unit)
+    failed = (SimpleNamespace(values={"k": 3}, variant="top-1 %"), [], ("kd", 12.0))
+    spec = sweep_figure([ran, failed], y="rel_gap", x="bytes")
+    check_spec(spec)
+    (panel,) = spec.panels
+    assert [(s.label, s.points()) for s in panel.series] == [("saddle-dsvc", 12), ("top-1 % (no points)", 0)]
+    plot_sweep_curves([ran, failed], tmp_path / "curves.png", y="rel_gap", x="bytes")
+    _png_ok(tmp_path / "curves.png")
+
+
+def test_a_variant_keeps_its_colour_in_every_panel():
+    """Panels hold different subsets of the variants (a run failed, a point was excluded): the colour still names the
+    variant, the same in every panel."""
+    spec = sweep_figure([_run(3), _run(3, variant="gilbert"), _run(5, variant="gilbert")], y="rel_gap")
+    colours = {}
+    for panel in spec.panels:
+        for s in panel.series:
+            assert colours.setdefault(s.label, s.color) == s.color
+    assert len(spec.panels) == 2 and colours["saddle-dsvc"] != colours["gilbert"]
+
+
 def test_sweep_with_one_unit_keeps_the_papers_unit():
     spec = sweep_figure([_run(3), _run(3, variant="gilbert")], y="objective")
     check_spec(spec)
