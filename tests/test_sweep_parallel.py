@@ -222,15 +222,19 @@ def test_an_interrupted_sweep_keeps_its_finished_points_and_resumes_to_the_same_
     assert_same_files(full, out)
 
 
+def _ctrl_c_as_a_shell_gives_it() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_sigint_stops_the_workers_and_resume_finishes_the_sweep(tmp_path):
     """A real Ctrl-C to `svmsim sweep --jobs 2`: the sweep exits 130 and says where its finished points are; no
     directory looks finished; --resume ends with the files of an uninterrupted sweep."""
     path = tmp_path / "seeds.toml"
-    # two short points, then two long ones (about 5 s of rounds each here, 100x the short; 5,000 iterations, 1 s,
-    # were outrun on a loaded machine): the interrupt lands while the long ones run, so the sweep cannot have
-    # finished before it. `[compression]` (codec "none":
-    # the same numbers) keeps every round in Python, so a point's length does not depend on whether an earlier
-    # process left the compiled loop in the cache (in it, 5,000 iterations take a few milliseconds)
+    # two short points, then two long ones (about 5 s of rounds each here, 100x the short): the interrupt lands while
+    # the long ones run, so the sweep cannot have finished before it. `[compression]` (codec "none": the same
+    # numbers) keeps every round in Python, so a point's length does not depend on whether an earlier process left
+    # the compiled loop in the cache (in it, 20,000 iterations take milliseconds)
     path.write_text(SWEEP.replace("eps = [1e-1, 1e-2]\nk = [3, 200]",
                                   '"stop.max_iterations" = [200, 20000]\nseed = [0, 1]')
                     .replace("max_iterations = 200000", "max_iterations = 200000\ngap = 1e-9")
@@ -238,19 +242,26 @@ def test_sigint_stops_the_workers_and_resume_finishes_the_sweep(tmp_path):
                     .replace("[sweep.grid]", '[compression]\ncodec = "none"\n[sweep.grid]'))
     out = tmp_path / "sw"
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    # the sweep gets Ctrl-C as a shell gives it: SIGINT neither ignored nor blocked, whatever this test process
+    # inherited or a library of an earlier test set (a child inherits both across exec)
+    inherited = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, []))
     proc = subprocess.Popen([sys.executable, "-m", "svmsim.cli", "sweep", str(path), "--jobs", "2", "--out", str(out),
                              "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=tmp_path)
+                            cwd=tmp_path, preexec_fn=_ctrl_c_as_a_shell_gives_it)
     runs = tmp_path / ".sw.incomplete" / "runs"
-    deadline = time.time() + 240
+    started = time.time()
+    deadline = started + 240
     while time.time() < deadline and proc.poll() is None:
         if runs.is_dir() and any(not p.name.startswith(".") for p in runs.iterdir()):
             break
         time.sleep(0.1)
     assert proc.poll() is None, proc.communicate()
+    seen = sorted(p.name for p in runs.iterdir())
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=240)
-    assert proc.returncode == 130, err
+    sent = time.time() - started
+    out_text, err = proc.communicate(timeout=240)
+    assert proc.returncode == 130, (f"SIGINT at {sent:.1f} s, runs then {seen}, this process's SIGINT "
+                                    f"{inherited}; stderr {err[-1500:]!r}; stdout {out_text[-1500:]!r}")
     assert "interrupted after" in err and "--resume --out" in err and "Traceback" not in err
     assert not out.exists()
     finished = [p.name for p in runs.iterdir() if not p.name.startswith(".")]
