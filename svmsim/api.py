@@ -31,7 +31,7 @@ from .algorithms.registry import (ANY_TOPOLOGY, AlgorithmInfo, Conformance, algo
 from .comm.codecs import Codec, register_codec
 from .comm.message import Inbox, MessageBatch, Outbox, frozen_ids
 from .core import deadline
-from .core.jit import inner
+from .core.jit import REPRODUCIBLE_FASTMATH, inner
 from .core.plugins import deferred
 from .data import Dataset, partition
 from .deployment import (Deployment, Problem, ServerClientLayout, SingleMachineRun, observations_by_role,
@@ -51,8 +51,9 @@ __all__ = [
     # node programs and their compiled forms
     "NodeProgram", "GossipProgram", "RoleSpec", "NodeRows", "Ragged", "SyncKernel", "GossipKernel", "frozen_view",
     "KERNEL_WAKE", "KERNEL_DONE", "KERNEL_PAUSE", "KERNEL_ERROR", "SIGNALS",
-    # numba's njit for helpers that only compiled code calls (compiles several times faster)
-    "inner",
+    # numba's njit for helpers that only compiled code calls (compiles several times faster), and the fastmath flags a
+    # kernel may take and still give the same bits compiled or loaded from numba's cache
+    "inner", "REPRODUCIBLE_FASTMATH",
     # messages
     "MessageBatch", "Outbox", "Inbox", "frozen_ids",
     # deployments

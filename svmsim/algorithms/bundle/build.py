@@ -105,7 +105,8 @@ class Evaluator:
                 self.warned_qp = True
                 warnings.warn(f"qp-BMRM's inner QP stopped at qp_max_steps without reaching its tolerance "
                               f"({extra['qp_failures']} time(s) so far; last gap {extra.get('qp_gap')}); the lower "
-                              "bound stays certified, the iterates are inexact: raise algorithm.qp_max_steps",
+                              "bound stays valid for the planes received (a certificate when no codec encoded "
+                              "them), the iterates are inexact: raise algorithm.qp_max_steps",
                               RuntimeWarning, stacklevel=2)
         return out
 
