@@ -509,8 +509,9 @@ def _run_gossip(scenario: Scenario, deployment: Deployment, engine: Engine, prog
     if compressor is not None:
         for counts in out.codec_counts:                  # what the other hosts encoded (Ray)
             compressor.absorb(counts)
-        _compression_summary(extra, compressor, "compression: the compiled gossip loop does not encode messages",
-                             rec.rows, False)
+        python = None if out.compiled else "the gossip event loop ran in Python" + (
+            f": {out.python_reason}" if out.python_reason else "")
+        _compression_summary(extra, compressor, python, rec.rows, False)
         fed = [tag for tag, t in extra["compression"]["tags"].items() if t["codec"].endswith(("+ef", "+ef21"))]
         if fed:
             extra.setdefault("warnings", []).append(

@@ -1,6 +1,7 @@
 """Compressed messages on the gossip scheduler (`schedule.event_host` with a `comm.compression.Compressor`): the
 ledger's bytes against encoding sizes computed here (a Push-Sum share's weight travelling raw beside its encoded
-sums), codec "none" as the compiled run bit for bit, seeded replays, and the same compressed run on Ray."""
+sums), the compiled loop's encoding as the Python loop's bit for bit, codec "none" as the uncompressed run bit for
+bit, seeded replays, and the same compressed run on Ray."""
 from __future__ import annotations
 
 import math
@@ -55,7 +56,7 @@ def test_a_push_sum_share_is_its_encoded_sums_and_its_raw_weight(compression, si
         assert run.ledger.totals["bytes"] == nbytes == run.summary["compression"]["encoded_bytes"]
         assert run.summary["compression"]["raw_bytes"] == messages * (d + 1) * 8
         assert run.ledger.edges[:, 4].sum() == nbytes                      # per edge too
-        assert run.summary["compression"]["python_rounds"].startswith("compression")
+        assert run.summary["compression"]["python_rounds"] is None and run.summary["compiled_loop"] is True
         assert run.summary["certified"] is False
         if base is PUSHSUM:                   # the weights never pass a codec: every node's weight is the raw run's
             assert [r["weight_at_nodes"] for r in run.metrics] == [r["weight_at_nodes"] for r in plain.metrics]
@@ -69,19 +70,74 @@ def test_pairwise_averaging_encodes_whole_rows():
         assert scalars == 13 * messages and nbytes == messages * (math.ceil(13 * 4 / 8) + 4)
 
 
+def _python_loop(base: dict) -> dict:
+    return {**base, "schedule": {**base["schedule"], "compiled": False}}
+
+
+def _same_run(a, b) -> None:
+    """Every metrics row, the ledger, the model and the encoder's counts alike, bit for bit."""
+    assert _rows(a) == _rows(b)
+    assert a.ledger.totals == b.ledger.totals and a.ledger.by_tag == b.ledger.by_tag
+    assert np.array_equal(a.ledger.edges, b.ledger.edges)
+    assert a.model.keys() == b.model.keys() and a.model
+    for key, value in a.model.items():
+        assert np.array_equal(np.asarray(b.model[key]), np.asarray(value), equal_nan=True), key
+    if "compression" in a.summary:
+        sa, sb = (dict(r.summary["compression"]) for r in (a, b))
+        sa.pop("python_rounds"), sb.pop("python_rounds")
+        assert sa == sb
+
+
 @pytest.mark.parametrize("base", [GADGET, PUSHSUM], ids=["gadget", "pushsum"])
-def test_codec_none_is_the_compiled_run_bit_for_bit(base):
-    """With codec "none" the messages pass the encoder untouched: the Python event loop then gives the compiled
-    loop's run, every metrics row and the ledger alike."""
-    plain, none = _run(base), _run(base, {"codec": "none"})
-    assert plain.summary["compiled_loop"] is True and none.summary["compiled_loop"] is False
-    assert _rows(none) == _rows(plain)
-    assert none.ledger.totals == plain.ledger.totals and none.ledger.by_tag == plain.ledger.by_tag
-    assert np.array_equal(none.ledger.edges, plain.ledger.edges)
-    assert none.summary["certified"] is True
-    assert none.model.keys() == plain.model.keys() and none.model
-    for key, value in plain.model.items():
-        assert np.array_equal(np.asarray(none.model[key]), np.asarray(value)), key
+def test_codec_none_is_the_uncompressed_run_bit_for_bit(base):
+    """With codec "none" the messages pass the encoder untouched: the compiled and the Python event loop then give
+    the uncompressed run, every metrics row and the ledger alike."""
+    plain = _run(base)
+    for none in (_run(base, {"codec": "none"}), _run(_python_loop(base), {"codec": "none"})):
+        assert none.summary["certified"] is True
+        _same_run(plain, none)
+    assert _run(base, {"codec": "none"}).summary["compiled_loop"] is True
+
+
+#: every built-in codec, with each error feedback on some: the compiled loop's kernels against the Python loop
+LOOP_CODECS = [{"codec": "fp16"}, {"codec": "bf16", "error_feedback": "ef21"},
+               {"codec": "qsgd", "bits": 3}, {"codec": "qsgd", "bits": 6, "error_feedback": "ef"},
+               {"codec": "topk", "fraction": 0.2, "error_feedback": "ef"},
+               {"codec": "topk", "k": 3, "value_bits": 16},
+               {"codec": "randk", "k": 4, "unbiased": True, "error_feedback": "ef21"},
+               {"codec": "randk", "fraction": 0.5, "value_bits": 64},
+               {"codec": "sign", "error_feedback": "ef"}]
+
+
+@pytest.mark.parametrize("compression", LOOP_CODECS, ids=lambda c: "-".join(str(v) for v in c.values()))
+def test_the_compiled_loop_encodes_the_python_loops_bits(compression):
+    """The compiled gossip loop encodes with the codecs' row kernels, the error feedback's state per edge and the
+    uniforms from each sender's stream: GADGET and Push-Sum give the Python loop's run bit for bit, every metrics
+    row, the ledger (bytes at the encoded sizes), the model and the encoder's counts."""
+    for base in (GADGET, PUSHSUM):
+        compiled, python = _run(base, compression), _run(_python_loop(base), compression)
+        assert compiled.summary["compiled_loop"] is True and python.summary["compiled_loop"] is False
+        assert compiled.summary["compression"]["python_rounds"] is None
+        assert python.summary["compression"]["python_rounds"].startswith("the gossip event loop ran in Python")
+        assert compiled.summary["compression"]["lossy_messages"] == compiled.ledger.by_tag["push"][0] > 0
+        _same_run(compiled, python)
+
+
+def test_a_codec_without_a_compiled_form_runs_the_python_loop_and_says_why():
+    """A plugin's codec is NumPy only: the host runs the Python event loop, and the summary names the codec."""
+    from svmsim.comm import codecs
+
+    def halve(rows, uniforms):
+        return rows * 0.5, 4 * rows.shape[1]
+
+    codecs.register_codec(codecs.Codec("halve_for_test", halve, "halves every value (a test's codec)"))
+    try:
+        run = _run(GADGET, {"codec": "halve_for_test"})
+        assert run.summary["compiled_loop"] is False
+        assert "codec 'halve_for_test' (tag 'push') has no compiled form" in run.summary["compression"]["python_rounds"]
+        assert run.ledger.by_tag["push"][2] == run.ledger.by_tag["push"][0] * (4 * 13 + 8)
+    finally:
+        codecs.CODECS.pop("halve_for_test")
 
 
 def test_same_seed_same_bits_and_another_seed_other_bits():

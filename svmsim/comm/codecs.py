@@ -55,6 +55,8 @@ class Codec:
     stochastic: `encode` reads `uniforms` (one per entry of `rows`); False: it is called with ``uniforms=None``.
     lossless: the decoded rows always equal the rows (only ``none``); a lossy codec makes the certificates of a run
         that uses it uncertified.
+    compiled: its arithmetic is a row kernel of `comm.codec_kernels` (the built-in codecs), which the compiled
+        gossip loop runs too; a codec without one runs in the Python loops only.
     check: optional ``check(params) -> str | None``: a problem between parameters (after their own checks), as the
         text of an error message.
     """
@@ -65,6 +67,7 @@ class Codec:
     params: Mapping[str, ParamSpec] = field(default_factory=dict)
     stochastic: bool = False
     lossless: bool = False
+    compiled: bool = False
     check: Callable[[dict], str | None] | None = None
 
     def signature(self) -> str:
@@ -224,79 +227,58 @@ def sign_bytes(d: int) -> int:
 # Built-in codecs
 # ----------------------------------------------------------------------------------------------------------------
 
-def _as_float32(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.float32).astype(np.float64)
+def kernel_plan(name: str, params: Mapping, width: int, error_feedback: str = "none") -> np.ndarray | None:
+    """A one-record `comm.codec_kernels.CODEC_PLAN` array for encoding rows of `width` scalars with built-in codec
+    `name` and its checked `params` (None: `name` has no kernel, as a plugin's codec). Its ``state`` and ``salt``
+    are left to the caller (the compiled loop's error-feedback state and the tag's stream)."""
+    from .codec_kernels import CODEC_PLAN, EF_CODES, KERNEL_CODES
+
+    codec = get_codec(name)
+    if codec is None or not codec.compiled or name not in KERNEL_CODES:
+        return None
+    plan = np.zeros(1, CODEC_PLAN)
+    p = plan[0]
+    p["code"] = KERNEL_CODES[name]
+    p["bits"] = int(params.get("bits") or 0)
+    p["value_bits"] = int(params.get("value_bits") or 64)
+    p["unbiased"] = int(bool(params.get("unbiased")))
+    if name in ("topk", "randk"):
+        p["keep"] = keep_count(width, params.get("fraction"), params.get("k"))
+    p["ef"] = EF_CODES[error_feedback]
+    p["width"] = width
+    p["stochastic"] = int(codec.stochastic)
+    p["lossy"] = int(not codec.lossless)
+    p["state"] = -1
+    p["nbytes"] = _encoded_size(name, params, width)
+    return plan
 
 
-def _at_width(values: np.ndarray, value_bits: int) -> np.ndarray:
-    """`values` as the receiver reads them when sent at `value_bits` (16: half, 32: single, 64: as they are)."""
-    if value_bits == 16:
-        return values.astype(np.float16).astype(np.float64)
-    if value_bits == 32:
-        return _as_float32(values)
-    return values.copy()
+def _encoded_size(name: str, params: Mapping, d: int) -> int:
+    """The bytes of one message of d values under built-in codec `name` (the formulas above)."""
+    if name == "none":
+        return 8 * d
+    if name in ("fp16", "bf16"):
+        return 2 * d
+    if name == "qsgd":
+        return qsgd_bytes(d, int(params["bits"]))
+    if name in ("topk", "randk"):
+        return sparse_bytes(keep_count(d, params.get("fraction"), params.get("k")), int(params["value_bits"]))
+    return sign_bytes(d)
 
 
-def _none(rows: np.ndarray, uniforms) -> tuple[np.ndarray, int]:
-    return rows.copy(), rows.shape[1] * rows.dtype.itemsize
+def _kernel(name: str):
+    """The `encode` of built-in codec `name`: `codec_kernels.encode_rows`, row by row (compiled on first use)."""
+    def encode(rows: np.ndarray, uniforms, **params) -> tuple[np.ndarray, int]:
+        from .codec_kernels import encode_rows
 
-
-def _fp16(rows: np.ndarray, uniforms) -> tuple[np.ndarray, int]:
-    with np.errstate(over="ignore"):          # beyond 65504 half precision is inf: the codec's meaning, not an error
-        return rows.astype(np.float16).astype(np.float64), 2 * rows.shape[1]
-
-
-def _bf16(rows: np.ndarray, uniforms) -> tuple[np.ndarray, int]:
-    x = np.ascontiguousarray(rows, dtype=np.float32)
-    bits = x.view(np.uint32)
-    # round to nearest even on the 16 bits dropped: add 0x7FFF plus the lowest kept bit, then cut
-    rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
-    nan = np.isnan(x)
-    if nan.any():                                       # a NaN stays a (quiet) NaN, never rounds into infinity
-        rounded = np.where(nan, (bits | np.uint32(0x00400000)) & np.uint32(0xFFFF0000), rounded)
-    return rounded.view(np.float32).astype(np.float64), 2 * rows.shape[1]
-
-
-def _qsgd(rows: np.ndarray, uniforms: np.ndarray, bits: int) -> tuple[np.ndarray, int]:
-    s = float((1 << bits) - 1)
-    norm = np.sqrt(np.einsum("ij,ij->i", rows, rows))
-    safe = np.where(norm > 0, norm, 1.0)
-    scaled = np.abs(rows) / safe[:, None] * s          # in [0, s]
-    level = np.floor(scaled)
-    level += uniforms < (scaled - level)               # up with probability scaled - level: E[level] = scaled
-    np.minimum(level, s, out=level)                    # (rounding can put |v_i| s / |v| a hair above s)
-    norm32 = _as_float32(norm)                         # the norm travels as a float32
-    decoded = np.where(rows < 0, -level, level) * (norm32 / s)[:, None]
-    decoded[norm == 0] = 0.0
-    return decoded, qsgd_bytes(rows.shape[1], bits)
-
-
-def _topk(rows: np.ndarray, uniforms, fraction: float | None, k: int | None, value_bits: int):
-    d = rows.shape[1]
-    kk = keep_count(d, fraction, k)
-    idx = np.argsort(-np.abs(rows), axis=1, kind="stable")[:, :kk]
-    out = np.zeros_like(rows, dtype=np.float64)
-    np.put_along_axis(out, idx, _at_width(np.take_along_axis(rows, idx, axis=1), value_bits), axis=1)
-    return out, sparse_bytes(kk, value_bits)
-
-
-def _randk(rows: np.ndarray, uniforms: np.ndarray, fraction: float | None, k: int | None, value_bits: int,
-           unbiased: bool):
-    d = rows.shape[1]
-    kk = keep_count(d, fraction, k)
-    idx = np.argsort(uniforms, axis=1, kind="stable")[:, :kk]      # a uniformly random k-subset per row
-    vals = np.take_along_axis(rows, idx, axis=1)
-    if unbiased:
-        vals = vals * (d / kk)
-    out = np.zeros_like(rows, dtype=np.float64)
-    np.put_along_axis(out, idx, _at_width(vals, value_bits), axis=1)
-    return out, sparse_bytes(kk, value_bits)
-
-
-def _sign(rows: np.ndarray, uniforms) -> tuple[np.ndarray, int]:
-    d = rows.shape[1]
-    scale = _as_float32(np.abs(rows).sum(axis=1) / d)
-    return np.where(rows < 0, -1.0, 1.0) * scale[:, None], sign_bytes(d)
+        rows = np.ascontiguousarray(rows, dtype=np.float64)
+        m, d = rows.shape
+        plan = kernel_plan(name, params, d)
+        u = np.empty((m, 0)) if uniforms is None else np.ascontiguousarray(uniforms, dtype=np.float64)
+        with np.errstate(over="ignore"):      # beyond 65504 half precision is inf: the codec's meaning, not an error
+            return encode_rows(plan, rows, u), int(plan[0]["nbytes"])
+    encode.__name__ = encode.__qualname__ = f"_{name}"
+    return encode
 
 
 def _one_of_fraction_k(params: dict) -> str | None:
@@ -314,23 +296,29 @@ _K = ParamSpec(int, None, "how many entries are kept (at most d)", "an integer >
 _VALUE_BITS = ParamSpec(int, 32, "the width of a kept value on the wire (16: half, 32: single, 64: double)",
                         "16, 32 or 64", valid=lambda v: v in (16, 32, 64))
 
+def _none(rows: np.ndarray, uniforms) -> tuple[np.ndarray, int]:
+    return rows.copy(), rows.shape[1] * rows.dtype.itemsize
+
+
 register_codec(Codec("none", _none, "the payload as it is (raw): exempts a tag from the default codec",
-                     lossless=True))
-register_codec(Codec("fp16", _fp16, "IEEE half precision, round to nearest even: 2 bytes per value"))
-register_codec(Codec("bf16", _bf16, "brain floating point (bfloat16), round to nearest even on the float32 bits: 2 "
-                                    "bytes per value"))
+                     lossless=True, compiled=True))
+register_codec(Codec("fp16", _kernel("fp16"), "IEEE half precision, round to nearest even: 2 bytes per value",
+                     compiled=True))
+register_codec(Codec("bf16", _kernel("bf16"), "brain floating point (bfloat16), round to nearest even on the float32 "
+                                              "bits: 2 bytes per value", compiled=True))
 register_codec(Codec(
-    "qsgd", _qsgd, "QSGD stochastic quantisation to 2^bits - 1 levels of the row's 2-norm: bits + 1 bits per "
+    "qsgd", _kernel("qsgd"), "QSGD stochastic quantisation to 2^bits - 1 levels of the row's 2-norm: bits + 1 bits per "
     "value and a float32 norm", {"bits": ParamSpec(int, 4, "bits of level per value (plus one sign bit)",
                                                    "an integer in 1..16", valid=lambda v: 1 <= v <= 16)},
-    stochastic=True))
+    stochastic=True, compiled=True))
 register_codec(Codec(
-    "topk", _topk, "the k entries of largest magnitude: a value and a 4-byte index each",
-    {"fraction": _FRACTION, "k": _K, "value_bits": _VALUE_BITS}, check=_one_of_fraction_k))
+    "topk", _kernel("topk"), "the k entries of largest magnitude: a value and a 4-byte index each",
+    {"fraction": _FRACTION, "k": _K, "value_bits": _VALUE_BITS}, check=_one_of_fraction_k, compiled=True))
 register_codec(Codec(
-    "randk", _randk, "a uniformly random choice of k entries per message: a value and a 4-byte index each",
+    "randk", _kernel("randk"), "a uniformly random choice of k entries per message: a value and a 4-byte index each",
     {"fraction": _FRACTION, "k": _K, "value_bits": _VALUE_BITS,
      "unbiased": ParamSpec(bool, False, "scale the kept values by d/k (an unbiased estimate; false: the plain, "
                                         "contractive operator error feedback expects)")},
-    stochastic=True, check=_one_of_fraction_k))
-register_codec(Codec("sign", _sign, "scaled sign (|v|_1 / d) sgn(v): one bit per value and a float32 scale"))
+    stochastic=True, check=_one_of_fraction_k, compiled=True))
+register_codec(Codec("sign", _kernel("sign"), "scaled sign (|v|_1 / d) sgn(v): one bit per value and a float32 scale",
+                     compiled=True))

@@ -31,8 +31,10 @@ tail travels as sent at 8 bytes a value, counted in the encoding's size.
 
 Where it applies: the synchronous scheduler encodes every batch a program sends, before the fault model and the
 meter (`schedule.sync`), and so does the gossip event loop (`schedule.event_host`, on every host of a run): a
-message is encoded once by its sender, and the network then loses or duplicates that encoding. The compiled loops
-do not encode, so a run with compression runs its rounds or events in Python.
+message is encoded once by its sender, and the network then loses or duplicates that encoding. The compiled gossip
+loop encodes with the built-in codecs' row kernels (`comm.codec_kernels`, which `apply` runs too) from the plans
+of `compiled_plans`, so a run gives the same bits in either loop; the compiled synchronous rounds do not encode,
+so a synchronous run with compression runs its rounds in Python.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ import numpy as np
 
 from ..core.streams import STREAM_CODEC, counter_uniform, mix64, stream_keys
 from ..errors import ProtocolError
-from .codecs import EF_MODES, CodecChoice, CompressionSpec, get_codec
+from .codecs import EF_MODES, CodecChoice, CompressionSpec, get_codec, kernel_plan
 from .message import MessageBatch
 
 __all__ = ["EF_MODES", "CodecChoice", "CompressionSpec", "Compressor"]
@@ -93,15 +95,7 @@ class Compressor:
         m = batch.n_messages
         payload = batch.payload
         spm = batch.scalars_per_message
-        plan = self._plans.get(batch.tag)
-        if plan is None:
-            choice = self.spec.choice(batch.tag)
-            codec = None if choice is None or choice.codec == "none" else get_codec(choice.codec)
-            label = "raw" if codec is None else choice.label()
-            if choice is None and self.spec.configured(batch.tag) is not None:
-                label = "raw (an exact tag of the algorithm)"
-            plan = self._plans[batch.tag] = (choice, codec, label, self.spec.tail(batch.tag))
-        choice, codec, label, tail = plan
+        choice, codec, label, tail = self._plan(batch.tag)
         raw_bpm = spm * payload.dtype.itemsize
         if codec is None or payload.dtype != np.float64 or m == 0 or spm <= tail:
             self._count(batch.tag, label if codec is None else f"raw ({payload.dtype} payload)", m, spm, raw_bpm,
@@ -141,6 +135,70 @@ class Compressor:
                 decoded = decoded.reshape(payload.shape)          # (a payload of one scalar per message: 1-d)
         return MessageBatch(batch.tag, src, batch.dst, decoded, int(bpm))
 
+    def _plan(self, tag: str) -> tuple:
+        """(choice, codec or None: raw, label, exact tail) of `tag`."""
+        plan = self._plans.get(tag)
+        if plan is None:
+            choice = self.spec.choice(tag)
+            codec = None if choice is None or choice.codec == "none" else get_codec(choice.codec)
+            label = "raw" if codec is None else choice.label()
+            if choice is None and self.spec.configured(tag) is not None:
+                label = "raw (an exact tag of the algorithm)"
+            plan = self._plans[tag] = (choice, codec, label, self.spec.tail(tag))
+        return plan
+
+    # -- the compiled gossip loop ---------------------------------------------------------------------------------
+    def compiled_plans(self, tags, widths) -> tuple[np.ndarray | None, str | None]:
+        """The encoding of a compiled loop's message kinds (`tags`, each of `widths` float64 scalars): one
+        `codec_kernels.CODEC_PLAN` record per kind, its error-feedback state numbered among the kinds that keep one
+        (``state``; -1: none) and its stream salt; code -1 for a kind that travels raw. (None, why) where a codec
+        has no compiled form (a plugin's), which leaves the run to the Python loop."""
+        from .codec_kernels import CODEC_PLAN
+
+        plans = np.zeros(len(tags), CODEC_PLAN)
+        n_state = 0
+        for i, (tag, w) in enumerate(zip(tags, widths)):
+            choice, codec, _, tail = self._plan(tag)
+            w = int(w)
+            if codec is None or w <= tail:
+                plans[i]["code"], plans[i]["state"], plans[i]["nbytes"] = -1, -1, 8 * w
+                continue
+            plan = kernel_plan(choice.codec, choice.params, w - tail, choice.error_feedback)
+            if plan is None:
+                return None, f"codec {choice.codec!r} (tag {tag!r}) has no compiled form"
+            plans[i] = plan[0]
+            plans[i]["nbytes"] += 8 * tail
+            plans[i]["salt"] = self._salt(tag)
+            if choice.error_feedback != "none":
+                plans[i]["state"] = n_state
+                n_state += 1
+        return plans, None
+
+    def count_compiled(self, tags, widths, sent: np.ndarray) -> None:
+        """Count `sent[i]` messages of kind `tags[i]` (`widths[i]` float64 scalars each) that a compiled loop
+        encoded, as `apply` counts the messages it encodes."""
+        for tag, w, m in zip(tags, widths, sent.tolist()):
+            if m == 0:
+                continue
+            choice, codec, label, tail = self._plan(tag)
+            raw = 8 * int(w)
+            if codec is None or w <= tail:
+                self._count(tag, label if codec is None else "raw (float64 payload)", m, int(w), raw, raw)
+                continue
+            self._count(tag, label, m, int(w), raw, self.encoded_bytes(tag, int(w), np.float64))
+            if not codec.lossless:
+                self.lossy_messages += m
+
+    def stream_keys(self) -> np.ndarray:
+        """Each node's key of the codecs' random stream (mixed with a tag's salt per tag)."""
+        return self._node_keys
+
+    def _salt(self, tag: str) -> np.uint64:
+        salt = self._salts.get(tag)
+        if salt is None:
+            salt = self._salts[tag] = np.uint64(zlib.crc32(tag.encode()))
+        return salt
+
     @staticmethod
     def _broadcasts(src: np.ndarray, rows: np.ndarray):
         """The distinct (sender, row) pairs of a batch, in order of first appearance: a sender that sends the same
@@ -165,9 +223,7 @@ class Compressor:
     def _uniforms(self, tag: str, senders: np.ndarray, d: int) -> np.ndarray:
         """d uniforms per row from each sender's stream for `tag`, in row order (a sender's rows take consecutive
         counters, continuing from its earlier messages of the tag)."""
-        salt = self._salts.get(tag)
-        if salt is None:
-            salt = self._salts[tag] = np.uint64(zlib.crc32(tag.encode()))
+        salt = self._salt(tag)
         starts = np.empty(senders.shape[0], dtype=np.int64)
         drawn = self._drawn
         for i, s in enumerate(senders.tolist()):

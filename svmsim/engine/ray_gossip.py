@@ -511,7 +511,9 @@ class RayGossipRun(GossipRun):
                  if self.n_nodes <= 100 else None}
         return GossipOutcome(reason=reason, progress=progress, observations=obs, ledger=ledger, faults=faults,
                              compiled=self.compiled, stats=stats,
-                             codec_counts=[r["codec_counts"] for r in results if r.get("codec_counts") is not None])
+                             codec_counts=[r["codec_counts"] for r in results if r.get("codec_counts") is not None],
+                             python_reason=next((i["python_reason"] for i in self.host_info
+                                                 if i.get("python_reason")), None))
 
     # -- lifetime -------------------------------------------------------------------------------------------------
     def close(self) -> None:

@@ -112,7 +112,7 @@ class HostState:
         self._eval_index = 0
         self._last_send = time.perf_counter()
         return {"name": self.name, "nodes": int(self.host.local.size), "compiled": self.host.compiled,
-                "ray_node": this_node()}
+                "python_reason": self.host.python_reason, "ray_node": this_node()}
 
     def connect(self, peers: list) -> bool:
         """Handles of every host, this one included (by index)."""

@@ -188,7 +188,9 @@ class EventHost:
     xbatch_bytes: hand back to the engine once about this many bytes wait for other hosts (None: never).
     compression: a `comm.compression.Compressor` that encodes every message a program here sends (before the
         network's fate; its receivers read the decoded rows, the meter counts the encoding's bytes), or None. The
-        compiled loop does not encode: a host with one runs the Python loop.
+        compiled loop encodes with the built-in codecs' kernels (`Compressor.compiled_plans`), the error feedback's
+        state in a row per edge; a codec without a compiled form, or a kernel that may send several messages per
+        event (a broadcast is one encoding), leaves the host to the Python loop, and `python_reason` says why.
     """
 
     def __init__(self, programs: dict[int, GossipProgram], states, node_group: np.ndarray, owner: np.ndarray,
@@ -214,12 +216,18 @@ class EventHost:
         self._stub_payloads: dict[int, np.ndarray] = {}
         self.compression = compression
         self.kernel = None
-        if compiled and compression is not None:
-            raise ScenarioError("compiled = true: the compiled gossip loop does not encode messages, and this run "
-                                "compresses them; allowed: compiled = false (or auto), or no [compression]")
-        if compiled is not False and compression is None and len(programs) == 1:
+        self.python_reason: str | None = None     # why a host that encodes runs the Python loop
+        self._codec_plans = None
+        if compiled is not False and len(programs) == 1:
             gid = next(iter(programs))
             self.kernel = programs[gid].kernel(states[gid])
+            if self.kernel is not None and compression is not None:
+                self._codec_plans, self.python_reason = self._plans_for(self.kernel, compression)
+                if self._codec_plans is None:
+                    if compiled:
+                        raise ScenarioError(f"compiled = true: the compiled gossip loop cannot encode this run's "
+                                            f"messages: {self.python_reason}; allowed: compiled = false (or auto)")
+                    self.kernel = None
         if compiled and self.kernel is None:
             raise ScenarioError("compiled = true needs a single group per host whose program provides a "
                                 "GossipKernel; allowed: compiled = false")
@@ -241,14 +249,60 @@ class EventHost:
     def kind_id(self, tag: str, spm: int, dtype) -> int:
         return register_kind(self._kinds, self._kind_ids, tag, spm, dtype)
 
+    @staticmethod
+    def _plans_for(kernel, compression) -> tuple[np.ndarray | None, str | None]:
+        """The kernel's message kinds' `CODEC_PLAN` records, or (None, why the compiled loop cannot encode them)."""
+        if kernel.max_out > 1:
+            return None, (f"the program's kernel may send {kernel.max_out} messages per event, and a broadcast is one "
+                          "encoding, which only the Python loop groups")
+        return compression.compiled_plans(kernel.tags, kernel.widths)
+
+    def _init_codec(self, k) -> None:
+        """The compiled loop's encoding arrays: plans, error-feedback state (a row per kind that keeps one and edge
+        of the topology; zero pages until written), uniforms drawn per kind and sender, messages encoded per kind,
+        scratch."""
+        plans = self._codec_plans
+        width = int(self._widths.max())
+        if plans is None:
+            plans = np.zeros(len(k.tags), EK.CODEC_PLAN)
+            plans["code"] = plans["state"] = -1
+            plans["nbytes"] = 8 * self._widths
+            n_state, edges, nodes = 1, 1, 1
+            keys = np.zeros(1, dtype=np.uint64)
+        else:
+            n_state = max(1, int((plans["state"] >= 0).sum()))
+            edges, nodes = max(1, int(self.adj.shape[0])), self.n_nodes
+            keys = self.compression.stream_keys()
+        self._codec = plans
+        self._tag_bytes = np.ascontiguousarray(plans["nbytes"], dtype=np.int64)
+        # pragma: no mutate start (equivalent: sizes of zeroed buffers that only grow what is read)
+        self._codec_state = np.zeros((n_state, edges if self._codec_plans is not None else 1, width))
+        self._codec_keys = keys
+        self._codec_drawn = np.zeros((len(k.tags), nodes), dtype=np.int64)
+        self._codec_sent = np.zeros(len(k.tags), dtype=np.int64)
+        self._codec_counted = np.zeros(len(k.tags), dtype=np.int64)
+        self._codec_buf = np.zeros((3, width))
+        self._codec_idx = np.zeros(width, dtype=np.int64)
+        # pragma: no mutate end
+
+    def _count_encoded(self) -> None:
+        """Hand what the compiled loop encoded since the last slice to the host's `Compressor`."""
+        if self._codec_plans is None:
+            return
+        new = self._codec_sent - self._codec_counted
+        if new.any():
+            self.compression.count_compiled(self.kernel.tags, self._widths, new)
+            self._codec_counted[:] = self._codec_sent
+
     def _init_compiled(self, events, pool: int, xbatch_bytes: int | None) -> None:
         k = self.kernel
-        self._loop = EK.loop_for(k, remote=xbatch_bytes is not None)
+        self._loop = EK.loop_for(k, remote=xbatch_bytes is not None, encoding=self._codec_plans is not None)
         self._loop_compiled = False  # pragma: no mutate (equivalent for every result: see advance)
         self._widths = np.asarray(k.widths, dtype=np.int64)  # pragma: no mutate (equivalent: widths are ints)
         for tag, w in zip(k.tags, self._widths):
             self.kind_id(tag, int(w), np.float64)  # pragma: no mutate (equivalent: np.dtype(None) is float64)
         self._tag_ids = {tag: i for i, tag in enumerate(k.tags)}
+        self._init_codec(k)
         width = int(self._widths.max())
         # pragma: no mutate start (equivalent: buffer capacities, dtypes and the free slots' order; any larger buffer
         # and any slot order give the same run, grow() enlarges what fills up, numba compiles the loop for any dtype)
@@ -404,11 +458,15 @@ class EventHost:
                 warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
                 return self.advance(max_time)
         # pragma: no mutate end
-        return int(self._loop(self.kernel.arrays, self._widths, self._ht, self._hk, self._mi, self._mp, self._free,
-                              self._ni, st.rates, st.keys, st.edge_key, st.model, self.adj_ptr, self.adj,
-                              self.owner, self.me, self._rec, self._log_t, self._log_i, self._ctr, fc, lim,
-                              self._out_dst, self._out_tag, self._out_pay, self._xi, self._xt, self._xp,
-                              self._node_counts, self._seen, self._work))
+        status = int(self._loop(self.kernel.arrays, self._widths, self._ht, self._hk, self._mi, self._mp,
+                                self._free, self._ni, st.rates, st.keys, st.edge_key, st.model, self.adj_ptr,
+                                self.adj, self.owner, self.me, self._rec, self._log_t, self._log_i, self._ctr, fc,
+                                lim, self._out_dst, self._out_tag, self._out_pay, self._xi, self._xt, self._xp,
+                                self._node_counts, self._seen, self._work, self._tag_bytes, self._codec,
+                                self._codec_state, self._codec_keys, self._codec_drawn, self._codec_sent,
+                                self._codec_buf, self._codec_idx))
+        self._count_encoded()
+        return status
 
     def grow(self, extra: int = 0) -> None:  # pragma: no mutate (equivalent: room for one more is still room)
         """Grow the compiled loop's message pool and heap until `extra` more messages (and a step's output) fit."""

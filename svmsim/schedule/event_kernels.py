@@ -26,7 +26,8 @@ import numpy as np
 from ..core.jit import inner
 from ..core.streams import counter_uniform, standard_normal
 from ..core.timing import churn_gap, sample_duration, tick_gap
-from ..numerics.csr import is_edge
+from ..comm.codec_kernels import CODEC_PLAN, channel_encode
+from ..numerics.csr import is_edge, sorted_position
 from ..numerics.prefetch import prefetch
 from .loop_cache import cached_loop
 
@@ -347,9 +348,10 @@ def _handle_event(wake_fn, receive_fn, crash_fn, recover_fn, prog, widths, ht, h
 
 
 @numba.njit(cache=True, _nrt=False)
-def _send(model, keys, edge_key, adj_ptr, adj, widths, ni, rec, ctr, round_time, t, sender, d, tag):
+def _send(model, keys, edge_key, adj_ptr, adj, widths, tag_bytes, ni, rec, ctr, round_time, t, sender, d, tag):
     """Send a message of kind `tag` from `sender` to `d` at time t, in the compiled loops: check the edge, count
-    it, draw its fate (`_send_fate`) and record it if it is lost. Returns (copies, latency 1, latency 2, round
+    it, draw its fate (`_send_fate`; its bandwidth term reads the kind's bytes on the wire, `tag_bytes`) and record
+    it if it is lost. Returns (copies, latency 1, latency 2, round
     bin): copies is -1 if (sender, d) is not an edge (the pair is left in ctr[0].bad_src, ctr[0].bad_dst),
     0 if the message is lost, else 1 or 2 copies to deliver after latency 1 and 2."""
     if not is_edge(adj_ptr, adj, sender, d):
@@ -362,7 +364,7 @@ def _send(model, keys, edge_key, adj_ptr, adj, widths, ni, rec, ctr, round_time,
     ctr[0].sent += 1
     ctr[0].sent_scalars += w
     bin_ = np.int64(t / round_time)
-    copies, delayed, lat1, lat2 = send_fate(model, keys, edge_key, sender, d, c, w * 8)
+    copies, delayed, lat1, lat2 = send_fate(model, keys, edge_key, sender, d, c, tag_bytes[tag])
     if copies == 0:
         r = ctr[0].records
         ctr[0].records = r + 1
@@ -434,6 +436,29 @@ def _note_work(counts, seen, work, ctr, node, bin_):
             seen[q, node] = now
 
 
+@numba.njit(cache=True, _nrt=False)
+def _encode_out(codec, codec_state, codec_keys, codec_drawn, codec_sent, codec_buf, codec_idx, adj_ptr, adj,
+                sender, n_out, out_dst, out_tag, out_pay):
+    """Encode the messages an event wrote (`comm.compression.Compressor.apply`, one message at a time: a kernel
+    writes at most one per event, so none is a broadcast): each kind's codec (`codec_kernels.CODEC_PLAN`
+    records; code -1: raw) in place in out_pay, the error feedback's state in a row per edge of the topology
+    (codec_state[plan.state, the edge's position in adj]), counted per kind in codec_sent. A message along no edge
+    is left as it is (the send refuses it)."""
+    for k in range(n_out):
+        tag = out_tag[k]
+        p = codec[tag]
+        codec_sent[tag] += 1
+        if p.code < 0:
+            continue
+        e = 0
+        if p.ef != 0:
+            e = sorted_position(adj_ptr, adj, sender, out_dst[k])
+            if e >= adj_ptr[sender + 1] or adj[e] != out_dst[k]:
+                continue
+        channel_encode(p, codec_state[max(p.state, 0), e], codec_keys, codec_drawn, tag, sender, out_pay[k],
+                       codec_buf, codec_idx)
+
+
 #: below this many nodes the rows stay in the caches and the loop does not prefetch
 PREFETCH_MIN_NODES = 8192
 
@@ -452,7 +477,8 @@ def _prefetch_node(prefetch_fn, prog, ni, keys, rates, adj_ptr, node):
 @numba.njit(nogil=True, _nrt=False)
 def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prefetch_fn, prog, widths, ht, hk, mi, mp, free, ni,
                 rates, keys, edge_key, model, adj_ptr, adj, owner, me, rec, log_t, log_i, ctr, fc, lim, out_dst,
-                out_tag, out_pay, xi, xt, xp, counts, seen, work, remote):
+                out_tag, out_pay, xi, xt, xp, counts, seen, work, tag_bytes, codec, codec_state, codec_keys,
+                codec_drawn, codec_sent, codec_buf, codec_idx, remote, encoding):
     """The gossip event loop, compiled: events of the nodes that `owner` gives to host `me`, in (time, priority,
     sequence) order, until Python is needed: a budget, an evaluation point, a full buffer, every `yield_every`
     events (wall-clock checks). The loop's state: `MODEL`, `COUNTERS`, `CLOCK` and `LIMITS` records (model, ctr,
@@ -461,7 +487,9 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prefetch_fn, prog, wi
     records rec; times log_t and `NODE_EVENT` records log_i). A message to a node of this host goes on the heap; a
     message to another host's node goes to the outgoing buffer (xi: `OUTGOING` records, xt: arrival times, xp:
     payloads). After a program's wake or receive, what it added to its node counters (`GossipKernel.counts`, seen
-    so far: `seen`) becomes a `NODE_WORK` record (work). While draining (`lim.drain`) only deliveries are handled; `done` is then left to the engine (in
+    so far: `seen`) becomes a `NODE_WORK` record (work). With `encoding` (a compile-time constant, like `remote`),
+    the messages an event wrote are encoded before they are sent (`_encode_out`; `tag_bytes`: each kind's bytes on
+    the wire, which the latency's bandwidth term reads). While draining (`lim.drain`) only deliveries are handled; `done` is then left to the engine (in
     `ctr.done`) instead of ending the slice, and with `lim.pause_done` the loop hands back after every event that
     changed it.
     `remote` is a compile-time constant of `loop_for`: a host that owns every node compiles none of that.
@@ -525,11 +553,14 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prefetch_fn, prog, wi
         for k in range(n_out if prefetching else 0):       # the receivers' rows (latency 0: their turn is next)
             if not remote or owner[out_dst[k]] == me:
                 _prefetch_node(prefetch_fn, prog, ni, keys, rates, adj_ptr, out_dst[k])
+        if encoding:
+            _encode_out(codec, codec_state, codec_keys, codec_drawn, codec_sent, codec_buf, codec_idx, adj_ptr, adj,
+                        sender, n_out, out_dst, out_tag, out_pay)
         bad_edge = False
         for k in range(n_out):
             d = out_dst[k]
             tag = out_tag[k]
-            copies, lat1, lat2, bin_ = _send(model, keys, edge_key, adj_ptr, adj, widths, ni, rec, ctr,
+            copies, lat1, lat2, bin_ = _send(model, keys, edge_key, adj_ptr, adj, widths, tag_bytes, ni, rec, ctr,
                                              round_time, t, sender, d, tag)
             if copies < 0:
                 bad_edge = True
@@ -584,27 +615,30 @@ def _event_loop(wake_fn, receive_fn, crash_fn, recover_fn, prefetch_fn, prog, wi
 _LOOPS: dict[tuple, Callable] = {}
 
 
-def loop_for(kernel, remote: bool) -> Callable:
-    """`_event_loop` with a `GossipKernel`'s functions and `remote` (whether other hosts own nodes) bound as
-    compile-time constants (direct calls that numba can inline; the in-process loop compiles no remote branch).
+def loop_for(kernel, remote: bool, encoding: bool = False) -> Callable:
+    """`_event_loop` with a `GossipKernel`'s functions, `remote` (whether other hosts own nodes) and `encoding`
+    (whether messages are compressed) bound as compile-time constants (direct calls that numba can inline; the in-process loop compiles no remote branch).
     Loaded from numba's cache on disk where the functions can be imported by name (`loop_cache`: a few seconds
     of compilation once, a fraction of a second after); else compiled once per process, set of functions and
     `remote` (numba cannot cache a loop that closes over functions)."""
-    key = (kernel.wake, kernel.receive, kernel.crash, kernel.recover, kernel.prefetch, bool(remote))
+    key = (kernel.wake, kernel.receive, kernel.crash, kernel.recover, kernel.prefetch, bool(remote), bool(encoding))
     loop = _LOOPS.get(key)
     if loop is None:
         loop = cached_loop(sys.modules[__name__], *key)
     if loop is not None:
         _LOOPS[key] = loop
     else:
-        wake, receive, crash, recover, prefetch_, remote_ = key
+        wake, receive, crash, recover, prefetch_, remote_, encoding_ = key
 
         @numba.njit(nogil=True)
         def loop(prog, widths, ht, hk, mi, mp, free, ni, rates, keys, edge_key, model, adj_ptr, adj, owner, me,
-                 rec, log_t, log_i, ctr, fc, lim, out_dst, out_tag, out_pay, xi, xt, xp, counts, seen, work):
+                 rec, log_t, log_i, ctr, fc, lim, out_dst, out_tag, out_pay, xi, xt, xp, counts, seen, work,
+                 tag_bytes, codec, codec_state, codec_keys, codec_drawn, codec_sent, codec_buf, codec_idx):
             return _event_loop(wake, receive, crash, recover, prefetch_, prog, widths, ht, hk, mi, mp, free, ni,
                                rates, keys, edge_key, model, adj_ptr, adj, owner, me, rec, log_t, log_i, ctr, fc,
-                               lim, out_dst, out_tag, out_pay, xi, xt, xp, counts, seen, work, remote_)
+                               lim, out_dst, out_tag, out_pay, xi, xt, xp, counts, seen, work, tag_bytes, codec,
+                               codec_state, codec_keys, codec_drawn, codec_sent, codec_buf, codec_idx, remote_,
+                               encoding_)
 
         loop = _LOOPS[key] = loop
     return loop

@@ -87,7 +87,8 @@ class GossipOutcome:
     observations (after the drain on Ray; before the messages in flight are metered in-process), the ledger, the
     fault summary, whether the event loop was compiled, and engine statistics. `codec_counts`: what the encoders of
     hosts other than the caller's counted (`Compressor.counts`, one per host; empty when the caller's encoder did
-    the encoding itself, in-process, or nothing was compressed)."""
+    the encoding itself, in-process, or nothing was compressed). `python_reason`: why a loop that could have been
+    compiled ran in Python (a codec without a compiled form), or None."""
 
     reason: str
     progress: GossipProgress
@@ -97,6 +98,7 @@ class GossipOutcome:
     compiled: bool
     stats: dict
     codec_counts: list = field(default_factory=list)
+    python_reason: str | None = None
 
 
 NO_GROUP = -1    # the group of a node that runs no program
@@ -373,7 +375,8 @@ class GossipScheduler(GossipRun):
         observations = self.engine.hand_over() if hand_over else (self.peek() if peek else self.observe())
         faults = self.finish()
         return GossipOutcome(reason=self._reason, progress=progress, observations=observations,
-                             ledger=self.meter.ledger(), faults=faults, compiled=self.compiled, stats={})
+                             ledger=self.meter.ledger(), faults=faults, compiled=self.compiled, stats={},
+                             python_reason=self.host.python_reason)
 
     def close(self) -> None:
         """Nothing to release in-process (the engine owns the states)."""
