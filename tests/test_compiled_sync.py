@@ -242,7 +242,7 @@ def test_by_default_a_short_run_stays_in_python_and_a_long_one_switches(monkeypa
         return real(*a, **kw)
 
     monkeypatch.setattr(compiled_sync, "run_compiled_rounds", spy)
-    monkeypatch.setattr(compiled_sync, "loop_ready", lambda kernels: False)     # a loop not compiled yet
+    monkeypatch.setattr(compiled_sync, "loop_ready", lambda kernels, encoding=False: False)     # a loop not compiled yet
     short = _run(None, max_iterations=30)
     assert not calls
     monkeypatch.setattr(sync, "COMPILE_AFTER_SECONDS", 0.0)     # as if the Python rounds had run long enough
@@ -283,7 +283,7 @@ def test_a_loop_compiled_already_is_taken_at_once_and_compilation_is_not_python_
     calls.clear()
     _run(None, max_iterations=30)
     assert calls                                           # on disk only: taken at once too
-    monkeypatch.setattr(compiled_sync, "loop_ready", lambda kernels: False)
+    monkeypatch.setattr(compiled_sync, "loop_ready", lambda kernels, encoding=False: False)
     watch = compile_clock.Stopwatch()
     monkeypatch.setattr(compile_clock, "seconds", lambda kind="compile": watch.compiled_before + 30.0)
     monkeypatch.setattr(sync, "COMPILE_AFTER_SECONDS", 20.0)

@@ -322,7 +322,63 @@ def test_a_gap_stop_on_compressed_messages_is_not_called_certified():
         assert f"{run.final['rel_primal']:.3g} relative above the optimum" in run.stop_reason
     assert run.final["iteration"] < 200
     assert run.summary["certified"] is False
-    assert run.summary["compression"]["python_rounds"].startswith("compression")
+
+
+#: synchronous families whose steps are compiled, with what they send: DSVM-AVE's and BQO-E's star all-reduce
+#: (workers up, an exact replicated result down; BQO-E's exact tail), Pragam's ring all-reduce and Saddle-DSVC's
+#: server, which broadcasts its replies (one encoding per broadcast, on the sender's broadcast channel)
+SYNC_FAMILIES = {
+    "dsvm-ave": {},
+    "bqo-e": {"algorithm": {"name": "bqo-e", "workers": 4, "allreduce": "star"}},
+    "pragam": {"algorithm": {"name": "pragam", "workers": 3, "allreduce": "ring", "lam": 0.01}},
+    "saddle-dsvc": {"algorithm": {"name": "saddle-dsvc", "clients": 3, "alpha": 0.8, "beta": 1.0},
+                    "topology": {"kind": "star"},
+                    "stop": {"max_iterations": 300}, "output": {"eval_every": 100, "plots": False, "progress": False}},
+}
+SYNC_CODECS = [{"codec": "qsgd", "bits": 3}, {"codec": "topk", "fraction": 0.3, "error_feedback": "ef"},
+               {"codec": "randk", "k": 4, "unbiased": True}, {"codec": "sign", "error_feedback": "ef"},
+               {"codec": "bf16"}]
+
+
+@pytest.mark.parametrize("compression", SYNC_CODECS, ids=lambda c: "-".join(str(v) for v in c.values()))
+def test_the_compiled_rounds_encode_the_python_rounds_bits(compression, monkeypatch):
+    """The compiled synchronous rounds encode with the codecs' row kernels (a sender's broadcast once, error
+    feedback per channel, the uniforms from each sender's stream), taking the channels' state from the Python
+    rounds and handing it back at every return: each family gives the Python rounds' run bit for bit (every
+    metrics row, the ledger, the model, the encoder's counts)."""
+    from svmsim.schedule import sync
+
+    monkeypatch.setattr(sync, "COMPILE_AFTER_SECONDS", 0.0)       # as if the Python rounds had run long enough
+    for name, changes in SYNC_FAMILIES.items():
+        compiled = _run(compression, **changes)
+        python = _run(compression, **changes, schedule={"compiled": False})
+        assert compiled.summary["compression"]["python_rounds"] is None, name
+        assert python.summary["compression"]["python_rounds"] is None, name
+        assert repr(_rows(compiled)) == repr(_rows(python)), name      # (repr: NaN equals NaN)
+        assert compiled.ledger.totals == python.ledger.totals and compiled.ledger.by_tag == python.ledger.by_tag
+        assert np.array_equal(compiled.ledger.edges, python.ledger.edges), name
+        for key, value in python.model.items():
+            assert np.array_equal(np.asarray(compiled.model[key]), np.asarray(value), equal_nan=True), (name, key)
+        assert compiled.summary["compression"] == python.summary["compression"], name
+        assert compiled.summary["compression"]["lossy_messages"] > 0
+
+
+def test_a_certificate_check_on_an_overflowed_iterate_ends_the_run_instead_of_probing_for_ever():
+    """Saddle-DSVC with its default beta = "auto" and sign + error feedback: the iterate becomes NaN, and the next
+    certificate check's threshold search could never close; the run stops and says why (it used to hang, a
+    max_seconds budget not reached while no iteration ends)."""
+    run = _run({"codec": "sign", "error_feedback": "ef"}, **{
+        **SYNC_FAMILIES["saddle-dsvc"], "algorithm": {"name": "saddle-dsvc", "clients": 3, "alpha": 0.8}})
+    assert run.stop_reason.startswith("algorithm 'saddle-dsvc' failed on compressed messages in round ")
+    assert "FloatingPointError: the certificate check cannot order the values" in run.stop_reason
+
+
+def test_ef21_keeps_the_synchronous_rounds_in_python_and_says_why(monkeypatch):
+    from svmsim.schedule import sync
+
+    monkeypatch.setattr(sync, "COMPILE_AFTER_SECONDS", 0.0)
+    run = _run({"codec": "qsgd", "bits": 4, "error_feedback": "ef21"})
+    assert "ef21" in run.summary["compression"]["python_rounds"]
 
 
 class _SplitEngine(InProcessEngine):

@@ -278,6 +278,26 @@ def test_capped_min_by_probes_equals_capped_min():
     assert np.mean(probes) < 8
 
 
+def test_the_capped_min_search_refuses_values_it_cannot_order():
+    """A NaN value is neither below, at nor above any threshold: the probes' counts then put the order statistic
+    beyond every value, and the search says so instead of probing for ever (a Saddle-DSVC iterate that overflowed,
+    e.g. on compressed messages)."""
+    bad = math.nan
+    from svmsim.algorithms.saddle.hull_check import (FIRST_WIDTH, PROBE_WIDTH, CappedMinSearch, combine_probes,
+                                                     first_report, probe_report)
+
+    values = np.array([0.5, bad, bad, bad, -0.25, bad])
+    cap = 1.0 / 4                                     # the 5th smallest of 6: beyond the two finite values
+    row = np.zeros((1, FIRST_WIDTH))
+    first_report(values, 0.0, row[0])
+    search = CappedMinSearch(cap, int(row[0, 0]), row[0, 1], row[0, 2])
+    with pytest.raises(FloatingPointError, match="cannot order the values"):
+        for _ in range(64):
+            search.update(search.tau, combine_probes(row[:, 3:]) if _ == 0 else combine_probes(probe))
+            probe = np.zeros((1, PROBE_WIDTH))
+            probe_report(values, search.tau, probe[0])
+
+
 def test_dsvc_reaches_certified_gap_on_mushrooms_with_k20(data_env):
     # 2e-3 keeps this under a minute; the slow suite runs scenarios/saddle_dsvc_mushrooms.toml to 1e-3
     import svmsim

@@ -148,11 +148,11 @@ class Compressor:
         return plan
 
     # -- the compiled gossip loop ---------------------------------------------------------------------------------
-    def compiled_plans(self, tags, widths) -> tuple[np.ndarray | None, str | None]:
-        """The encoding of a compiled loop's message kinds (`tags`, each of `widths` float64 scalars): one
-        `codec_kernels.CODEC_PLAN` record per kind, its error-feedback state numbered among the kinds that keep one
-        (``state``; -1: none) and its stream salt; code -1 for a kind that travels raw. (None, why) where a codec
-        has no compiled form (a plugin's), which leaves the run to the Python loop."""
+    def compiled_plans(self, tags, widths, dtypes=None) -> tuple[np.ndarray | None, str | None]:
+        """The encoding of a compiled loop's message kinds (`tags`, each of `widths` scalars of `dtypes`, float64
+        by default): one `codec_kernels.CODEC_PLAN` record per kind, its error-feedback state numbered among the
+        kinds that keep one (``state``; -1: none) and its stream salt; code -1 for a kind that travels raw. (None,
+        why) where a codec has no compiled form (a plugin's), which leaves the run to the Python loop."""
         from .codec_kernels import CODEC_PLAN
 
         plans = np.zeros(len(tags), CODEC_PLAN)
@@ -160,8 +160,9 @@ class Compressor:
         for i, (tag, w) in enumerate(zip(tags, widths)):
             choice, codec, _, tail = self._plan(tag)
             w = int(w)
-            if codec is None or w <= tail:
-                plans[i]["code"], plans[i]["state"], plans[i]["nbytes"] = -1, -1, 8 * w
+            dtype = np.dtype(np.float64 if dtypes is None else dtypes[i])
+            if codec is None or w <= tail or dtype != np.float64:
+                plans[i]["code"], plans[i]["state"], plans[i]["nbytes"] = -1, -1, dtype.itemsize * w
                 continue
             plan = kernel_plan(choice.codec, choice.params, w - tail, choice.error_feedback)
             if plan is None:
@@ -174,20 +175,63 @@ class Compressor:
                 n_state += 1
         return plans, None
 
-    def count_compiled(self, tags, widths, sent: np.ndarray) -> None:
-        """Count `sent[i]` messages of kind `tags[i]` (`widths[i]` float64 scalars each) that a compiled loop
-        encoded, as `apply` counts the messages it encodes."""
-        for tag, w, m in zip(tags, widths, sent.tolist()):
+    def count_compiled(self, tags, widths, sent: np.ndarray, dtypes=None) -> None:
+        """Count `sent[i]` messages of kind `tags[i]` (`widths[i]` scalars of `dtypes[i]` each, float64 by default)
+        that a compiled loop encoded, as `apply` counts the messages it encodes."""
+        for i, (tag, w, m) in enumerate(zip(tags, widths, sent.tolist())):
             if m == 0:
                 continue
             choice, codec, label, tail = self._plan(tag)
-            raw = 8 * int(w)
-            if codec is None or w <= tail:
-                self._count(tag, label if codec is None else "raw (float64 payload)", m, int(w), raw, raw)
+            dtype = np.dtype(np.float64 if dtypes is None else dtypes[i])
+            raw = dtype.itemsize * int(w)
+            if codec is None or w <= tail or dtype != np.float64:
+                self._count(tag, label if codec is None else f"raw ({dtype} payload)", m, int(w), raw, raw)
                 continue
             self._count(tag, label, m, int(w), raw, self.encoded_bytes(tag, int(w), np.float64))
             if not codec.lossless:
                 self.lossy_messages += m
+
+    def channel_arrays(self, plans: np.ndarray, tags, ptr: np.ndarray, nbr: np.ndarray) -> tuple:
+        """This encoder's error-feedback state and uniforms drawn as the compiled synchronous rounds keep them, for
+        the kinds `tags` with `plans` (`compiled_plans`) on the topology (ptr, nbr): (state, drawn). state[plan.state,
+        channel] is a channel's e or g, the channel of a message to one receiver being its edge id (its position in
+        nbr) and that of a sender s's broadcast ``len(nbr) + s``; drawn[kind, node] counts the uniforms a node drew
+        for a kind. `take_channel_arrays` reads them back."""
+        n_nodes, n_edges = ptr.shape[0] - 1, nbr.shape[0]
+        width = max(1, int(plans["width"].max()))
+        n_state = max(1, int((plans["state"] >= 0).sum()))
+        state = np.zeros((n_state, n_edges + n_nodes, width))
+        kind = {tag: i for i, tag in enumerate(tags)}
+        for (tag, s, r, _), vec in self._state.items():
+            if tag not in kind:
+                continue
+            p = plans[kind[tag]]
+            ch = n_edges + s if r == _ALL else int(np.searchsorted(nbr[ptr[s]:ptr[s + 1]], r)) + int(ptr[s])
+            state[p["state"], ch, :vec.shape[0]] = vec
+        drawn = np.zeros((len(tags), n_nodes), dtype=np.int64)
+        for (tag, s), c in self._drawn.items():
+            if tag in kind:
+                drawn[kind[tag], s] = c
+        return state, drawn
+
+    def take_channel_arrays(self, plans: np.ndarray, tags, ptr: np.ndarray, nbr: np.ndarray, state: np.ndarray,
+                            drawn: np.ndarray) -> None:
+        """Take back the state and the uniforms drawn of `channel_arrays` after the compiled rounds changed them: a
+        channel whose state is all zero bits is left out (as one that never sent: its state starts at zero)."""
+        n_edges = nbr.shape[0]
+        src_of = np.repeat(np.arange(ptr.shape[0] - 1, dtype=np.int64), np.diff(ptr))
+        kinds = set(tags)
+        for key in [k for k in self._state if k[0] in kinds]:
+            del self._state[key]
+        for i, tag in enumerate(tags):
+            p = plans[i]
+            if p["state"] >= 0:
+                rows = state[p["state"], :, :p["width"]]
+                for ch in np.flatnonzero(rows.view(np.int64).any(axis=1)).tolist():
+                    s, r = (int(src_of[ch]), int(nbr[ch])) if ch < n_edges else (ch - n_edges, _ALL)
+                    self._state[(tag, s, r, int(p["width"]))] = rows[ch].copy()
+            for s in np.flatnonzero(drawn[i]).tolist():
+                self._drawn[(tag, s)] = int(drawn[i, s])
 
     def stream_keys(self) -> np.ndarray:
         """Each node's key of the codecs' random stream (mixed with a tag's salt per tag)."""

@@ -20,8 +20,10 @@ to and from the Python loop's `Inbox`es, so the two loops can take turns (set-up
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
+from typing import Callable
 import textwrap
 import warnings
 
@@ -32,12 +34,14 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.core.errors import NumbaExperimentalFeatureWarning
 
+from ..comm.codec_kernels import CODEC_PLAN as _CODEC_PLAN
 from ..comm.edges import next_edge_id
 from ..comm.message import Inbox, MessageBatch
 from ..errors import ProtocolError
 from ..program import KERNEL_DONE, KERNEL_ERROR, KERNEL_PAUSE, KERNEL_WAKE, SyncKernel, kernel_dtypes
 from .cluster_time import clock_message, clock_round, clock_work, idle_clock_state
 from .loop_cache import cached_module, importable, module_compiled
+from .step_encoding import encode_step
 
 __all__ = ["CompiledMail", "run_compiled_rounds", "kernels_compatible", "work_readable", "loop_cacheable", "loop_ready",
            "ROUNDS",
@@ -210,9 +214,10 @@ def _sort_inbox(tag, src, dst, payload, n):
 
 @numba.njit(cache=True, nogil=True)
 def _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, x_tag, x_src, x_dst, x_pay, x_n, node_group,
-                     n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup, by_tag, counters, error_info,
+                     n_nodes, widths, tag_bytes, rules, convert, edges, ptr, nbr, lookup, by_tag, counters, error_info,
                      clock):
-    """Count a step's messages (edges, tags, this round) and post them to the receivers' next inboxes; returns
+    """Count a step's messages (edges, tags, this round; `tag_bytes`: a message's bytes on the wire per tag, its
+    payload's or its encoding's) and post them to the receivers' next inboxes; returns
     BAD_EDGE (with error_info = tag, src, dst) for a message off the topology, UNHOSTED for one to a node no group
     hosts, else -1. `convert`: some tag's payload is not float64 (see `rules`; when False the loop is the plain
     copy). With the clock on, each message joins the round's messages on the links (`cluster_time.clock_message`)."""
@@ -234,7 +239,7 @@ def _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, x_tag, x_src
             error_info[2] = d
             return BAD_EDGE if e < 0 else UNHOSTED
         sc = widths[t]
-        by = itemsizes[t] * sc
+        by = tag_bytes[t]
         edges[0, e] += 1
         edges[1, e] += sc
         edges[2, e] += by
@@ -264,6 +269,9 @@ def _meter_and_route(n_out, out_tag, out_src, out_dst, out_payload, x_tag, x_src
                 x_pay[dg, k, c] = np.float64(np.int64(out_payload[r, c]))
         x_n[dg] = k + 1
     return -1
+
+
+_ENCODING = False    # written out as True in the rounds of a run that encodes (see `_loop_text`)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -305,9 +313,11 @@ def _COUNTS_OF_KIND(kinds, kind, slot, no_counts):  # noqa: N802 - stands for th
 
 
 def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay,
-          b_n, b_wake, node_group, n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup, by_tag, out_tag,
+          b_n, b_wake, node_group, n_nodes, widths, tag_bytes, rules, convert, edges, ptr, nbr, lookup, by_tag, out_tag,
                  out_src, out_dst, out_payload, round_log, iteration_log, limits, state, error_info, max_outs, clock,
-                 group_ptr, group_nodes, no_work, node_log, node_room, metered, metered_at, names, names_at, no_counts):
+                 group_ptr, group_nodes, no_work, node_log, node_room, metered, metered_at, names, names_at, no_counts,
+                 codec, codec_state, codec_keys, codec_drawn, codec_sent, codec_buf, codec_idx, codec_where,
+                 codec_hash):
     """Rounds until Python is needed, for any number of groups. kinds: one (index, step, arrays of its groups)
     entry per distinct step (and arrays type); group g runs the step of entry ``kind_of[g]`` on the entry's arrays
     ``[slot_of[g]]`` (`_loop` compiles this source with the `_STEP_OF_KIND` line written out as direct calls).
@@ -321,16 +331,18 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
     node_log: `NODE_COUNT` records of what the steps added to their kernels' node-quantity counts
     (`_COUNTS_OF_KIND`, see `_note_counts`; group g's are flat in metered[metered_at[g]:], its quantities'
     indices in names[names_at[g]:]); node_room: the most one round can log.
+    codec...: a run that encodes its messages (`_ENCODING`, written out by `_loop_text`) encodes each step's output
+    before it is metered (`step_encoding.encode_step`); tag_bytes: a message's bytes on the wire per tag.
     Returns why it stopped."""
     lim = limits[0]
     max_rounds, max_scalars, max_iterations, observe_every = (lim.max_rounds, lim.max_scalars, lim.max_iterations,
                                                               lim.observe_every)
     st = state[0]
     kinds = _borrowed(kinds)
-    (a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay, b_n, b_wake, node_group, widths, itemsizes,
+    (a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay, b_n, b_wake, node_group, widths, tag_bytes,
      rules, edges, ptr, nbr, lookup, by_tag, o_tag, o_src, o_dst, o_pay, round_log, iteration_log) = _borrowed(
         (a_tag, a_src, a_dst, a_pay, a_n, a_wake, b_tag, b_src, b_dst, b_pay, b_n, b_wake, node_group, widths,
-         itemsizes, rules, edges, ptr, nbr, lookup, by_tag, out_tag, out_src, out_dst, out_payload, round_log,
+         tag_bytes, rules, edges, ptr, nbr, lookup, by_tag, out_tag, out_src, out_dst, out_payload, round_log,
          iteration_log))
     clock = _borrowed(clock)
     timed = clock.on[0]
@@ -390,8 +402,11 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
                 error_info[0] = g
                 error_info[1] = n_out
                 return OVERFULL
+            if _ENCODING:
+                encode_step(n_out, o_tag, o_src, o_dst, o_pay, widths, codec, codec_state, codec_keys, codec_drawn,
+                             codec_sent, codec_buf, codec_idx, codec_where, codec_hash, ptr, nbr)
             bad = _meter_and_route(n_out, o_tag, o_src, o_dst, o_pay, b_tag, b_src, b_dst, b_pay, b_n,
-                                   node_group, n_nodes, widths, itemsizes, rules, convert, edges, ptr, nbr, lookup,
+                                   node_group, n_nodes, widths, tag_bytes, rules, convert, edges, ptr, nbr, lookup,
                                    by_tag, counters, error_info, clock)
             if bad >= 0:
                 return bad
@@ -490,7 +505,7 @@ globals().update({{k: v for k, v in vars(_rounds).items() if not k.startswith("_
 '''
 
 
-def _loop(singles: tuple, slots: tuple, steps: tuple | None = None):
+def _loop(singles: tuple, slots: tuple, steps: tuple | None = None, encoding: bool = False):
     """`_loop_source` compiled for kinds of steps with one group (True) or several (False) each: its
     `_STEP_OF_KIND(kinds, kind, slot, ...)` line becomes one branch per kind with a direct call of that kind's step
     on ``kinds[i][2][slot]``; the arrays of a kind with one group are taken out of the tuple once, before the rounds.
@@ -502,11 +517,12 @@ def _loop(singles: tuple, slots: tuple, steps: tuple | None = None):
     steps: each kind's step as ``(module, name)`` by which it can be imported: the loop then calls ``step_i``, a
     global of a module that `loop_cache` writes out and numba caches on disk (``kinds[i][1]`` is unused), so that
     another process loads it instead of compiling it again; None: the loop calls ``kinds[i][1]`` and is compiled in
-    memory (also where the module cannot be written)."""
-    key = (singles, slots, steps)
+    memory (also where the module cannot be written). encoding: the rounds encode each step's messages
+    (`step_encoding.encode_step`); False compiles none of that."""
+    key = (singles, slots, steps, bool(encoding))
     fn = _LOOPS.get(key)
     if fn is None:
-        src = _loop_text(singles, slots, steps)
+        src = _loop_text(singles, slots, steps, encoding)
         if steps is not None:
             fn = _cached_loop(src, steps)
         if fn is None:
@@ -517,7 +533,7 @@ def _loop(singles: tuple, slots: tuple, steps: tuple | None = None):
     return fn
 
 
-def _loop_text(singles: tuple, slots: tuple, steps: tuple | None) -> str:
+def _loop_text(singles: tuple, slots: tuple, steps: tuple | None, encoding: bool = False) -> str:
     """The source of `_loop`'s function ``_loop_compiled`` for these kinds (see `_loop`)."""
     lines = textwrap.dedent(inspect.getsource(_loop_source)).splitlines()
 
@@ -541,7 +557,8 @@ def _loop_text(singles: tuple, slots: tuple, steps: tuple | None) -> str:
     # every array of a state at every step cost about a microsecond per Saddle-DSVC iteration
     hoisted = [f"{pad}arrays_{i} = _borrowed(kinds[{i}][2][0])" for i, single in enumerate(singles) if single]
     lines = lines[:top + 1] + hoisted + lines[top + 1:]
-    return "\n".join(lines).replace("def _loop_source(", "def _loop_compiled(")
+    text = "\n".join(lines).replace("def _loop_source(", "def _loop_compiled(")
+    return text.replace("if _ENCODING:", f"if {bool(encoding)}:")
 
 
 def _cached_text(src: str, steps: tuple) -> tuple[str, list]:
@@ -553,17 +570,18 @@ def _cached_text(src: str, steps: tuple) -> tuple[str, list]:
     return text, [sys.modules[__name__]] + [sys.modules[m] for m, _ in steps]
 
 
-def loop_ready(kernels: list[SyncKernel]) -> bool:
-    """Whether the compiled rounds of these kernels are in this process already or in numba's cache on disk (then
-    switching to them costs a load, not a compilation: `SyncScheduler` switches at once)."""
+def loop_ready(kernels: list[SyncKernel], encoding: bool = False) -> bool:
+    """Whether the compiled rounds of these kernels (encoding their messages or not) are in this process already or
+    in numba's cache on disk (then switching to them costs a load, not a compilation: `SyncScheduler` switches at
+    once)."""
     kinds, _, _, slots = _kinds(kernels)
     steps = _importable_steps(kinds)
     singles = tuple(len(k[2]) == 1 for k in kinds)
-    if (singles, slots, steps) in _LOOPS:
+    if (singles, slots, steps, bool(encoding)) in _LOOPS:
         return True
     if steps is None:
         return False
-    return module_compiled("svmsim_rounds", *_cached_text(_loop_text(singles, slots, steps), steps), steps)
+    return module_compiled("svmsim_rounds", *_cached_text(_loop_text(singles, slots, steps, encoding), steps), steps)
 
 
 def _cached_loop(src: str, steps: tuple):
@@ -684,12 +702,47 @@ class _NodeCounts:
                               log["node"][lo:hi], log["amount"][lo:hi])
 
 
+@contextlib.contextmanager
+def _failing_round(state, mail, scratch, buffers, widths, tag_bytes, codec_sent, counting, meter, tags, on_failure,
+                   settle_codec):
+    """Around a call of the loop: if a step raises, take the failing round's messages back out of the meter's
+    counters and the encoder's counts (the Python rounds meter a round after all its steps), meter the rounds
+    before, say which round failed, and let the exception go on."""
+    try:
+        yield
+    except Exception:
+        st = state[0]
+        failing = int(st["round"])
+        routed = scratch if not st["swapped"] else mail          # the loop's next-round buffer at the failure
+        ptr, nbr = buffers.ptr, buffers.nbr
+        for g in np.flatnonzero(routed.count).tolist():
+            for k in range(int(routed.count[g])):
+                t, src, dst = int(routed.tag[g, k]), int(routed.src[g, k]), int(routed.dst[g, k])
+                e = int(ptr[src]) + int(np.searchsorted(nbr[ptr[src]:ptr[src + 1]], dst))
+                sent = np.array([1, widths[t], tag_bytes[t]], np.int64)
+                buffers.edges[:, e] -= sent
+                buffers.by_tag[t] -= sent
+                codec_sent[t] -= 1
+        settle_codec()
+        meter.absorb(buffers, tags, int(st["n_round_log"]), int(st["n_iteration_log"]))
+        counting.meter(meter, int((counting.log["round"][:int(st["n_node_log"])] < failing).sum()))
+        if on_failure is not None:
+            on_failure(failing)
+        raise
+
+
 def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: CompiledMail, node_group, meter,
                         *, round_: int, iteration: int, max_rounds, max_scalars, max_iterations,
-                        observe_every: int, clock=None, group_nodes: list[np.ndarray] | None = None
-                        ) -> tuple[int, int, int, bool]:
+                        observe_every: int, clock=None, group_nodes: list[np.ndarray] | None = None,
+                        compression=None, codec_plans: np.ndarray | None = None,
+                        on_failure: Callable[[int], None] | None = None) -> tuple[int, int, int, bool]:
     """Run the compiled loop once; meter into `meter`; with a `cluster_time.ClusterClock`, keep its modelled
-    time (count mode: each group's declared work; `group_nodes`: each group's node ids, in member order).
+    time (count mode: each group's declared work; `group_nodes`: each group's node ids, in member order); with a
+    `comm.compression.Compressor` and its `codec_plans` for the kernels' tags (`Compressor.compiled_plans`), encode
+    every message as its Python rounds would (its channels' state and uniforms drawn travel in and back out).
+    A step that raises (numba's ZeroDivisionError on a compressed message, say) ends the call as it would end the
+    Python rounds: the rounds before are metered, the failing round's messages are not, `on_failure` gets the
+    failing round, and the exception goes on.
     Returns (status, round, iteration, done)."""
     for g, k in enumerate(kernels):
         nested = [i for i, a in enumerate(k.arrays) if isinstance(a, tuple)]
@@ -702,6 +755,8 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
         raise ValueError("the compiled loop needs a meter with a topology and no message log")
     widths = np.ascontiguousarray(kernels[0].widths, dtype=np.int64)
     itemsizes, rules = _payload_rules(kernels[0])
+    encoding = compression is not None
+    tag_bytes = itemsizes * widths if not encoding else np.ascontiguousarray(codec_plans["nbytes"], np.int64)
     max_outs = np.array([k.max_out for k in kernels], np.int64)
     # room beyond the largest max_out, so that a step that overruns its promise is caught before harm is done
     room = 2 * int(max_outs.max()) + 16
@@ -734,17 +789,38 @@ def run_compiled_rounds(kernels: list[SyncKernel], mail: CompiledMail, scratch: 
             raise ValueError("the clock and the meter must number the topology's edges alike")
         clock_state = clock.state(int(max_outs.sum()))
     counting = _NodeCounts(kernels, group_ptr)
-    with warnings.catch_warnings():
+    if encoding:
+        codec = codec_plans
+        codec_state, codec_drawn = compression.channel_arrays(codec_plans, tags, buffers.ptr, buffers.nbr)
+        codec_keys = compression.stream_keys()
+    else:
+        codec = np.zeros(len(tags), _CODEC_PLAN)
+        codec_state, codec_drawn, codec_keys = np.zeros((1, 1, 1)), np.zeros((1, 1), np.int64), np.zeros(1, np.uint64)
+    codec_sent = np.zeros(len(tags), np.int64)
+    codec_buf = np.zeros((3, width))
+    codec_idx = np.zeros(width, np.int64)
+    codec_where = np.zeros(room, np.int64)
+    codec_hash = np.zeros(room, np.uint64)
+
+    def settle_codec():
+        if encoding:
+            compression.take_channel_arrays(codec_plans, tags, buffers.ptr, buffers.nbr, codec_state, codec_drawn)
+            compression.count_compiled(tags, widths, codec_sent, kernel_dtypes(kernels[0]))
+
+    with warnings.catch_warnings(), _failing_round(state, mail, scratch, buffers, widths, tag_bytes, codec_sent,
+                                                   counting, meter, tags, on_failure, settle_codec):
         # numba calls passing jitted functions as arguments "first-class function type: experimental"; the loop
         # makes direct calls to them (each dispatcher is part of the compiled signature)
         warnings.simplefilter("ignore", NumbaExperimentalFeatureWarning)
-        status = _loop(tuple(len(k[2]) == 1 for k in kinds), slots, steps)(
+        status = _loop(tuple(len(k[2]) == 1 for k in kinds), slots, steps, encoding)(
             kinds, kind_of, slot_of, len(kernels), mail.tag, mail.src, mail.dst, mail.payload, mail.count, mail.wake,
             scratch.tag, scratch.src, scratch.dst, scratch.payload, scratch.count, scratch.wake, node_group,
-            meter.n_nodes, widths, itemsizes, rules, bool(rules.any()), buffers.edges, buffers.ptr, buffers.nbr,
+            meter.n_nodes, widths, tag_bytes, rules, bool(rules.any()), buffers.edges, buffers.ptr, buffers.nbr,
             buffers.lookup, buffers.by_tag, out_tag, out_src, out_dst, out_payload, buffers.rounds, buffers.iterations,
             limits, state, error_info, max_outs, clock_state, group_ptr, members, _NO_WORK, counting.log,
-            counting.room, counting.metered, counting.metered_at, counting.names, counting.names_at, _NO_COUNTS)
+            counting.room, counting.metered, counting.metered_at, counting.names, counting.names_at, _NO_COUNTS,
+            codec, codec_state, codec_keys, codec_drawn, codec_sent, codec_buf, codec_idx, codec_where, codec_hash)
+    settle_codec()
     meter.absorb(buffers, tags, int(st["n_round_log"]), int(st["n_iteration_log"]))
     counting.meter(meter, int(st["n_node_log"]))
     if st["swapped"]:

@@ -15,9 +15,10 @@ steps only groups with mail (so receivers apply the messages that close the iter
 woken groups run in the round after.
 
 When the engine lends its groups' compiled steps (`Engine.kernels`: the in-process engine, for programs that
-offer a `SyncKernel`), the meter knows the topology and there is no fault model, compression or message log, the
-rounds can run in the compiled loop of `compiled_sync` instead (any number of groups and nodes), with the same
-rules, the same ledger and the same states; rounds whose programs have no kernel (e.g. a set-up phase) run here.
+offer a `SyncKernel`), the meter knows the topology and there is no fault model or message log, the rounds can run
+in the compiled loop of `compiled_sync` instead (any number of groups and nodes), with the same rules, the same
+ledger and the same states, and with compression the same encodings (built-in codecs, error feedback but ef21);
+rounds whose programs have no kernel (e.g. a set-up phase) run here.
 Compiling that loop for a program takes seconds to a minute in the first process that runs it (later ones load it
 from disk: `loop_cache`), so by default (``compiled=None``) a run switches to it only after its rounds have taken
 `COMPILE_AFTER_SECONDS` here (numba's compilation of the programs' own steps left out): a short run never pays for
@@ -97,13 +98,15 @@ class SyncScheduler:
         self.clock = clock                    # a `cluster_time.ClusterClock`: modelled time, round by round
         # the compiled loop: allowed unless compiled=False; used when every group offers a kernel
         # (modelled time runs in it too, unless each step's compute time is measured in Python)
-        self._compiled_allowed = (compiled is not False and faults is None and compression is None
+        ef21 = compression is not None and compression.spec.uses_ef21
+        self._compiled_allowed = (compiled is not False and faults is None and not ef21
                                   and (clock is None or clock.model.compute != "measured")
                                   and meter.compiled_view() is not None)
         #: why the rounds stay in Python although compiled steps may be offered (None: they need not)
         self.python_only = ("faults: the compiled loop applies no fault model" if faults is not None else
-                            "compression: the compiled loop does not encode messages" if compression is not None
-                            else None)
+                            "compression: error feedback 'ef21' checks that a broadcast's receivers stay the same, "
+                            "which the compiled loop does not" if ef21 else None)
+        self._codec_plans = None      # the compiled loop's encoding of the kernels' tags (with compression)
         self._compile_now = compiled is True
         self._python_clock = None     # a compile_clock.Stopwatch from this scheduler's first Python round
         self._ready_checks = READY_CHECKS   # Python rounds left in which to ask whether the loop is compiled
@@ -323,7 +326,7 @@ class SyncScheduler:
                 from .compiled_sync import kernels_compatible, loop_ready
 
                 self._ready_checks = 0
-                if kernels_compatible(kernels) and loop_ready(kernels):
+                if kernels_compatible(kernels) and loop_ready(kernels, self.compression is not None):
                     self._compile_now = True
                     return True
         return self._python_clock.wall() >= COMPILE_AFTER_SECONDS  # pragma: no mutate (equivalent: > at a tie)
@@ -348,6 +351,12 @@ class SyncScheduler:
                                                  and not all(C.work_readable(k) for k in kernels)):
             self._compiled_allowed = False  # pragma: no mutate (equivalent: the Python loop runs them either way)
             return None
+        if self.compression is not None and self._codec_plans is None:
+            self._codec_plans, why = self.compression.compiled_plans(tags, widths, kernel_dtypes(kernels[0]))
+            if self._codec_plans is None:
+                self._compiled_allowed = False
+                self.python_only = f"compression: {why}"
+                return None
         if self._compiled_mail is None:
             capacity = sum(k.max_out for k in kernels)
             width = int(np.max(widths))
@@ -361,7 +370,8 @@ class SyncScheduler:
         status, self.round, completed, done = C.run_compiled_rounds(
             kernels, mail, scratch, self.node_group, self.meter, round_=self.round, iteration=self.iteration,
             max_rounds=max_rounds, max_scalars=max_scalars, max_iterations=max_iterations, observe_every=observed,
-            clock=self.clock, group_nodes=[g.node_ids for g in self.groups])
+            clock=self.clock, group_nodes=[g.node_ids for g in self.groups], compression=self.compression,
+            codec_plans=self._codec_plans, on_failure=self._failed_in)
         # pragma: no mutate start (equivalent: receivers read payloads as float64, exact for every wire dtype)
         self._mail, self._wake = mail.to_inboxes(tags, widths, kernel_dtypes(kernels[0]))
         # pragma: no mutate end
@@ -379,6 +389,10 @@ class SyncScheduler:
         if status == C.BOUNDARY:
             return self._after_boundary(completed, done, True, max_iterations, on_iteration)
         return None            # PAUSE / FLUSH: ask the programs again and go on
+
+    def _failed_in(self, round_: int) -> None:
+        """A step of the compiled loop raised in round `round_`: the run's round is that one, as in Python."""
+        self.round = round_
 
     def _settle(self) -> None:
         """Step only the groups with mail, so that the iteration's closing messages are applied."""

@@ -83,6 +83,14 @@ class CappedMinSearch:
                 value += rest * tau
             self.value = float(value)
             return
+        if ((at_or_below < self.rank and not math.isfinite(smallest_above))
+                or (below >= self.rank and not math.isfinite(largest_below))):
+            # the counts put the order statistic beyond every value: some u_j is NaN (neither below, at nor above
+            # any threshold), and the bracket would never close
+            raise FloatingPointError(
+                f"the certificate check cannot order the values u_j = <w, S_j>: at tau = {float(tau)!r}, {int(below)} lie "
+                f"below and {int(at_or_below)} at or below of {self.count}, with no value beyond; the iterate w is "
+                "not finite")
         width = self.hi_rank - self.lo_rank
         if at_or_below < self.rank:                       # the answer lies above tau
             self.lo, self.lo_rank = smallest_above, int(at_or_below)
