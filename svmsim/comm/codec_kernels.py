@@ -13,6 +13,9 @@ import math
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from ..core.jit import inner
 from ..core.streams import counter_uniform, mix64
@@ -42,14 +45,42 @@ _F32_MIN_NORMAL = 2.0 ** -126
 _TWO_128 = 2.0 ** 128
 
 
+@intrinsic
+def _bits(typingctx, x):
+    """The IEEE bits of a float64, as a uint64 (no conversion)."""
+    if not (isinstance(x, types.Float) and x.bitwidth == 64):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.uint64(x), codegen
+
+
+@intrinsic
+def _from_bits(typingctx, u):
+    """The float64 whose IEEE bits are the uint64 u."""
+    if not isinstance(u, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(u), codegen
+
+
 @inner
-def _round_even(r):
-    """r rounded to the nearest integer, halves to even (r >= 0)."""
-    f = np.floor(r)
-    diff = r - f
-    if diff > 0.5 or (diff == 0.5 and f % 2.0 == 1.0):
-        f += 1.0
-    return f
+def _rounded_at(a, spacing_exponent):
+    """a >= 0 rounded to a multiple of 2^spacing_exponent, halves to even: adding C = 2^(spacing_exponent + 52),
+    whose spacing is that, makes the addition round there (round to nearest even), and subtracting C is exact."""
+    c = _from_bits(np.uint64(spacing_exponent + 52 + 1023) << np.uint64(52))
+    return (a + c) - c
+
+
+@inner
+def _exponent(a):
+    """e with a in [2^(e-1), 2^e), for a normal double a > 0 (frexp's exponent)."""
+    return np.int64((_bits(a) >> np.uint64(52)) & np.uint64(0x7FF)) - 1022
 
 
 @inner
@@ -61,11 +92,8 @@ def half_round(x):
     if a >= _HALF_OVERFLOW:
         return math.copysign(math.inf, x)
     if a < _HALF_MIN_NORMAL:
-        q = 2.0 ** -24                                  # half's subnormal spacing
-    else:
-        e = math.frexp(a)[1]                            # a in [2^(e-1), 2^e): 11 significant bits
-        q = math.ldexp(1.0, e - 11)
-    return math.copysign(_round_even(a / q) * q, x)
+        return math.copysign(_rounded_at(a, -24), x)     # half's subnormal spacing
+    return math.copysign(_rounded_at(a, _exponent(a) - 11), x)     # 11 significant bits
 
 
 @inner
@@ -76,11 +104,9 @@ def bf16_round(x):
         return f
     a = abs(f)
     if a < _F32_MIN_NORMAL:
-        q = 2.0 ** -133                                 # float32's subnormal spacing at bfloat16's 7 bits
+        r = _rounded_at(a, -133)                          # float32's subnormal spacing at bfloat16's 7 bits
     else:
-        e = math.frexp(a)[1]
-        q = math.ldexp(1.0, e - 8)
-    r = _round_even(a / q) * q
+        r = _rounded_at(a, _exponent(a) - 8)
     if r >= _TWO_128:
         r = math.inf
     return math.copysign(r, f)
