@@ -13,12 +13,9 @@ import math
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
-
 from ..core.jit import inner
 from ..core.streams import counter_uniform, mix64
+from ..numerics.bits import bits_float, float_bits
 
 __all__ = ["KERNEL_CODES", "CODEC_PLAN", "EF_CODES", "encode_row", "encode_rows", "channel_encode", "half_round",
            "bf16_round"]
@@ -45,42 +42,18 @@ _F32_MIN_NORMAL = 2.0 ** -126
 _TWO_128 = 2.0 ** 128
 
 
-@intrinsic
-def _bits(typingctx, x):
-    """The IEEE bits of a float64, as a uint64 (no conversion)."""
-    if not (isinstance(x, types.Float) and x.bitwidth == 64):
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-
-    return types.uint64(x), codegen
-
-
-@intrinsic
-def _from_bits(typingctx, u):
-    """The float64 whose IEEE bits are the uint64 u."""
-    if not isinstance(u, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-
-    return types.float64(u), codegen
-
-
 @inner
 def _rounded_at(a, spacing_exponent):
     """a >= 0 rounded to a multiple of 2^spacing_exponent, halves to even: adding C = 2^(spacing_exponent + 52),
     whose spacing is that, makes the addition round there (round to nearest even), and subtracting C is exact."""
-    c = _from_bits(np.uint64(spacing_exponent + 52 + 1023) << np.uint64(52))
+    c = bits_float(np.int64(spacing_exponent + 52 + 1023) << np.int64(52))
     return (a + c) - c
 
 
 @inner
 def _exponent(a):
     """e with a in [2^(e-1), 2^e), for a normal double a > 0 (frexp's exponent)."""
-    return np.int64((_bits(a) >> np.uint64(52)) & np.uint64(0x7FF)) - 1022
+    return ((float_bits(a) >> np.int64(52)) & np.int64(0x7FF)) - 1022
 
 
 @inner

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .simd import JIT_OPTS, bits_float, float_bits, wide_simd
+from ...numerics.bits import bits_float, float_bits
+from .simd import JIT_OPTS, wide_simd
 
 
 @numba.njit(**JIT_OPTS)

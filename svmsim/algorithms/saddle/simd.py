@@ -56,31 +56,6 @@ def exp_le709(typingctx, x):
 
 
 @intrinsic
-def float_bits(typingctx, x):
-    """The IEEE bits of a float64 as int64: for x >= 0 their order is the order of the values, and integer
-    max/min reductions vectorise (float ones do not without no-NaN flags)."""
-    if not isinstance(x, types.Float):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-
-    return types.int64(types.float64), codegen
-
-
-@intrinsic
-def bits_float(typingctx, b):
-    """Inverse of `float_bits`."""
-    if not isinstance(b, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-
-    return types.float64(types.int64), codegen
-
-
-@intrinsic
 def prefetch_l2(typingctx, arr, idx):
     """Hint the CPU to bring arr[idx]'s cache line into L2 (llvm.prefetch, read, moderate locality)."""
     if not isinstance(arr, types.Array):
