@@ -70,7 +70,7 @@ EDGES = [65504.0, 65519.99, 65520.0, 65536.0, -65520.0, 2.0 ** -24, 2.0 ** -25, 
 
 
 def _rows(rng, shape_kind: int):
-    m, d = int(rng.integers(1, 6)), int(rng.integers(1, 60))
+    m, d = int(rng.integers(1, 6)), int(rng.choice([rng.integers(1, 60), rng.integers(60, 700)]))
     if shape_kind == 0:                                        # one scale, from subnormal to huge
         return rng.standard_normal((m, d)) * 10.0 ** rng.uniform(-45, 40)
     if shape_kind == 1:                                        # ties everywhere
