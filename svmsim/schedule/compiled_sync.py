@@ -7,7 +7,9 @@ loop's, round for round: the groups with mail (and the woken ones) step once in 
 metered in that round and delivered in the next; an inbox is ordered by (tag, src, dst). Metering happens in
 the loop into the buffers the meter lends (`Meter.compiled_buffers`: its own per-edge counters, indexed by the
 topology's CSR edge ids, and per-tag, per-round and per-iteration buffers that `Meter.absorb` takes back), so the
-ledger is the one the Python loop would write; bytes follow each tag's payload dtype, as on the Python path.
+ledger is the one the Python loop would write; bytes follow each tag's payload dtype, as on the Python path,
+or with a run's `[compression]` its encoding (`step_encoding`: the messages encoded as the Python rounds encode
+them, error feedback's channels taken from the `Compressor` and handed back).
 A kernel's node-quantity `counts` are logged after each step (what it added, per member: `NODE_COUNT` records) and
 metered per round after the call, as the Python loop meters `kernel_step`'s ``signals["counts"]``.
 With a `cluster_time.ClusterClock` the loop also keeps the modelled time, with the clock's own numba functions
