@@ -26,6 +26,9 @@ in-process engine:
 * ``restore``: synchronous rounds: every group's state, pickled mid-run and taken up by a fresh copy of its
   program as deployed (unpickled and initialised), continues the run bit for bit: what a Ray host actor that
   replaces a lost one does. A program must keep everything a step depends on in its state.
+* ``travel``: every program pickles (as the Ray engines send it to a host) without a numba function by value: a
+  function kept on the program instance would reach the host as a new dispatcher, compiled there afresh outside
+  numba's disk cache (a program reads its numba functions from its module or class).
 * ``params``: bad parameters are refused clearly: for every key of ``info.Params``, a value out of its range and
   a value of the wrong type, and an unknown key, raise pydantic's ValidationError from ``info.Params(...)`` and a
   ScenarioError from ``svmsim.config.load_scenario`` that names the key and says what is allowed.
@@ -64,8 +67,8 @@ from .deployment import observations_by_role
 __all__ = ["DEFAULT_RUN", "declarations", "variants", "CheckSkipped", "Check", "yield_checks", "check_names",
            "variant_label", "small_params", "small_problem", "small_scenario", "run_small", "SmallRun",
            "DISTRIBUTED_CHECKS", "SINGLE_CHECKS", "check_grouping", "check_ledger", "check_replay", "check_seed",
-           "check_compiled", "check_restore", "check_params", "Case", "cases", "pytest_cases", "CheckResult",
-           "check_algorithm"]
+           "check_compiled", "check_restore", "check_travel", "compiled_functions_by_value", "check_params", "Case",
+           "cases", "pytest_cases", "CheckResult", "check_algorithm"]
 
 # ----------------------------------------------------------------------------------------------------------------
 # Declarations: each algorithm's own (AlgorithmInfo.conformance), over these defaults
@@ -553,6 +556,39 @@ def check_seed(info: AlgorithmInfo, problem, params: dict | None = None) -> None
         f"model); if the algorithm is deterministic, declare it: Conformance(skips={{'seed': 'why'}})")
 
 
+def compiled_functions_by_value(program) -> list[str]:
+    """The numba functions that pickling `program` carries by value (module.qualname each): what a Ray host gets
+    as a new dispatcher, compiled afresh there without numba's disk cache. A program reads its numba functions from
+    its module or its class; one kept on the instance travels this way."""
+    import io
+    import pickle
+
+    from numba.core.dispatcher import Dispatcher
+
+    found: list[str] = []
+
+    class _Pickler(pickle.Pickler):
+        def reducer_override(self, obj):
+            if isinstance(obj, Dispatcher):
+                found.append(f"{obj.py_func.__module__}.{obj.py_func.__qualname__}")
+            return NotImplemented
+
+    _Pickler(io.BytesIO()).dump(program)
+    return sorted(set(found))
+
+
+def check_travel(info: AlgorithmInfo, problem, params: dict | None = None) -> None:
+    """Each program travels to a Ray host without numba functions by value (the host loads them from numba's disk
+    cache instead of compiling them afresh)."""
+    for spec in _build(info, problem, params).roles:
+        carried = compiled_functions_by_value(spec.program)
+        assert not carried, (
+            f"{info.name}: its {spec.role!r} program pickles the numba function(s) {', '.join(carried)} by value, "
+            "so every Ray host compiles them afresh, outside numba's disk cache (half a minute for a large step); "
+            "allowed: numba functions read from the module or the class (a property that returns one), not kept "
+            "on the instance")
+
+
 def check_compiled(info: AlgorithmInfo, problem, params: dict | None = None) -> None:
     """The compiled loop gives the Python loop's run, bit for bit."""
     kind = _deployment_kind(info, problem, params)
@@ -684,7 +720,7 @@ def check_params(info: AlgorithmInfo, problem, params: dict | None = None) -> No
 #: (name, check) of distributed algorithms, in the order they run
 DISTRIBUTED_CHECKS: tuple[tuple[str, Check], ...] = (
     ("grouping", check_grouping), ("ledger", check_ledger), ("replay", check_replay), ("seed", check_seed),
-    ("compiled", check_compiled), ("restore", check_restore), ("params", check_params))
+    ("compiled", check_compiled), ("restore", check_restore), ("travel", check_travel), ("params", check_params))
 #: (name, check) of single-machine algorithms
 SINGLE_CHECKS: tuple[tuple[str, Check], ...] = (
     ("replay", check_replay), ("seed", check_seed), ("params", check_params))

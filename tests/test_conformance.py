@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+import numba
 import numpy as np
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
@@ -85,7 +86,7 @@ def test_a_skip_without_a_reason_is_refused():
 class ToyParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     clients: int = Field(4, ge=1)
-    defect: Literal["none", "grouping", "miscount", "seedless", "program_state"] = "none"
+    defect: Literal["none", "grouping", "miscount", "seedless", "program_state", "function_on_instance"] = "none"
 
 
 class LaxToyParams(ToyParams):
@@ -114,12 +115,19 @@ class ToyServer(NodeProgram):
         return {"it": st["it"], "total": st["total"]}
 
 
+@numba.njit(cache=True)
+def _toy_scale(x):
+    return 2.0 * x
+
+
 class ToyClient(NodeProgram):
     role = "client"
 
     def __init__(self, defect):
         self.defect = defect
         self.pings = 0                            # used by the "program_state" defect only
+        if defect == "function_on_instance":      # a numba function kept on the instance travels by value
+            self.scale = _toy_scale
 
     def init(self, node_ids, node_data, seed):
         if self.defect == "seedless":
@@ -176,7 +184,7 @@ def toy(monkeypatch):
 
 def test_the_toy_passes_the_checks_that_apply(toy):
     info = toy()
-    for name in ("grouping", "ledger", "replay", "seed", "restore", "params"):
+    for name in ("grouping", "ledger", "replay", "seed", "restore", "travel", "params"):
         dict(C.yield_checks(info))[name](info, C.small_problem(info))
     with pytest.raises(AssertionError, match="lent a compiled step"):       # no kernel and no declared reason
         C.check_compiled(info, C.small_problem(info))
@@ -187,6 +195,7 @@ def test_the_toy_passes_the_checks_that_apply(toy):
     ("miscount", C.check_ledger, "declared_scalars"),
     ("seedless", C.check_seed, "gave the same run"),
     ("program_state", C.check_restore, "taken up by a fresh copy of its program changed the run"),
+    ("function_on_instance", C.check_travel, "'client' program pickles the numba function.*_toy_scale by value"),
 ])
 def test_a_planted_defect_fails_its_check(toy, defect, check, message):
     info = toy(defect)

@@ -20,7 +20,11 @@ def bundle_plan(pattern: str, workers: int, dim: int, method: int, branching: in
 class BundleProgram(AllreduceWorker):
     """Pragam, ls-BMRM, qp-BMRM or Pegasos-n (`protocol`'s method constant)."""
 
-    step_function = staticmethod(bundle_step)
+    @property
+    def step_function(self):
+        """The numba round step, read from the module (a dispatcher kept on the instance would travel to a Ray
+        host by value and be compiled there afresh, without numba's disk cache: half a minute for `bias_step`)."""
+        return bias_step if self.probe is not None else bundle_step
 
     def __init__(self, plan_: Plan, dim: int, probe: Plan | None = None, **constants):
         """`probe`: Pragam-b's root probes over K > 1 workers (`protocol.probe_plan`), an auxiliary collective
@@ -28,7 +32,6 @@ class BundleProgram(AllreduceWorker):
         super().__init__(plan_, dim)
         self.probe = probe if probe is not None and probe.k > 1 else None
         if self.probe is not None:
-            self.step_function = bias_step
             table = self.probe.tag_table("probe", "probe-total")
             self.tags += tuple(t for t, _ in table)
             self.widths = np.concatenate([self.widths, np.array([w for _, w in table], np.int64)])
