@@ -409,14 +409,14 @@ def _linear_values(meter: Meter, linear: list[tuple[str, dict]]) -> dict[str, fl
 # ----------------------------------------------------------------------------------------------------------------
 
 def _one_group_per_node(scenario: Scenario, deployment: Deployment, engine: Engine):
-    """Measured compute times need each node's step timed on its own: one group per node, in this process (any
+    """Measured compute times need each node's step timed on its own: one group per node, timed where it runs (any
     grouping gives the same run: a conformance check)."""
     from .engine.base import split_roles
     from .errors import ScenarioError
 
     if not engine.time_steps():
-        raise ScenarioError(f"[network] compute = 'measured' times each node's step in this process; engine "
-                            f"{engine.name!r} runs them elsewhere; allowed: engine inproc, or compute = 'count'")
+        raise ScenarioError(f"[network] compute = 'measured' times each node's step where it runs; engine "
+                            f"{engine.name!r} cannot time them; allowed: engine inproc or ray, or compute = 'count'")
     return split_roles(deployment.roles, {r.role: len(r.node_ids) for r in deployment.roles})
 
 

@@ -629,10 +629,13 @@ class NetworkSection(SectionModel):
                                                                         "differ from the defaults: [[network.links]] "
                                                                         "entries with keys a, b, latency, bandwidth, "
                                                                         "energy_per_message, energy_per_byte")
+    step_overhead: float = Field(0.0, ge=0, description="seconds each step of a node costs beyond its declared work "
+                                                        "(the fixed cost of a step in the node's runtime; count "
+                                                        "mode; svmsim calibrate --scenario measures it)")
     compute: str = Field("count", description="how the compute time of a step is modelled",
                          json_schema_extra=allowed_text(
-        "'count' (the work each step declares / compute_rate) or 'measured' (each node's step timed in this "
-        "process; in-process engine only)"))
+        "'count' (step_overhead + the work each step declares / compute_rate) or 'measured' (each node's step "
+        "timed where it runs: in process or on its Ray host)"))
     energy_per_message: float | None = Field(None, ge=0, description="joules per delivered message on a link "
                                                                      "(the energy column; absent: 0)")
     energy_per_byte: float | None = Field(None, ge=0, description="joules per byte of a delivered message on a link "
@@ -657,11 +660,11 @@ class NetworkSection(SectionModel):
     @model_serializer(mode="wrap")
     def _dump(self, handler):
         """As dumped (the resolved scenario, the summary): the profile's values written out, so that the dump
-        reads back to the same cluster; the heterogeneity keys only where set (a homogeneous table dumps as it did
-        before they existed)."""
+        reads back to the same cluster; the heterogeneity keys and the step overhead only where set (a homogeneous table
+        dumps as it did before they existed)."""
         out = _without_unset_energy(handler(self))
         out.update(self.settings())
-        unset = {"profile": None, "nodes": [], "trace": None}
+        unset = {"profile": None, "nodes": [], "trace": None, "step_overhead": 0.0}
         if self.profile is None:           # else a spread of 0 must stay written out, against the profile's
             unset.update(compute_spread=0.0, link_spread=0.0)
         for key, value in unset.items():
@@ -720,7 +723,7 @@ class NetworkSection(SectionModel):
         node_rates.update({n.id: n.compute_rate for n in self.nodes})
         links.update({(min(ln.a, ln.b), max(ln.a, ln.b)): (ln.latency, ln.bandwidth) for ln in self.links})
         return NetworkModel(compute=self.compute, links=links, node_rates=node_rates, seed=int(seed), trace=trace,
-                            **self.settings())
+                            step_overhead=self.step_overhead, **self.settings())
 
 
 #: the experiment trackers ``[output] tracking`` names (`svmsim.tracking`)

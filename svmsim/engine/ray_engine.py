@@ -48,6 +48,8 @@ __all__ = ["RayEngine", "NodeHost", "colocate_groups", "placement"]
 _DEFAULT_OBJECT_STORE_BYTES = 512 * 1024**2
 _CGRAPH_LOGGER = "ray.dag.compiled_dag_node"
 _WIRES = ("bytes", "objects")
+#: the signal a timed host (`NodeHost.timed`) adds to each outbox: its step's wall seconds (taken off by the driver)
+STEP_SECONDS = "step_seconds"
 
 
 # -- the wire format of a round ----------------------------------------------------------------------------
@@ -159,15 +161,17 @@ class NodeHost:
         self.name = name
         self.programs: dict[int, NodeProgram] = {}
         self.states: dict[int, Any] = {}
+        self.timed = False          # time each group's step (``compute = "measured"``): its outbox carries it
 
     def _failed(self, err: BaseException, gid: int) -> None:
         if hasattr(err, "add_note"):  # Python >= 3.11; the note travels back with the exception
             where = f"Ray host {self.name!r}" + (f", group {gid}" if len(self.programs) > 1 else "")
             err.add_note(f"(raised on {where})")
 
-    def deploy(self, groups: list[tuple], seed: int) -> str:
+    def deploy(self, groups: list[tuple], seed: int, timed: bool = False) -> str:
         """Initialise this host's groups, given as ``(gid, program, node_ids, node_data)``; returns the id of the
-        Ray node it runs on."""
+        Ray node it runs on. `timed`: each step's wall seconds go back in its outbox's signals (`STEP_SECONDS`)."""
+        self.timed = bool(timed)
         for gid, program, node_ids, node_data in sorted(groups, key=lambda t: t[0]):
             self.programs[gid] = program
             try:
@@ -183,7 +187,10 @@ class NodeHost:
         out = {}
         for gid in (sorted(inboxes) if len(inboxes) > 1 else inboxes):
             try:
+                start = time.perf_counter()
                 states[gid], out[gid] = programs[gid].step(states[gid], inboxes[gid], round_)
+                if self.timed:
+                    out[gid].signals = {**(out[gid].signals or {}), STEP_SECONDS: time.perf_counter() - start}
             except Exception as err:
                 self._failed(err, gid)
                 raise
@@ -351,6 +358,8 @@ class RayEngine(Engine):
         self._step_calls: list[Any] = []  # bound actor method that steps a round, per actor
         self._graph = None
         self._closed = False
+        self.timed = False                      # hosts time each group's step (`time_steps`)
+        self.step_seconds: dict[int, float] = {}
 
     # -- placement ----------------------------------------------------------------------------------------
     def plan(self, roles: list[RoleSpec]) -> list[Group]:
@@ -388,7 +397,8 @@ class RayEngine(Engine):
             for j, name in enumerate(self.hosts):
                 self._hosts.append(self._new_host(j, name))
                 self._step_calls.append(self._step_call(self._hosts[j]))
-            where = self._get([handle.deploy.remote(self._deployed[j], seed) for j, handle in enumerate(self._hosts)])
+            where = self._get([handle.deploy.remote(self._deployed[j], seed, self.timed)
+                               for j, handle in enumerate(self._hosts)])
             self.host_nodes = dict(zip(self.hosts, where))
             if self.compiled:
                 self._compile()
@@ -454,7 +464,18 @@ class RayEngine(Engine):
             out = self._recover(lost, work)
         if due:
             self._checkpoint()
+        if self.timed:                      # each group's step, timed on its host (`time_steps`)
+            self.step_seconds = {}
+            for gid, outbox in out.items():
+                signals = dict(outbox.signals)
+                self.step_seconds[gid] = signals.pop(STEP_SECONDS)
+                outbox.signals = signals or None
         return out
+
+    def time_steps(self) -> bool:
+        """Time each group's step where it runs (its host actor), for ``compute = "measured"``; before `deploy`."""
+        self.timed = True
+        return True
 
     def _outboxes(self, results) -> dict[int, Outbox]:
         """``{gid: outbox}`` from the hosts' results of one round."""
@@ -523,7 +544,7 @@ class RayEngine(Engine):
                 self._step_calls[j] = self._step_call(handle)
             if name in dead or journal.checkpoints[j] is None:   # (again, for a host without checkpoint yet)
                 placed[name] = len(pending)
-                pending.append(handle.deploy.remote(self._deployed[j], self._seed))
+                pending.append(handle.deploy.remote(self._deployed[j], self._seed, self.timed))
             call = self._step_calls[j]
             # actor calls run in the order sent: submit the whole rebuild, then wait once
             restore = lambda blob, h=handle: pending.append(h.restore.remote(blob))  # noqa: E731

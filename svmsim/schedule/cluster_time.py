@@ -3,9 +3,10 @@
 The model (a dataflow critical path under the alpha-beta cost of each link):
 
 * a node's step starts when the node is ready: when its previous step has finished and every message of its inbox
-  has arrived; it computes for ``work / compute_rate`` seconds (the work its program declares for that step, in
-  operations: `SyncKernel.work`; ``compute = "measured"``: the wall time of the node's own step in this process,
-  the simulator's per-step cost included), then hands its messages to its network port in the order it sent them;
+  has arrived; it computes for ``step_overhead + work / compute_rate`` seconds (the work its program declares for
+  that step, in operations: `SyncKernel.work`; ``step_overhead``: the fixed cost of a step in the node's runtime;
+  ``compute = "measured"``: the wall time of the node's own step in this process, the simulator's per-step cost
+  included), then hands its messages to its network port in the order it sent them;
 * each node has one send port and one receive port (full duplex, one message at a time in each direction): a
   message of b bytes on link (s, d) occupies s's send port for b / beta_sd, arrives alpha_sd later, and occupies
   d's receive port for b / beta_sd (messages queue at a busy receive port in order of arrival);
@@ -83,6 +84,7 @@ class NetworkModel:
     link_spread: float = 0.0
     seed: int = 0
     trace: ClusterTrace | None = None   # where node_rates and links came from, when a trace file gave them
+    step_overhead: float = 0.0  # seconds each step of a node costs beyond its declared work (count mode)
 
     def __post_init__(self):
         if self.compute not in COMPUTE_MODES:
@@ -90,7 +92,7 @@ class NetworkModel:
                                 f"{', '.join(COMPUTE_MODES)}")
         for name, v, low in (("latency", self.latency, 0.0), ("bandwidth", self.bandwidth, None),
                              ("compute_rate", self.compute_rate, None), ("compute_spread", self.compute_spread, 0.0),
-                             ("link_spread", self.link_spread, 0.0)):
+                             ("link_spread", self.link_spread, 0.0), ("step_overhead", self.step_overhead, 0.0)):
             ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (
                 v >= low if low is not None else v > 0)
             if not ok:
@@ -152,6 +154,7 @@ class ClockState(NamedTuple):
     compute: np.ndarray     # (n_nodes,) total modelled compute seconds per node
     network: np.ndarray     # [1] total seconds messages spent on links (sum over messages)
     rate: np.ndarray        # (n_nodes,) each node's operations per second (count mode)
+    overhead: np.ndarray    # [1] seconds each step costs beyond its work (count mode)
     alpha: np.ndarray       # (directed edges,) latency per CSR edge id
     per_byte: np.ndarray    # (directed edges,) seconds per byte
     port: np.ndarray        # (n_nodes,) a sender's port is busy until then (valid where port_at == stamp)
@@ -182,9 +185,12 @@ def clock_compute(clock, nodes, seconds):
 
 @numba.njit(cache=True, nogil=True)
 def clock_work(clock, nodes, work):
-    """Nodes `nodes` did `work` operations each this round (count mode: work / the node's rate seconds)."""
+    """Nodes `nodes` stepped this round, doing `work` operations each (count mode: the step overhead plus work / the
+    node's rate seconds; `work` empty: the program declares none)."""
+    overhead = clock.overhead[0]
     for j in range(nodes.shape[0]):
-        _computed(clock, nodes[j], work[j] / clock.rate[nodes[j]])
+        seconds = work[j] / clock.rate[nodes[j]] if work.shape[0] > 0 else 0.0
+        _computed(clock, nodes[j], seconds + overhead)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -243,7 +249,7 @@ def clock_round(clock):
 def idle_clock_state() -> ClockState:
     """A state the compiled loop takes when no clock runs (`on` is False; nothing is read)."""
     f, i = np.zeros(1), np.zeros(1, np.int64)
-    return ClockState(np.zeros(1, np.bool_), f, f, f, np.ones(1), f, f, f, i, f, i, i, i, i, i, i, f, f)
+    return ClockState(np.zeros(1, np.bool_), f, f, f, np.ones(1), f, f, f, f, i, f, i, i, i, i, i, i, f, f)
 
 
 class ClusterClock:
@@ -256,7 +262,8 @@ class ClusterClock:
         alpha, per_byte = model.link_arrays(ptr, nbr)
         self._state = ClockState(
             on=np.ones(1, np.bool_), ready=np.zeros(n_nodes), compute=np.zeros(n_nodes), network=np.zeros(1),
-            rate=model.node_rate_array(n_nodes), alpha=alpha, per_byte=per_byte,
+            rate=model.node_rate_array(n_nodes), overhead=np.array([float(model.step_overhead)]), alpha=alpha,
+            per_byte=per_byte,
             port=np.zeros(n_nodes), port_at=np.full(n_nodes, -1, np.int64), rx=np.zeros(n_nodes),
             rx_at=np.full(n_nodes, -1, np.int64), stamp=np.zeros(1, np.int64), n_msg=np.zeros(1, np.int64),
             m_src=np.zeros(0, np.int64), m_dst=np.zeros(0, np.int64), m_edge=np.zeros(0, np.int64),

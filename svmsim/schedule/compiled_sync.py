@@ -385,8 +385,7 @@ def _loop_source(kinds, kind_of, slot_of, n_groups, a_tag, a_src, a_dst, a_pay, 
                               o_tag, o_src, o_dst, o_pay)
             if timed:
                 work = _WORK_OF_KIND(kinds, kind_of[g], slot_of[g], no_work)
-                if work.shape[0] > 0:
-                    clock_work(clock, group_nodes[group_ptr[g]:group_ptr[g + 1]], work)
+                clock_work(clock, group_nodes[group_ptr[g]:group_ptr[g + 1]], work)
             counted = _COUNTS_OF_KIND(kinds, kind_of[g], slot_of[g], no_counts)
             if counted.shape[0] > 0:
                 _note_counts(counted, metered, metered_at[g], names[names_at[g]:],

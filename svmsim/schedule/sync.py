@@ -215,7 +215,8 @@ class SyncScheduler:
                 if w.shape != (len(ids),):
                     raise ProtocolError(f"group {g} declared work of shape {w.shape} for its {len(ids)} nodes; "
                                         "allowed: one number of operations per node, in member order")
-            seconds = [w / rates[np.asarray(ids, np.int64)] for w, ids in zip(work, stepped)]
+            overhead = self.clock.model.step_overhead   # each step's fixed cost (0 unless the table sets it)
+            seconds = [w / rates[np.asarray(ids, np.int64)] + overhead for w, ids in zip(work, stepped)]
 
         def cat(xs: list) -> np.ndarray:
             return np.concatenate(xs) if xs else np.zeros(0)  # pragma: no mutate (equivalent: advance skips empties)
