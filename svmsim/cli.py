@@ -157,13 +157,23 @@ def build_parser() -> argparse.ArgumentParser:
                     "with payloads of several sizes (on two different Ray nodes when the cluster has them) and the "
                     "median one-way time is fitted by least squares to t = latency + bytes / bandwidth (the fit's "
                     "relative RMS residual is printed); each Ray node's compute rate is timed on a sparse pass (2 "
-                    "operations per nonzero, as the programs count their work). Prints the [network] table with the "
+                    "operations per nonzero, as the programs count their work), or with --scenario each node's "
+                    "steps of that scenario (fitted to t = step_overhead + work / compute_rate). Prints the "
+                    "[network] table with the "
                     "measurements as comments, or writes it with --out. Under a minute on one machine.")
     cal.add_argument("--address", help="the Ray cluster to join (HOST:PORT, or 'auto'; default: a private local Ray)")
     cal.add_argument("--out", metavar="FILE", help="write the table to FILE (default: print it)")
     cal.add_argument("--repeats", type=int, default=30, help="calls per payload size (default 30)")
     cal.add_argument("--quick", action="store_true", help="3 payload sizes and 0.2 s of compute per node (a rough "
                                                           "table in a few seconds)")
+    cal.add_argument("--hop", choices=("direct", "engine"), default="direct",
+                     help="how a message hop is timed: 'direct' (default; one Ray actor calls another: the network "
+                          "between hosts) or 'engine' (a message relayed by svmsim's Ray engine through its driver: "
+                          "a table that models runs on that engine)")
+    cal.add_argument("--scenario", metavar="FILE", help="time this scenario's own steps instead of the sparse pass "
+                                                        "(400 of its synchronous rounds on its own engine, each "
+                                                        "step timed where it runs; --quick: 100) and fit t = step_overhead + "
+                                                        "work / compute_rate: the table then gives both")
 
     ls = sub.add_parser("list", help="list algorithms, topologies, data sets, partitions, fault kinds, engines, "
                                      "codecs, metrics or cluster profiles")
@@ -413,14 +423,21 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_calibrate(args) -> int:
-    from .calibrate import QUICK_SIZES, SIZES, calibrate, check_out_path
+    from .calibrate import QUICK_SIZES, SIZES, calibrate, check_out_path, check_scenario
 
     if args.repeats < 1:
         raise ScenarioError(f"--repeats {args.repeats} is out of range; allowed: an integer >= 1")
     if args.out is not None:
         check_out_path(args.out)                 # refused before anything is measured
+    scenario = None
+    if args.scenario is not None:
+        from .config import load_scenario
+
+        scenario = load_scenario(args.scenario)
+        check_scenario(scenario)
     result = calibrate(args.address, sizes=QUICK_SIZES if args.quick else SIZES, repeats=args.repeats,
-                       compute_seconds=0.2 if args.quick else 0.5)
+                       compute_seconds=0.2 if args.quick else 0.5, step_rounds=100 if args.quick else 400,
+                       scenario=scenario, hop=args.hop)
     text = result.table()
     if args.out is None:
         print(text, end="")
@@ -428,7 +445,8 @@ def _cmd_calibrate(args) -> int:
         with open(args.out, "w") as f:
             f.write(text)
         print(f"wrote {args.out}: latency {result.latency:.3g} s, bandwidth {result.bandwidth:.3g} bytes/s (fit "
-              f"residual {100 * result.residual:.1f} %), compute rate {result.compute_rate:.3g} operations/s; "
+              f"residual {100 * result.residual:.1f} %), compute rate {result.compute_rate:.3g} operations/s"
+              f"{f', step overhead {result.step_overhead:.3g} s' if scenario is not None else ''}; "
               f"{result.wall_seconds:.1f} s")
     return 0
 
