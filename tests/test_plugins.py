@@ -113,7 +113,7 @@ def test_an_installed_plugin_is_listed_checked_and_run(installed, tmp_path):
     assert "distributed, gossip" in one.stdout and "steps" in one.stdout and "svmsim_extras.gossip_pegasos" in one.stdout
     check = _cli(["check", "subgrad-svm", "gossip-pegasos"], installed)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert check.stdout.strip().splitlines()[-1] == "10 passed, 0 failed, 4 skipped"
+    assert check.stdout.strip().splitlines()[-1] == "12 passed, 0 failed, 4 skipped"
     scenario = EXAMPLE / "scenarios" / "gossip.toml"
     r = _cli(["run", scenario, "--out", tmp_path / "g", "--quiet", "--set", "algorithm.steps=30"], installed)
     assert r.returncode == 0, r.stderr
