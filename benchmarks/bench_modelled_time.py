@@ -4,14 +4,14 @@ For each of three runs on the Ray engine -- the quickstart (Saddle-DSVC on iris,
 Pragam-b on a9a (2 workers each: one worker per core of a two-core machine, as a cluster gives each node its own
 machine) -- `svmsim calibrate --hop engine --scenario` measures this machine (a message hop as svmsim's Ray engine
 relays it, through its driver: the alpha-beta fit; the scenario's own steps on its Ray hosts: the compute rate of
-the work its programs declare and the fixed cost of a step) and its `[network]` table then models the run. The runs evaluate only at their end (evaluation is the simulator's cost, not
-the cluster's), and each is measured at N and 2N iterations after a warm-up run (numba's cache loaded): the
-modelled time against the measured wall time per round (the difference of the two, so start-up is left out; the
-median of several repetitions) and in total (the 2N run), and their ratio (modelled / measured; 1 is a perfect model). With ``--hop direct`` (one actor
-calling another, the network between hosts) the model would leave out what the engine's relay through its driver
-adds to every hop. The engine runs without recovery (``recover = false``: no checkpoints of the hosts, no log of
-rounds), which the model has no term for; what the default recovery adds is measured beside it
-(``ratio_per_round_recover``).
+the work its programs declare and the fixed cost of a step) and its `[network]` table then models the run. The runs
+evaluate only at their end (evaluation is the simulator's cost, not the cluster's), and each is measured at N and 2N
+iterations after a warm-up run (numba's cache loaded): the modelled time against the measured wall time per round
+(the difference of the two, so start-up is left out; the median of several repetitions) and in total (the 2N run),
+and their ratio (modelled / measured; 1 is a perfect model). With ``--hop direct`` (one actor calling another, the
+network between hosts) the model would leave out what the engine's relay through its driver adds to every hop. The
+engine runs without recovery (``recover = false``: no checkpoints of the hosts, no log of rounds), which the model
+has no term for; what the default recovery adds is measured beside it (``ratio_per_round_recover``).
 
 Run: python benchmarks/bench_modelled_time.py [--iterations N]
 """

@@ -109,9 +109,10 @@ MIN_LEVEL_STEPS = 3
 
 def measure_steps(scenario, rounds: int = STEP_ROUNDS, seconds: float = 120.0) -> list[tuple[float, float]]:
     """(declared work, seconds) of every node step of `scenario` (a `Scenario` of synchronous rounds) run for
-    `rounds` rounds (or its own budget, or `seconds`, whichever ends it first) on its own engine (in process, or on its Ray hosts), each node in a group of its own and each step
-    timed where it runs (``compute = "measured"``; an evaluation point every `EVAL_EVERY` iterations, where the
-    time budget is checked); each node's first step (which loads its compiled code) is left out."""
+    `rounds` rounds (or its own budget, or `seconds`, whichever ends it first) on its own engine (in process, or on
+    its Ray hosts), each node in a group of its own and each step timed where it runs (``compute = "measured"``; an
+    evaluation point every `EVAL_EVERY` iterations, where the time budget is checked); each node's first step
+    (which loads its compiled code) is left out."""
     from .config import load_scenario
     from .runner import run
 
@@ -122,8 +123,7 @@ def measure_steps(scenario, rounds: int = STEP_ROUNDS, seconds: float = 120.0) -
                 output=dict(data["output"], progress=False, plots=False, eval_every=EVAL_EVERY, tracking="none"))
     data.pop("sweep", None)
     timed_scenario = load_scenario(data)
-    kind = timed_scenario.engine.kind
-    engine = kind.factory(**kind.options_from(timed_scenario.engine.settings()))
+    engine = timed_scenario.engine.build()
     samples: list[tuple[float, float]] = []
     stepped: set[int] = set()
     step = engine.step
@@ -149,9 +149,8 @@ def measure_steps(scenario, rounds: int = STEP_ROUNDS, seconds: float = 120.0) -
 def fit_steps(samples) -> tuple[float, float | None, float]:
     """(step_overhead, compute_rate, relative RMS residual) of ``seconds = step_overhead + work / compute_rate``,
     fitted to the median seconds of the steps of each declared work (weighted by their number; works declared by
-    fewer than `MIN_LEVEL_STEPS` steps left out where two works have more); compute_rate None
-    where fewer than two different works were declared or the time did not grow with the work (the overhead is then
-    the median step)."""
+    fewer than `MIN_LEVEL_STEPS` steps left out where two works have more); compute_rate None where fewer than two
+    different works were declared or the time did not grow with the work (the overhead is then the median step)."""
     works = np.array([w for w, _ in samples], np.float64)
     secs = np.array([t for _, t in samples], np.float64)
     if works.size == 0:

@@ -170,10 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="how a message hop is timed: 'direct' (default; one Ray actor calls another: the network "
                           "between hosts) or 'engine' (a message relayed by svmsim's Ray engine through its driver: "
                           "a table that models runs on that engine)")
-    cal.add_argument("--scenario", metavar="FILE", help="time this scenario's own steps instead of the sparse pass "
-                                                        "(400 of its synchronous rounds on its own engine, each "
-                                                        "step timed where it runs; --quick: 100) and fit t = step_overhead + "
-                                                        "work / compute_rate: the table then gives both")
+    cal.add_argument("--scenario", metavar="FILE",
+                     help="time this scenario's own steps instead of the sparse pass (400 of its synchronous rounds "
+                          "on its own engine, each step timed where it runs; --quick: 100) and fit t = step_overhead "
+                          "+ work / compute_rate: the table then gives both")
 
     ls = sub.add_parser("list", help="list algorithms, topologies, data sets, partitions, fault kinds, engines, "
                                      "codecs, metrics or cluster profiles")

@@ -808,8 +808,7 @@ def run(scenario: Scenario | dict | str | Path, *, topology: nx.Graph | None = N
             if isinstance(engine, Engine):
                 eng = engine
             else:
-                kind = scenario.engine.kind
-                eng = kind.factory(**kind.options_from(scenario.engine.settings()))
+                eng = scenario.engine.build()
                 own_engine = True
             if scenario.engine.is_ray and scenario.engine.metrics:
                 from .monitor import LiveMetrics

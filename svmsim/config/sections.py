@@ -403,6 +403,11 @@ class EngineSection(SectionModel):
         """Every key of the table, the engine's own among them, with defaults filled in."""
         return self.model_dump()
 
+    def build(self):
+        """A new engine of this table (its kind's factory with the table's options)."""
+        kind = self.kind
+        return kind.factory(**kind.options_from(self.settings()))
+
 
 def _lookup_algorithm(name: str) -> AlgorithmInfo | None:
     """The algorithm `name`, or None when nothing provides it; a plugin that should but cannot is an error."""
